@@ -134,21 +134,30 @@ Rendezvous rendezvous(const RankEnv& env, std::chrono::milliseconds timeout) {
   return Rendezvous{env, store, timeout};
 }
 
+void requireBuiltBackend(const std::string& name) {
+  auto built = builtBackends();
+  if (std::find(built.begin(), built.end(), name) == built.end())
+    throw ConfigError(fmt::format("comm backend '{}' is not built into this binary; built: {}",
+                                  name, fmt::join(built, ", ")));
+}
+
+std::unique_ptr<ProcessGroup> connectGroup(const Rendezvous& rv, const std::string& backend,
+                                           const std::string& hostAddr) {
+  GroupOptions go;
+  go.backend = backend;
+  go.timeout = rv.timeout;
+  go.hostAddr = hostAddr;
+  auto store = std::make_shared<PrefixStore>("pg/world", rv.store);
+  return std::make_unique<ProcessGroup>(
+      createBackend(backend, store, rv.env.rank, rv.env.worldSize, go));
+}
+
 std::unique_ptr<ProcessGroup> bootstrap(const BootstrapOptions& options) {
   RankEnv env = deriveRankEnv(options.env ? *options.env : currentEnv());
   auto timeout = bootstrapTimeout(options);
   std::string backend = chooseBackend(options, env);
-  auto built = builtBackends();
-  if (std::find(built.begin(), built.end(), backend) == built.end())  // fail before waiting
-    throw ConfigError(fmt::format("comm backend '{}' is not built into this binary; built: {}",
-                                  backend, fmt::join(built, ", ")));
-  Rendezvous rv = rendezvous(env, timeout);
-  GroupOptions go;
-  go.backend = backend;
-  go.timeout = timeout;
-  go.hostAddr = options.hostAddr;
-  auto store = std::make_shared<PrefixStore>("pg/world", rv.store);
-  return std::make_unique<ProcessGroup>(createBackend(backend, store, env.rank, env.worldSize, go));
+  requireBuiltBackend(backend);  // fail before waiting for the others
+  return connectGroup(rendezvous(env, timeout), backend, options.hostAddr);
 }
 
 }  // namespace ds::comm

@@ -44,8 +44,15 @@ std::string chooseBackend(const BootstrapOptions& options, const RankEnv& env);
 // environment), else 300 s.
 std::chrono::milliseconds bootstrapTimeout(const BootstrapOptions& options);
 
-// Rendezvous, then createBackend over a PrefixStore("pg/world") of the job's store.
+// The world ProcessGroup over a finished rendezvous: createBackend over PrefixStore("pg/world").
+std::unique_ptr<ProcessGroup> connectGroup(const Rendezvous& rv, const std::string& backend,
+                                           const std::string& hostAddr = "");
+
+// rendezvous() then connectGroup(). An unbuilt backend is a ConfigError before any waiting.
 std::unique_ptr<ProcessGroup> bootstrap(const BootstrapOptions& options = {});
+
+// ConfigError listing the built backends unless `name` is one of them.
+void requireBuiltBackend(const std::string& name);
 
 // "2, 5, 7" for the ranks in [0, worldSize) whose "bootstrap/rank/<r>" key is absent (at most
 // `limit` listed, then "and N more").

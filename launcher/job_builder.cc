@@ -21,7 +21,8 @@ namespace ds::launcher {
 
 namespace {
 
-constexpr const char* kDsrtCommands[] = {"train", "hello", "comm-bench", "prepare-data"};
+constexpr const char* kDsrtCommands[] = {"train", "hello", "comm-bench", "prepare-data",
+                                           "export-checkpoint"};
 
 // DeepSpeed's visible-devices rule (reference/launcher.md §4 step 4), local runs only.
 void applyVisibleDevices(const CliOptions& o, const EnvMap& env, ResourceFilter* f, int* poolSlots,

@@ -11,6 +11,7 @@
 #include "runtime/cmd/comm_bench_command.h"
 #include "runtime/cmd/command.h"
 #include "runtime/cmd/export_checkpoint_command.h"
+#include "runtime/cmd/hello_command.h"
 #include "runtime/cmd/prepare_data_command.h"
 #include "runtime/cmd/train_command.h"
 
@@ -21,6 +22,8 @@ const ds::runtime::Command kCommands[] = {
      ds::runtime::commBenchCommand},
     {"export-checkpoint", "one consolidated fp32 safetensors file from a checkpoint",
      ds::runtime::exportCheckpointCommand},
+    {"hello", "print this rank's environment and join every rank through the store",
+     ds::runtime::helloCommand},
     {"prepare-data", "text to byte-level llm.c token shards (train/val)",
      ds::runtime::prepareDataCommand},
     {"train", "run a training plan (the built-in plan without a file)", ds::runtime::trainCommand},
@@ -32,7 +35,7 @@ const ds::runtime::Command kCommands[] = {
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: dsrt <command> [args...]\n\ncommands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-14s %s\n", c.name, c.summary);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
   std::fprintf(out, "\nRun 'dsrt <command> --help' for a command's options.\n");
 }
 

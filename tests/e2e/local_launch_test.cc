@@ -210,3 +210,53 @@ TEST_CASE("dsrun local: --bind_cores_to_rank pins each rank and sets OMP_NUM_THR
   std::string mine = status.substr(at, status.find('\n', at) - at);
   CHECK(readFile(dir.file("out")) == fmt::format("[0] {} omp={}\n", mine, CPU_COUNT(&set)));
 }
+
+TEST_CASE("dsrun local: dsrt hello joins 3 ranks through the store and checks an allreduce",
+          "[e2e]") {
+  TempDir dir;
+  std::string marker = uniqueMarker("e2ehello");
+  REQUIRE(runDsrun({"--num_gpus", "3", "--master_port", std::to_string(freePort()),
+                    "--comm_backend", "gloo", "hello", "--allreduce"},
+                   dir, marker) == 0);
+  std::string out = readFile(dir.file("out"));
+  for (int r = 0; r < 3; ++r) {
+    INFO(out);
+    CHECK_THAT(out, Catch::Contains(fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=3", r, r)));
+    CHECK_THAT(out, Catch::Contains(fmt::format("[rank {}] all 3 ranks joined", r)));
+    CHECK_THAT(out, Catch::Contains(fmt::format("[rank {}] allreduce over gloo ok (sum 6)", r)));
+  }
+  CHECK(waitMarkerGone(marker).empty());
+}
+
+TEST_CASE("dsrt hello: a rank that never arrives is named when the rendezvous times out",
+          "[e2e]") {
+  TempDir dir;
+  // Only rank 0 of 3 runs: it hosts the store and waits DS_TIMEOUT for ranks 1 and 2.
+  std::vector<std::string> argv = {std::string(DS_BINARY_DIR) + "/dsrt", "hello"};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int err = ::open(dir.file("err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int out = ::open("/dev/null", O_WRONLY);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    for (const char* k : {"LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+      ::unsetenv(k);
+    ::setenv("RANK", "0", 1);
+    ::setenv("WORLD_SIZE", "3", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(freePort()).c_str(), 1);
+    ::setenv("DS_TIMEOUT", "1", 1);
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  auto status = waitChild(pid, std::chrono::seconds(30));
+  REQUIRE(status.has_value());
+  CHECK(*status != 0);
+  std::string err = readFile(dir.file("err"));
+  INFO(err);
+  CHECK_THAT(err, Catch::Contains("1, 2"));
+  CHECK_THAT(err, Catch::Contains("DS_TIMEOUT=1"));
+}
