@@ -49,7 +49,9 @@ void readScheduler(NodeReader& ds, DsConfig& c, int64_t defaultTotal) {
   auto& sc = c.scheduler;
   sc.type = s->getEnum("type", "", {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR"});
   sc.totalNumSteps = defaultTotal;
+  bool explicitTotal = false;
   if (auto p = s->child("params")) {
+    explicitTotal = p->has("total_num_steps");
     sc.warmupNumSteps = p->getInt("warmup_num_steps", 1000, 0);
     sc.warmupType = p->getEnum("warmup_type", "log", {"log", "linear"});
     if (sc.type != "WarmupLR") sc.totalNumSteps = p->getInt("total_num_steps", defaultTotal, 1);
@@ -64,7 +66,10 @@ void readScheduler(NodeReader& ds, DsConfig& c, int64_t defaultTotal) {
       p->fail("last_batch_iteration", "only -1 is supported (resume restores the iteration)");
     p->finish();
   }
-  if (sc.type == "WarmupCosineLR" && sc.totalNumSteps <= std::max<int64_t>(2, sc.warmupNumSteps))
+  // Only an explicit total is held to this: one derived from train.steps may end inside the
+  // warmup (a short run of a plan), and the schedule then simply never decays.
+  if (sc.type == "WarmupCosineLR" && explicitTotal &&
+      sc.totalNumSteps <= std::max<int64_t>(2, sc.warmupNumSteps))
     s->fail("params.total_num_steps", "WarmupCosineLR needs total_num_steps > warmup_num_steps");
   s->finish();
 }

@@ -65,6 +65,8 @@ class WarmupCosineLr : public LrSchedule {
       double r = warmupGamma(it, warmup_, linear_);
       return warmupMinRatio_ + r * (1.0 - warmupMinRatio_);
     }
+    // total <= warmup (a run shorter than its warmup, derived total): no decay phase to speak of.
+    if (total_ <= warmup_) return cosMinRatio_;
     double realLast = double(it - warmup_ + 1), realTotal = double(total_ - warmup_);
     double r = (1 + std::cos(std::numbers::pi * realLast / realTotal)) / 2;
     return std::max(0.0, cosMinRatio_ + (1.0 - cosMinRatio_) * r);
@@ -91,9 +93,6 @@ std::unique_ptr<LrSchedule> makeLrSchedule(const SchedulerConfig& c, double base
     check(c.totalNumSteps > 0, "scheduler.params.total_num_steps: required by " + c.type +
                                    " and must be > 0");
     if (c.type == "WarmupDecayLR") return std::make_unique<WarmupLr>(c, true);
-    check(c.totalNumSteps > std::max<int64_t>(2, c.warmupNumSteps),
-          "scheduler.params.total_num_steps: WarmupCosineLR needs total_num_steps > "
-          "warmup_num_steps");
     return std::make_unique<WarmupCosineLr>(c, baseLr);
   }
   throw ConfigError("scheduler.type: unknown scheduler '" + c.type +

@@ -219,3 +219,15 @@ TEST_CASE("plan: wrong types and shapes are named", "[unit]") {
   CHECK(errorOf(std::string(kMini) + "data: {shards: a.bin, synthetic: {}}\n") ==
         "plan.yaml:5:16: data.shards: give either data.synthetic or data.shards, not both");
 }
+
+TEST_CASE("plan: a run shorter than the cosine warmup is fine, an explicit short total is not",
+          "[unit]") {
+  // The built-in plan warms up over 20 steps and takes total_num_steps from train.steps.
+  for (int steps : {1, 10, 20, 21}) {
+    Plan p = parsePlan(defaultPlanYaml(), "default", {"train.steps=" + std::to_string(steps)}, 2);
+    CHECK(p.deepspeed.scheduler.totalNumSteps == steps);
+  }
+  CHECK_THAT(errorOf(defaultPlanYaml(), {"deepspeed.scheduler.params.total_num_steps=20"}),
+             Catch::Contains("total_num_steps: WarmupCosineLR needs total_num_steps > "
+                             "warmup_num_steps"));
+}

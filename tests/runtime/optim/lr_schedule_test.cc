@@ -78,3 +78,16 @@ TEST_CASE("lr: bad scheduler configs are named", "[unit]") {
   c.warmupType = "cubic";
   CHECK_THROWS_AS(makeLrSchedule(c, 1), ds::ConfigError);
 }
+
+TEST_CASE("lr: WarmupCosineLR with total <= warmup warms up, then holds cos_min_ratio", "[unit]") {
+  SchedulerConfig c;
+  c.type = "WarmupCosineLR";
+  c.warmupNumSteps = 20;
+  c.totalNumSteps = 10;  // derived from a 10-step run of a plan with a 20-step warmup
+  c.warmupType = "linear";
+  c.cosMinRatio = 0.1;
+  auto s = makeLrSchedule(c, 1.0);
+  CHECK(s->lrAt(0) == Approx(0.0));
+  CHECK(s->lrAt(9) == Approx(9.0 / 20));
+  CHECK(s->lrAt(25) == Approx(0.1));
+}
