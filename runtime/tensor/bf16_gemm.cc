@@ -1,0 +1,168 @@
+// bf16 gemm driver (see bf16_gemm.h): pack A and B into kMR/kNR panels of bf16 pairs, then run
+// the micro-kernel over (MC x NC) tiles of C in parallel, K in blocks of kKC pairs so a B
+// micro-panel stays in L1 and the tile's A panels in L2. The widen path rounds to bf16 and runs
+// sgemm on fp32 copies.
+#include "runtime/tensor/bf16_gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "runtime/tensor/bf16_gemm_kernel.h"
+#include "runtime/tensor/threads.h"
+
+namespace ds::runtime {
+namespace {
+
+using detail::kMR;
+using detail::kNR;
+
+constexpr int kKC = 128;      // k pairs per block: a B micro-panel is kKC * kNR * 4 = 24 KiB
+constexpr int kMCPanels = 12;  // A panels per tile: 96 rows, 48 KiB of A per k block
+constexpr int kNCPanels = 4;   // B panels per tile: 192 columns
+
+inline uint32_t bitsOf(const float* p, long i) { return floatToBf16(p[i]).bits; }
+inline uint32_t bitsOf(const uint16_t* p, long i) { return p[i]; }
+
+// Panel of R rows starting at row r0 of a (rows x K) view, kp = ceil(K / 2) pairs.
+template <class T>
+void packPanel(uint32_t* dst, const T* src, long rs, long cs, int r0, int rows, int K, int kp,
+               int R) {
+  const int valid = std::min(R, rows - r0);
+  const int fullPairs = K / 2;
+  if (cs == 1) {  // rows contiguous in k: walk each row
+    for (int r = 0; r < valid; ++r) {
+      const T* row = src + (r0 + r) * rs;
+      for (int p = 0; p < fullPairs; ++p) {
+        dst[p * R + r] = bitsOf(row, 2 * p) | (bitsOf(row, 2 * p + 1) << 16);
+      }
+      if (kp > fullPairs) dst[fullPairs * R + r] = bitsOf(row, 2 * fullPairs);
+    }
+  } else {  // rows strided (a transposed source): walk k, rows are contiguous-ish
+    for (int p = 0; p < kp; ++p) {
+      const T* lo = src + 2L * p * cs + r0 * rs;
+      const bool hasHi = 2 * p + 1 < K;
+      for (int r = 0; r < valid; ++r) {
+        const uint32_t hi = hasHi ? bitsOf(lo + cs, r * rs) : 0u;
+        dst[p * R + r] = bitsOf(lo, r * rs) | (hi << 16);
+      }
+    }
+  }
+  for (int p = 0; p < kp; ++p) {
+    for (int r = valid; r < R; ++r) dst[p * R + r] = 0;
+  }
+}
+
+// All panels of a view into dst (panels * kp * R words).
+void packAll(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int K, int R) {
+  const int kp = (K + 1) / 2, panels = (rows + R - 1) / R;
+  dst.resize(static_cast<size_t>(panels) * kp * R);
+  const long work = static_cast<long>(rows) * K;
+#pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
+  for (int i = 0; i < panels; ++i) {
+    uint32_t* out = dst.data() + static_cast<size_t>(i) * kp * R;
+    if (x.isBf16) {
+      packPanel(out, static_cast<const uint16_t*>(x.data), x.rs, x.cs, i * R, rows, K, kp, R);
+    } else {
+      packPanel(out, static_cast<const float*>(x.data), x.rs, x.cs, i * R, rows, K, kp, R);
+    }
+  }
+}
+
+// Row-major fp32 copy (rows x K) of bf16(view).
+void widenAll(std::vector<float>& dst, const GemmOperand& x, int rows, int K) {
+  dst.resize(static_cast<size_t>(rows) * K);
+  const long work = static_cast<long>(rows) * K;
+#pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
+  for (int r = 0; r < rows; ++r) {
+    float* out = dst.data() + static_cast<size_t>(r) * K;
+    for (int k = 0; k < K; ++k) {
+      const long i = r * x.rs + k * x.cs;
+      const uint32_t bits = x.isBf16 ? static_cast<const uint16_t*>(x.data)[i]
+                                     : bitsOf(static_cast<const float*>(x.data), i);
+      const uint32_t u = bits << 16;
+      std::memcpy(out + k, &u, 4);
+    }
+  }
+}
+
+void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C, long ldc,
+               float beta) {
+  thread_local std::vector<float> a, b;
+  widenAll(a, A, M, K);
+  widenAll(b, B, N, K);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K,
+              beta, C, ldc);
+}
+
+void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C,
+                long ldc, float beta) {
+  thread_local std::vector<uint32_t> ap, bp;
+  packAll(ap, A, M, K, kMR);
+  packAll(bp, B, N, K, kNR);
+  const uint32_t* apd = ap.data();  // thread_local: OpenMP workers must use these pointers
+  const uint32_t* bpd = bp.data();
+  const int kp = (K + 1) / 2;
+  const int mPanels = (M + kMR - 1) / kMR, nPanels = (N + kNR - 1) / kNR;
+  const int mTiles = (mPanels + kMCPanels - 1) / kMCPanels;
+  const int nTiles = (nPanels + kNCPanels - 1) / kNCPanels;
+  const int tiles = mTiles * nTiles;
+  const long work = static_cast<long>(M) * N * K / 64;
+#pragma omp parallel for schedule(dynamic, 1) if (work >= kMinParallelWork && tiles > 1)
+  for (int t = 0; t < tiles; ++t) {
+    const int tm = t % mTiles, tn = t / mTiles;
+    const int i0 = tm * kMCPanels, i1 = std::min(mPanels, i0 + kMCPanels);
+    const int j0 = tn * kNCPanels, j1 = std::min(nPanels, j0 + kNCPanels);
+    for (int k0 = 0; k0 < kp; k0 += kKC) {
+      const int kc = std::min(kKC, kp - k0);
+      const bool acc = k0 > 0 || beta != 0.0f;
+      for (int j = j0; j < j1; ++j) {
+        const uint32_t* b = bpd + (static_cast<size_t>(j) * kp + k0) * kNR;
+        const int nr = std::min(kNR, N - j * kNR);
+        for (int i = i0; i < i1; ++i) {
+          const uint32_t* a = apd + (static_cast<size_t>(i) * kp + k0) * kMR;
+          const int mr = std::min(kMR, M - i * kMR);
+          detail::bf16MicroTile(kc, a, b, C + static_cast<long>(i) * kMR * ldc + j * kNR, ldc, mr,
+                                nr, acc);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool bf16GemmNativeAvailable() {
+  static const bool has = detail::bf16GemmCpuHasAvx512Bf16();
+  return has;
+}
+
+void gemmBf16(int M, int N, int K, GemmOperand A, GemmOperand B, float* C, long ldc, float beta,
+              Bf16GemmPath path) {
+  DS_CHECK(M >= 0 && N >= 0 && K >= 0, "gemmBf16: negative size M={} N={} K={}", M, N, K);
+  DS_CHECK(beta == 0.0f || beta == 1.0f, "gemmBf16: beta {} is neither 0 nor 1", beta);
+  DS_CHECK(ldc >= N, "gemmBf16: ldc {} < N {}", ldc, N);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (beta == 0.0f) {
+      for (int m = 0; m < M; ++m) std::memset(C + m * ldc, 0, sizeof(float) * N);
+    }
+    return;
+  }
+  if (path == Bf16GemmPath::kNative && !bf16GemmNativeAvailable()) {
+    throw NotSupported("gemmBf16: the native path needs AVX512-BF16 (vdpbf16ps), which this CPU "
+                       "does not report");
+  }
+  const bool native = path == Bf16GemmPath::kNative ||
+                      (path == Bf16GemmPath::kAuto && bf16GemmNativeAvailable());
+  if (native) {
+    gemmNative(M, N, K, A, B, C, ldc, beta);
+  } else {
+    gemmWiden(M, N, K, A, B, C, ldc, beta);
+  }
+}
+
+}  // namespace ds::runtime
