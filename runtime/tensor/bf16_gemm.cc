@@ -25,51 +25,44 @@ constexpr int kMCPanels = 12;  // A panels per tile: 96 rows, 48 KiB of A per k 
 constexpr int kNCPanels = 4;   // B panels per tile: 192 columns
 
 inline uint32_t bitsOf(const float* p, long i) { return floatToBf16(p[i]).bits; }
-inline uint32_t bitsOf(const uint16_t* p, long i) { return p[i]; }
 
-// Panel of R rows starting at row r0 of a (rows x K) view, kp = ceil(K / 2) pairs.
-template <class T>
-void packPanel(uint32_t* dst, const T* src, long rs, long cs, int r0, int rows, int K, int kp,
-               int R) {
-  const int valid = std::min(R, rows - r0);
-  const int fullPairs = K / 2;
-  if (cs == 1) {  // rows contiguous in k: walk each row
-    for (int r = 0; r < valid; ++r) {
-      const T* row = src + (r0 + r) * rs;
-      for (int p = 0; p < fullPairs; ++p) {
-        dst[p * R + r] = bitsOf(row, 2 * p) | (bitsOf(row, 2 * p + 1) << 16);
-      }
-      if (kp > fullPairs) dst[fullPairs * R + r] = bitsOf(row, 2 * fullPairs);
-    }
-  } else {  // rows strided (a transposed source): walk k, rows are contiguous-ish
-    for (int p = 0; p < kp; ++p) {
-      const T* lo = src + 2L * p * cs + r0 * rs;
-      const bool hasHi = 2 * p + 1 < K;
-      for (int r = 0; r < valid; ++r) {
-        const uint32_t hi = hasHi ? bitsOf(lo + cs, r * rs) : 0u;
-        dst[p * R + r] = bitsOf(lo, r * rs) | (hi << 16);
-      }
-    }
-  }
-  for (int p = 0; p < kp; ++p) {
-    for (int r = valid; r < R; ++r) dst[p * R + r] = 0;
-  }
-}
-
-// All panels of a view into dst (panels * kp * R words).
-void packAll(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int K, int R) {
+// Packs the rows x K view x into dst: row-major words (returns the row stride in words) when
+// rows are contiguous in k, else kR-row interleaved panels (returns 0). Rows are padded with
+// zeros to a multiple of kR.
+long packOperand(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int K, int R,
+                 bool allowRows) {
   const int kp = (K + 1) / 2, panels = (rows + R - 1) / R;
   dst.resize(static_cast<size_t>(panels) * kp * R);
+  uint32_t* d = dst.data();
   const long work = static_cast<long>(rows) * K;
+  if (allowRows && x.cs == 1) {
+    const long lda = kp;
+    const int chunks = (rows + 15) / 16;
+#pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
+    for (int i = 0; i < chunks; ++i) {
+      const int r0 = i * 16, n = std::min(16, rows - r0);
+      if (x.isBf16) {
+        detail::packRowsBf16(d + r0 * lda, lda, static_cast<const uint16_t*>(x.data) + r0 * x.rs,
+                             x.rs, n, K);
+      } else {
+        detail::packRowsF32(d + r0 * lda, lda, static_cast<const float*>(x.data) + r0 * x.rs,
+                            x.rs, n, K);
+      }
+    }
+    std::fill(dst.begin() + static_cast<long>(rows) * lda, dst.end(), 0u);
+    return lda;
+  }
 #pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
   for (int i = 0; i < panels; ++i) {
-    uint32_t* out = dst.data() + static_cast<size_t>(i) * kp * R;
+    uint32_t* out = d + static_cast<size_t>(i) * kp * R;
     if (x.isBf16) {
-      packPanel(out, static_cast<const uint16_t*>(x.data), x.rs, x.cs, i * R, rows, K, kp, R);
+      detail::packPanelBf16(out, R, static_cast<const uint16_t*>(x.data), x.rs, x.cs, i * R, rows,
+                            K);
     } else {
-      packPanel(out, static_cast<const float*>(x.data), x.rs, x.cs, i * R, rows, K, kp, R);
+      detail::packPanelF32(out, R, static_cast<const float*>(x.data), x.rs, x.cs, i * R, rows, K);
     }
   }
+  return 0;
 }
 
 // Row-major fp32 copy (rows x K) of bf16(view).
@@ -101,8 +94,8 @@ void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, 
 void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C,
                 long ldc, float beta) {
   thread_local std::vector<uint32_t> ap, bp;
-  packAll(ap, A, M, K, kMR);
-  packAll(bp, B, N, K, kNR);
+  const long lda = packOperand(ap, A, M, K, kMR, true);
+  packOperand(bp, B, N, K, kNR, false);
   const uint32_t* apd = ap.data();  // thread_local: OpenMP workers must use these pointers
   const uint32_t* bpd = bp.data();
   const int kp = (K + 1) / 2;
@@ -123,10 +116,14 @@ void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B,
         const uint32_t* b = bpd + (static_cast<size_t>(j) * kp + k0) * kNR;
         const int nr = std::min(kNR, N - j * kNR);
         for (int i = i0; i < i1; ++i) {
-          const uint32_t* a = apd + (static_cast<size_t>(i) * kp + k0) * kMR;
           const int mr = std::min(kMR, M - i * kMR);
-          detail::bf16MicroTile(kc, a, b, C + static_cast<long>(i) * kMR * ldc + j * kNR, ldc, mr,
-                                nr, acc);
+          float* c = C + static_cast<long>(i) * kMR * ldc + j * kNR;
+          if (lda > 0) {  // row-major words
+            detail::bf16MicroTile(kc, apd + i * kMR * lda + k0, lda, 1, b, c, ldc, mr, nr, acc);
+          } else {
+            detail::bf16MicroTile(kc, apd + (static_cast<size_t>(i) * kp + k0) * kMR, 1, kMR, b, c,
+                                  ldc, mr, nr, acc);
+          }
         }
       }
     }

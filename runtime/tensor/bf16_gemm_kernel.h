@@ -1,8 +1,10 @@
-// Internal to bf16_gemm: the AVX512-BF16 micro-kernel and its panel layout. A panel of R rows
-// (R = kMR for A, kNR for B) holds, for each k pair p, R uint32 words: word r = bf16(k=2p) in the
-// low half and bf16(k=2p+1) in the high half of row r (zero past K and past the last row).
-// Not for callers outside runtime/tensor; compiled with target attributes, so only call it after
-// bf16GemmCpuHasAvx512Bf16() says yes.
+// Internal to bf16_gemm: the AVX512-BF16 micro-kernel and its packing routines. A "word" holds
+// the bf16 values of k = 2p (low half) and k = 2p + 1 (high half) of one row; zero past K.
+//   B panels (kNR rows of B = columns of C): kp pairs x kNR words, word (p, r) at p * kNR + r.
+//   A panels: either the same interleave with kMR rows (word (p, r) at p * kMR + r; used for
+//   transposed sources) or row-major words (word (r, p) at r * lda + p; used for row-major
+//   sources, a plain conversion). The kernel broadcasts A words, so either layout is fast.
+// Not for callers outside runtime/tensor; everything here needs AVX512-BF16 (bf16GemmCpu...).
 #pragma once
 
 #include <cstdint>
@@ -14,9 +16,19 @@ constexpr int kNR = 48;  // columns of C per micro-tile: 3 zmm of 16 fp32 accumu
 
 bool bf16GemmCpuHasAvx512Bf16();
 
-// c[i * ldc + j] (i < mr, j < nr) = (accumulate ? c : 0) + sum over kp pairs of a-panel row i
-// times b-panel row j, in fp32.
-void bf16MicroTile(int kp, const uint32_t* a, const uint32_t* b, float* c, long ldc, int mr, int nr,
-                   bool accumulate);
+// A view as in bf16_gemm.h: element (r, k) at src[r * rs + k * cs]; T is float or uint16_t.
+// fp32 is rounded to bf16 to nearest even by vcvtneps2bf16 (denormals flush to zero).
+// Row-major words of rows [0, rows) (needs cs == 1): dst[r * lda + p], lda >= kp.
+void packRowsF32(uint32_t* dst, long lda, const float* src, long rs, int rows, int K);
+void packRowsBf16(uint32_t* dst, long lda, const uint16_t* src, long rs, int rows, int K);
+// One interleaved panel of R rows (R = kMR or kNR) starting at row r0 of a rows-row view.
+void packPanelF32(uint32_t* dst, int R, const float* src, long rs, long cs, int r0, int rows, int K);
+void packPanelBf16(uint32_t* dst, int R, const uint16_t* src, long rs, long cs, int r0, int rows,
+                   int K);
+
+// c[i * ldc + j] (i < mr, j < nr) = (accumulate ? c : 0) + sum over kp pairs of A row i's words
+// times B panel row j's words, fp32. A word (i, p) is at a[i * aRow + p * aPair].
+void bf16MicroTile(int kp, const uint32_t* a, long aRow, long aPair, const uint32_t* b, float* c,
+                   long ldc, int mr, int nr, bool accumulate);
 
 }  // namespace ds::runtime::detail
