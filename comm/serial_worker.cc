@@ -29,6 +29,13 @@ bool SerialWorker::busy() const {
   return running_ || !queue_.empty();
 }
 
+std::chrono::milliseconds SerialWorker::runningFor() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!running_) return std::chrono::milliseconds(0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               startedAt_);
+}
+
 void SerialWorker::loop() {
   for (;;) {
     Task task;
@@ -39,6 +46,7 @@ void SerialWorker::loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       running_ = true;
+      startedAt_ = std::chrono::steady_clock::now();
     }
     try {
       task.fn();

@@ -1,9 +1,11 @@
 // SerialWorker: one thread that runs a group's collectives in issue order, completing or failing
 // each Work. Not a pool: one group, one thread, so every member starts its collectives in the
 // order they were issued (the contract every backend relies on).
-// Thread-safe submit(); the destructor runs what is still queued, then joins.
+// Thread-safe submit(); the destructor runs what is still queued, then joins. Used by the gloo and
+// mpi backends (gloo's watchdog polls runningFor()).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -26,6 +28,8 @@ class SerialWorker {
   WorkPtr submit(std::string what, std::function<void()> fn);
   // Whether tasks are queued or running.
   bool busy() const;
+  // How long the running task has been running (zero when idle): a backend's watchdog uses it.
+  std::chrono::milliseconds runningFor() const;
 
  private:
   void loop();
@@ -38,6 +42,7 @@ class SerialWorker {
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool running_ = false;
+  std::chrono::steady_clock::time_point startedAt_;
   bool stop_ = false;
   std::thread thread_;
 };

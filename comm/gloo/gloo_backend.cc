@@ -14,8 +14,8 @@
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/gloo_connect.h"
 #include "comm/gloo/gloo_link.h"
-#include "comm/gloo/gloo_worker.h"
 #include "comm/gloo/reduce_kernels.h"
+#include "comm/serial_worker.h"
 #include "comm/store/prefix_store.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -39,7 +39,7 @@ class GlooBackend final : public Backend {
     auto store = std::make_shared<PrefixStore>(prefix_, root_);
     auto ctx = gloo_impl::connectGroup(store, rank, size, device_, timeout_);
     link_ = std::make_unique<GlooLink>(std::move(ctx), store, timeout_, globalRanks_);
-    worker_ = std::make_unique<gloo_impl::Worker>();
+    worker_ = std::make_unique<SerialWorker>();
     watchdog_ = std::thread([this] { watch(); });
   }
 
@@ -190,7 +190,7 @@ class GlooBackend final : public Backend {
   std::string name_ = "gloo";
   int subgroups_ = 0;
   std::unique_ptr<GlooLink> link_;
-  std::unique_ptr<gloo_impl::Worker> worker_;
+  std::unique_ptr<SerialWorker> worker_;
   std::mutex watchMu_;
   std::condition_variable watchCv_;
   bool stopWatch_ = false;
