@@ -21,6 +21,9 @@ namespace {
 constexpr int kNV = kNR / 16;  // zmm per micro-tile row
 
 DS_BF16_TARGET inline __m512bh asBh(__m512i v) { return reinterpret_cast<__m512bh>(v); }
+DS_BF16_TARGET inline __m512i shl16(__m512i v) {
+  return _mm512_maskz_slli_epi32(__mmask16(0xffff), v, 16);
+}
 
 DS_BF16_TARGET inline __mmask16 firstN(int n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
@@ -39,7 +42,7 @@ inline uint32_t bitsOf(const float* p, long i) {
   uint32_t u;
   __builtin_memcpy(&u, p + i, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40;  // quiet NaN
-  if ((u & 0x7f800000u) == 0) return (u >> 16) & 0x8000u;         // denormal: flush as vcvtneps2bf16
+  if ((u & 0x7f800000u) == 0) return (u >> 16) & 0x8000u;         // denormal: flushed, as vcvtneps
   u += 0x7fffu + ((u >> 16) & 1u);
   return u >> 16;
 }
@@ -62,8 +65,7 @@ DS_BF16_TARGET void packRows(uint32_t* dst, long lda, const T* src, long rs, int
                                              3, 1);
       const __m512i even = _mm512_permutex2var_epi32(lo, idxLo, hi);
       const __m512i odd = _mm512_permutex2var_epi32(lo, idxHi, hi);
-      _mm512_mask_storeu_epi32(out + p, firstN(kp - p),
-                               _mm512_or_si512(even, _mm512_maskz_slli_epi32(__mmask16(0xffff), odd, 16)));
+      _mm512_mask_storeu_epi32(out + p, firstN(kp - p), _mm512_or_si512(even, shl16(odd)));
     }
   }
 }
@@ -80,7 +82,7 @@ DS_BF16_TARGET void packPanel(uint32_t* dst, int R, const T* src, long rs, long 
       for (int v = 0; v < R; v += 16) {
         const __mmask16 m = firstN(valid - v);
         __m512i w = load16(lo + v, m);
-        if (hasHi) w = _mm512_or_si512(w, _mm512_maskz_slli_epi32(__mmask16(0xffff), load16(lo + cs + v, m), 16));
+        if (hasHi) w = _mm512_or_si512(w, shl16(load16(lo + cs + v, m)));
         _mm512_mask_storeu_epi32(dst + p * R + v, firstN(R - v), w);
       }
     }

@@ -22,7 +22,8 @@ bool bf16GemmCpuHasAvx512Bf16();
 void packRowsF32(uint32_t* dst, long lda, const float* src, long rs, int rows, int K);
 void packRowsBf16(uint32_t* dst, long lda, const uint16_t* src, long rs, int rows, int K);
 // One interleaved panel of R rows (R = kMR or kNR) starting at row r0 of a rows-row view.
-void packPanelF32(uint32_t* dst, int R, const float* src, long rs, long cs, int r0, int rows, int K);
+void packPanelF32(uint32_t* dst, int R, const float* src, long rs, long cs, int r0, int rows,
+                  int K);
 void packPanelBf16(uint32_t* dst, int R, const uint16_t* src, long rs, long cs, int r0, int rows,
                    int K);
 

@@ -41,7 +41,8 @@ Src makeSrc(int rows, int K, bool transposed, bool isBf16, uint32_t seed) {
   const long rs = transposed ? 1 : K, cs = transposed ? rows : 1;
   for (int r = 0; r < rows; ++r) {
     for (int k = 0; k < K; ++k) {
-      s.ref[static_cast<size_t>(r) * K + k] = ds::bf16ToFloat(ds::floatToBf16(s.f[r * rs + k * cs]));
+      const float x = s.f[r * rs + k * cs];
+      s.ref[static_cast<size_t>(r) * K + k] = ds::bf16ToFloat(ds::floatToBf16(x));
     }
   }
   if (isBf16) {
@@ -72,7 +73,8 @@ double worstRatio(int M, int N, int K, bool aT, bool aBf, bool bT, bool bBf, flo
     for (int n = 0; n < N; ++n) {
       double ref = beta != 0 ? c0[m * ldc + n] : 0.0, mag = std::fabs(ref);
       for (int k = 0; k < K; ++k) {
-        const double p = a.ref[static_cast<size_t>(m) * K + k] * b.ref[static_cast<size_t>(n) * K + k];
+        const double p =
+            a.ref[static_cast<size_t>(m) * K + k] * b.ref[static_cast<size_t>(n) * K + k];
         ref += p;
         mag += std::fabs(p);
       }
