@@ -15,6 +15,7 @@
 #include "runtime/tensor/encoder.h"
 #include "runtime/tensor/layernorm.h"
 #include "runtime/tensor/matmul.h"
+#include "runtime/tensor/matmul_bf16.h"
 
 namespace ds::runtime {
 namespace {
@@ -34,6 +35,18 @@ enum LayerField { fLn1, fLn1Mean, fLn1Rstd, fQkv, fAtt, fAtty, fRes2, fLn2, fLn2
 enum HeadField { fLnf, fLnfMean, fLnfRstd, fProbs, kHeadFields };
 
 void zero(std::vector<float>& v) { std::memset(v.data(), 0, v.size() * sizeof(float)); }
+
+// bf16 value of parameter i for the native bf16 linear layers (no widening); errors as
+// ParamAccess::value's.
+const bf16* value16(const zero::ParamTable& p, const std::vector<zero::ParamInfo>& infos, int i,
+                    int block) {
+  if (static_cast<size_t>(i) >= p.value16.size() || p.value16[i] == nullptr) {
+    throw InternalError(fmt::format(
+        "model: parameter '{}' has no bf16 value (ParamTable.value16) in block {}; bf16 compute "
+        "reads value16 between beforeForward/beforeBackward and after*", infos[i].name, block));
+  }
+  return p.value16[i];
+}
 
 }  // namespace
 
@@ -212,19 +225,28 @@ void Gpt2Model::layerForward(int l, zero::ParamTable& p, bool recompute) {
   const int BT = B * T;
   const bool direct = !bf16_ && !ckpt_;
   auto w = [&](int kind) { return access_.value(p, layerParam(kind, l), kind, blk); };
+  // bf16 mode on AVX512-BF16: linear layers read the bf16 weights directly (matmul_bf16.h).
+  const bool native = bf16_ && bf16LinearNative();
+  auto linear = [&](float* o, const float* in, int kw, int kb, int cin, int cout) {
+    if (native) {
+      matmulForwardBf16(o, in, value16(p, params_, layerParam(kw, l), blk), w(kb), BT, cin, cout);
+    } else {
+      matmulForward(o, in, w(kw), w(kb), BT, cin, cout);
+    }
+  };
   const float* x = residIn(l);
   LayerActs a = layerView(direct ? layer_[l] : layerWork_);
   float* out = recompute ? xout_.data() : residOutBuffer(l + 1);
 
   layernormForward(a.ln1, a.ln1Mean, a.ln1Rstd, x, w(kLn1w), w(kLn1b), BT, C);
-  matmulForward(a.qkv, a.ln1, w(kQkvw), w(kQkvb), BT, C, 3 * C);
+  linear(a.qkv, a.ln1, kQkvw, kQkvb, C, 3 * C);
   attentionForward(a.atty, a.att, a.qkv, B, T, C, NH);
-  matmulForward(tmp_.data(), a.atty, w(kAttprojw), w(kAttprojb), BT, C, C);
+  linear(tmp_.data(), a.atty, kAttprojw, kAttprojb, C, C);
   residualForward(a.res2, x, tmp_.data(), static_cast<size_t>(BT) * C);
   layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, w(kLn2w), w(kLn2b), BT, C);
-  matmulForward(a.fch, a.ln2, w(kFcw), w(kFcb), BT, C, 4 * C);
+  linear(a.fch, a.ln2, kFcw, kFcb, C, 4 * C);
   geluForward(a.fchGelu, a.fch, static_cast<size_t>(BT) * 4 * C);
-  matmulForward(tmp_.data(), a.fchGelu, w(kFcprojw), w(kFcprojb), BT, 4 * C, C);
+  linear(tmp_.data(), a.fchGelu, kFcprojw, kFcprojb, 4 * C, C);
   residualForward(out, a.res2, tmp_.data(), static_cast<size_t>(BT) * C);
 
   if (recompute) return;  // backward rounds (bf16) and uses layerWork_; resid_ is kept
@@ -237,13 +259,18 @@ void Gpt2Model::layerForward(int l, zero::ParamTable& p, bool recompute) {
 double Gpt2Model::headForward(zero::ParamTable& p, bool recompute) {
   const int L = cfg_.nLayer, C = cfg_.nEmbd, BT = B_ * T_, blk = L + 1;
   const bool direct = !bf16_ && !ckpt_;
-  const float* wte = access_.value(p, 0, kSlotWte, blk);
+  const bool native = bf16_ && bf16LinearNative();
+  const float* wte = native ? nullptr : access_.value(p, 0, kSlotWte, blk);
   const float* lnfw = access_.value(p, 2 + kLayerKinds * L, kSlotLnfw, blk);
   const float* lnfb = access_.value(p, 3 + kLayerKinds * L, kSlotLnfb, blk);
   const float* x = residIn(L);
   HeadActs h = headView(direct ? head_ : headWork_);
   layernormForward(h.lnf, h.mean, h.rstd, x, lnfw, lnfb, BT, C);
-  matmulForward(h.probs, h.lnf, wte, nullptr, BT, C, V_);
+  if (native) {
+    matmulForwardBf16(h.probs, h.lnf, value16(p, params_, 0, blk), nullptr, BT, C, V_);
+  } else {
+    matmulForward(h.probs, h.lnf, wte, nullptr, BT, C, V_);
+  }
   double sum = softmaxCrossEntropyForward(h.probs, targets_.data(), BT, V_, &valid_);
   if (!recompute && !direct && !ckpt_) {
     for (int f = 0; f < kHeadFields; ++f) head_.save(f, headWork_.f32(f));
@@ -287,14 +314,20 @@ void Gpt2Model::headBackward(float lossScale, zero::ParamTable& p) {
     }
     h = headView(headWork_);
   }
-  const float* wte = access_.value(p, 0, kSlotWte, blk);
+  const bool native = bf16_ && bf16LinearNative();
+  const float* wte = native ? nullptr : access_.value(p, 0, kSlotWte, blk);
   const float* lnfw = access_.value(p, iLnfw, kSlotLnfw, blk);
   const float* x = residIn(L);
   float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
   softmaxCrossEntropyBackward(dlogits_.data(), h.probs, targets_.data(), BT, V_, scale);
   zero(dln_);
-  matmulBackward(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf, wte, BT, C,
-                 V_);
+  if (native) {
+    matmulBackwardBf16(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf,
+                       value16(p, params_, 0, blk), BT, C, V_);
+  } else {
+    matmulBackward(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf, wte, BT,
+                   C, V_);
+  }
   layernormBackward(dres_.data(), access_.grad(p, iLnfw, blk), access_.grad(p, iLnfb, blk),
                     dln_.data(), x, lnfw, h.mean, h.rstd, BT, C);
 }
@@ -320,27 +353,35 @@ void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
   }
   auto w = [&](int kind) { return access_.value(p, layerParam(kind, l), kind, blk); };
   auto g = [&](int kind) { return access_.grad(p, layerParam(kind, l), blk); };
+  const bool native = bf16_ && bf16LinearNative();
+  auto linearBack = [&](float* din, const float* dout, const float* in, int kw, int kb, int cin,
+                        int cout) {
+    if (native) {
+      matmulBackwardBf16(din, g(kw), g(kb), dout, in, value16(p, params_, layerParam(kw, l), blk),
+                         BT, cin, cout);
+    } else {
+      matmulBackward(din, g(kw), g(kb), dout, in, w(kw), BT, cin, cout);
+    }
+  };
   const float* x = residIn(l);
   const size_t BTC = static_cast<size_t>(BT) * C;
 
   // dres_ holds d(out). out = res2 + fcproj(gelu(fc(ln2(res2)))).
   zero(dfchGelu_);
-  matmulBackward(dfchGelu_.data(), g(kFcprojw), g(kFcprojb), dres_.data(), a.fchGelu, w(kFcprojw),
-                 BT, 4 * C, C);
+  linearBack(dfchGelu_.data(), dres_.data(), a.fchGelu, kFcprojw, kFcprojb, 4 * C, C);
   zero(dfch_);
   geluBackward(dfch_.data(), a.fch, dfchGelu_.data(), 4 * BTC);
   zero(dln_);
-  matmulBackward(dln_.data(), g(kFcw), g(kFcb), dfch_.data(), a.ln2, w(kFcw), BT, C, 4 * C);
+  linearBack(dln_.data(), dfch_.data(), a.ln2, kFcw, kFcb, C, 4 * C);
   layernormBackward(dres_.data(), g(kLn2w), g(kLn2b), dln_.data(), a.res2, w(kLn2w), a.ln2Mean,
                     a.ln2Rstd, BT, C);
   // dres_ now holds d(res2). res2 = x + attproj(attention(qkv(ln1(x)))).
   zero(datty_);
-  matmulBackward(datty_.data(), g(kAttprojw), g(kAttprojb), dres_.data(), a.atty, w(kAttprojw), BT,
-                 C, C);
+  linearBack(datty_.data(), dres_.data(), a.atty, kAttprojw, kAttprojb, C, C);
   zero(dqkv_);
   attentionBackward(dqkv_.data(), dtt_.data(), datty_.data(), a.qkv, a.att, B, T, C, NH);
   zero(dln_);
-  matmulBackward(dln_.data(), g(kQkvw), g(kQkvb), dqkv_.data(), a.ln1, w(kQkvw), BT, C, 3 * C);
+  linearBack(dln_.data(), dqkv_.data(), a.ln1, kQkvw, kQkvb, C, 3 * C);
   layernormBackward(dres_.data(), g(kLn1w), g(kLn1b), dln_.data(), x, w(kLn1w), a.ln1Mean,
                     a.ln1Rstd, BT, C);
   // dres_ now holds d(x), the gradient of the previous block's output.
