@@ -83,6 +83,32 @@ struct MemoryReport {
   std::string toJson() const;    // {"params":{"device":..,"host":..,"nvme":..},...}
 };
 
+// Diagnostics (tests, logs): the order in which the engine issued and waited for collectives,
+// interleaved with the hooks. Recorded only after enableTrace(true) (a push_back on the training
+// thread); the proof that communication overlaps computation, not a profiler.
+struct TraceEvent {
+  enum class Kind {
+    kBeforeForward, kAfterForward, kBeforeBackward, kAfterBackward,  // id = block
+    kBucketIssued, kBucketWaited,   // id = bucket number (per engine, from 0)
+    kGatherIssued, kGatherWaited,   // id = parameter index (stage 3)
+  };
+  Kind kind;
+  int64_t id;
+  // k*Waited: the backend (comm worker) had already completed it when the training
+  // thread began to wait.
+  bool completedBeforeWait = false;
+};
+
+// A snapshot of what is in flight right now (any thread's view; Work completion is set by the
+// comm worker).
+struct PipelineState {
+  size_t bucketsInFlight = 0;           // reduce buckets issued, not yet waited for
+  size_t bucketsCompletedInFlight = 0;  // of those, already completed by the comm worker
+  size_t gathersInFlight = 0;           // stage 3 allgathers issued, not yet waited for
+  size_t gathersCompletedInFlight = 0;
+  size_t liveElems = 0, peakLiveElems = 0;  // stage 3 gathered non-persistent elements
+};
+
 class ZeroEngine : public BlockHooks {
  public:
   // params in the model's order (the flat space is their concatenation); numBlocks = the number
@@ -110,6 +136,12 @@ class ZeroEngine : public BlockHooks {
   StepResult step(float lr, float lossScale, float clipNorm);
 
   MemoryReport memory() const;
+
+  void enableTrace(bool on);
+  std::vector<TraceEvent> takeTrace();  // the events since the last take, in order
+  PipelineState pipeline() const;
+  // Whether stage-3 parameter p's allgather has been issued (in flight or gathered).
+  bool gatherIssued(size_t p) const;
 
   // Checkpoints. optimizerShard(): this rank's partition of every optimizer state as ranges of
   // the full flat space (names: "fp32", "exp_avg", "exp_avg_sq" for Adam/AdamW; "fp32",

@@ -81,7 +81,8 @@ struct ZeroEngine::Impl {
   int64_t steps = 0;
 
   // --- gradient buckets ---
-  struct Pending { comm::WorkPtr work; std::function<void()> finish; int slot; };
+  struct Pending { comm::WorkPtr work; std::function<void()> finish; int slot; int64_t id; };
+  int64_t bucketSeq = 0;
   std::deque<Pending> pending;
   std::vector<std::vector<float>> bucketIn, bucketOut;
   std::vector<char> slotBusy;
@@ -95,6 +96,17 @@ struct ZeroEngine::Impl {
   // stage 3: params queued for the next reduce-scatter bucket
   std::vector<size_t> s3Bucket;
   size_t s3BucketElems = 0;
+
+  // --- diagnostics ---
+  bool tracing = false;
+  std::vector<TraceEvent> trace;
+  void note(TraceEvent::Kind k, int64_t id, bool early = false) {
+    if (tracing) trace.push_back({k, id, early});
+  }
+  void pushBucket(comm::WorkPtr w, std::function<void()> fin, int slot) {
+    note(TraceEvent::Kind::kBucketIssued, bucketSeq);
+    pending.push_back({std::move(w), std::move(fin), slot, bucketSeq++});
+  }
 
   // zero_hooks.cc
   void resetMicroStep();

@@ -57,6 +57,7 @@ void ZeroEngine::Impl::drainOne() {
   DS_CHECK(!pending.empty());
   Pending p = std::move(pending.front());
   pending.pop_front();
+  note(TraceEvent::Kind::kBucketWaited, p.id, !p.work || p.work->isCompleted());
   waitWork(p.work);
   if (p.finish) p.finish();
   if (p.slot >= 0) slotBusy[size_t(p.slot)] = 0;
@@ -99,7 +100,7 @@ void ZeroEngine::Impl::emitFlat(size_t a, size_t b) {
   const size_t n = b - a;
   if (z.stage == 0) {
     auto w = comm.allreduceSum(fullGrad.data() + a, n);
-    pending.push_back({w, nullptr, -1});
+    pushBucket(w, nullptr, -1);
   } else {
     const Shard mine = intersect({a, n}, flat->paddedShard(rank));
     const auto counts = flat->counts({a, n});
@@ -141,7 +142,7 @@ void ZeroEngine::Impl::emitFlat(size_t a, size_t b) {
         };
       }
     }
-    pending.push_back({w, fin, slot});
+    pushBucket(w, fin, slot);
   }
   if (!z.overlapComm) drainAll();
 }
@@ -192,7 +193,7 @@ void ZeroEngine::Impl::flushS3() {
       q += s3->chunk(p);
     }
   };
-  pending.push_back({w, fin, slot});
+  pushBucket(w, fin, slot);
   if (!z.overlapComm) drainAll();
 }
 
@@ -249,6 +250,7 @@ void ZeroEngine::Impl::ensureGathered(size_t p) {
   }
   gatherWork[p] = w;
   gathering[p] = 1;
+  note(TraceEvent::Kind::kGatherIssued, int64_t(p));
   if (!persistent[p]) {
     liveElems += full;
     peakLiveElems = std::max(peakLiveElems, liveElems);
@@ -257,6 +259,7 @@ void ZeroEngine::Impl::ensureGathered(size_t p) {
 
 void ZeroEngine::Impl::waitGathered(size_t p) {
   if (!gathering[p]) return;
+  note(TraceEvent::Kind::kGatherWaited, int64_t(p), !gatherWork[p] || gatherWork[p]->isCompleted());
   waitWork(gatherWork[p]);
   gatherWork[p] = nullptr;
   gathering[p] = 0;
@@ -301,6 +304,7 @@ void ZeroEngine::Impl::releaseAfter(int block, int nextBlock) {
 
 void ZeroEngine::beforeForward(int block) {
   auto& m = *impl_;
+  m.note(TraceEvent::Kind::kBeforeForward, block);
   DS_CHECK(block >= 0 && block < m.numBlocks, "beforeForward({}) of {} blocks", block,
            m.numBlocks);
   if (m.z.stage != 3) return;
@@ -311,6 +315,7 @@ void ZeroEngine::beforeForward(int block) {
 
 void ZeroEngine::afterForward(int block) {
   auto& m = *impl_;
+  m.note(TraceEvent::Kind::kAfterForward, block);
   if (m.z.stage != 3) return;
   // next use: the following block's forward, or this (last) block's backward
   m.releaseAfter(block, block + 1 < m.numBlocks ? block + 1 : block);
@@ -318,6 +323,7 @@ void ZeroEngine::afterForward(int block) {
 
 void ZeroEngine::beforeBackward(int block) {
   auto& m = *impl_;
+  m.note(TraceEvent::Kind::kBeforeBackward, block);
   DS_CHECK(block >= 0 && block < m.numBlocks, "beforeBackward({}) of {} blocks", block,
            m.numBlocks);
   if (m.z.stage == 3) {
@@ -330,6 +336,7 @@ void ZeroEngine::beforeBackward(int block) {
 
 void ZeroEngine::afterBackward(int block) {
   auto& m = *impl_;
+  m.note(TraceEvent::Kind::kAfterBackward, block);
   DS_CHECK(block >= 0 && block < m.numBlocks, "afterBackward({}) of {} blocks", block,
            m.numBlocks);
   if (m.z.stage == 3) {
@@ -341,6 +348,41 @@ void ZeroEngine::afterBackward(int block) {
     m.advanceFrontier(false);
   }
   if (block == 0) m.finishBackwardGrads();
+}
+
+}  // namespace ds::zero
+
+namespace ds::zero {
+
+void ZeroEngine::enableTrace(bool on) { impl_->tracing = on; }
+
+std::vector<TraceEvent> ZeroEngine::takeTrace() {
+  std::vector<TraceEvent> t;
+  t.swap(impl_->trace);
+  return t;
+}
+
+PipelineState ZeroEngine::pipeline() const {
+  const auto& m = *impl_;
+  PipelineState s;
+  for (const auto& p : m.pending) {
+    ++s.bucketsInFlight;
+    if (!p.work || p.work->isCompleted()) ++s.bucketsCompletedInFlight;
+  }
+  for (size_t p = 0; p < m.gathering.size(); ++p)
+    if (m.gathering[p]) {
+      ++s.gathersInFlight;
+      if (!m.gatherWork[p] || m.gatherWork[p]->isCompleted()) ++s.gathersCompletedInFlight;
+    }
+  s.liveElems = m.liveElems;
+  s.peakLiveElems = m.peakLiveElems;
+  return s;
+}
+
+bool ZeroEngine::gatherIssued(size_t p) const {
+  const auto& m = *impl_;
+  if (m.z.stage != 3 || p >= m.params.size()) return false;
+  return m.gathering[p] || m.table.value[p] || m.table.value16[p];
 }
 
 }  // namespace ds::zero

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct ToyModel {
   bool bf16;                            // 16-bit weights (bf16, or fp16 when half == kF16)
   DType half = DType::kBF16;
   std::vector<zero::ParamInfo> params;  // E, then W_b, c_b per block
+  // Optional: called inside every block, after its compute and before its after* hook (the
+  // block has not ended yet); tests use it to observe or hold the engine mid-block.
+  std::function<void(zero::ZeroEngine&, int block, bool backward)> inBlock;
 
   ToyModel(int layers, int width, bool useBf16 = false) : L(layers), d(width), bf16(useBf16) {
     zero::ParamInfo e{"E", {d}, size_t(d), {0, L - 1}, false};
@@ -79,6 +83,7 @@ struct ToyModel {
           for (size_t j = 0; j < D; ++j) z += u[size_t(b)][r * D + j] * value(eng, 1 + 2 * b, i * D + j);
           a[size_t(b) + 1][r * D + i] = std::tanh(z);
         }
+      if (inBlock) inBlock(eng, b, false);
       eng.afterForward(b);
     }
     // loss = 0.5 * sum((a_L * E - t)^2) / B; the last block computes it (it reads E)
@@ -118,6 +123,7 @@ struct ToyModel {
           for (size_t j = 0; j < D; ++j) gE[j] += du[r * D + j] * a[0][r * D + j];
       }
       da = du;
+      if (inBlock) inBlock(eng, b, true);
       eng.afterBackward(b);
     }
     return loss;
