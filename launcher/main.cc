@@ -87,6 +87,23 @@ void requireDsrt(const CliOptions& opts, const JobSpec& spec) {
                                   opts.program[0], spec.program[0]));
 }
 
+// pdsh does not stop the other hosts when one fails, and leaves its ssh clients (each in its own
+// session) behind when it is killed: dsrun watches its "ssh exited with exit code N" lines and
+// stops the clients itself. srun --kill-on-bad-exit stops the other tasks; its own exit status is
+// that of a killed task, so the failing task's code comes from its "task N: Exited" line.
+SuperviseOptions watchFailures(const JobSpec& spec, RunnerKind kind) {
+  SuperviseOptions o;
+  o.describeHost = [&spec](const std::string& host) { return describeJobHost(spec, host); };
+  if (kind == RunnerKind::kPdsh) {
+    o.failureLine = parsePdshFailure;
+    o.stopOnFailure = true;
+    o.signalDescendants = true;
+  } else {
+    o.failureLine = parseSrunFailure;
+  }
+  return o;
+}
+
 int runJob(const JobPlan& plan, const BuildContext& ctx) {
   const JobSpec& spec = plan.spec;
   switch (spec.runner) {
@@ -97,7 +114,7 @@ int runJob(const JobPlan& plan, const BuildContext& ctx) {
     case RunnerKind::kPdsh: {
       requireTool("pdsh", "pdsh", ctx.env);
       Invocation inv = pdshInvocation(spec, ctx.dsrunPath, ctx.env);
-      return superviseCommand(inv.argv, inv.env);
+      return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kPdsh));
     }
     case RunnerKind::kOpenMpi: {
       requireTool("mpirun", "openmpi", ctx.env);
@@ -115,7 +132,7 @@ int runJob(const JobPlan& plan, const BuildContext& ctx) {
     case RunnerKind::kSlurm: {
       requireTool("srun", "slurm", ctx.env);
       Invocation inv = slurmInvocation(spec, plan.hostfileGiven);
-      return superviseCommand(inv.argv, inv.env);
+      return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kSlurm));
     }
   }
   throw InternalError("unknown runner kind");

@@ -3,11 +3,15 @@
 // and launcher/ssh/. Every function returns the job's exit status per DESIGN.md §4.4.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/env.h"
 #include "launcher/job_spec.h"
+#include "launcher/runner_failures.h"
 
 namespace ds::launcher {
 
@@ -15,9 +19,25 @@ namespace ds::launcher {
 // set); returns the job status (0, the first failing rank's code, or 128+signal).
 int runNodeAgent(const JobSpec& spec, int nodeRank);
 
+// How superviseCommand watches a launcher that reports remote failures on its stderr.
+struct SuperviseOptions {
+  // Set: the child's stderr is piped through dsrun (each line forwarded unchanged) and given to
+  // this; the first RemoteFailure (before any stop) becomes the job's status.
+  std::function<std::optional<RemoteFailure>(std::string_view)> failureLine;
+  // Names a failing host in the summary line ("host h (node 1, ranks 2-3)").
+  std::function<std::string(const std::string&)> describeHost;
+  // A failure line stops the job (pdsh does not stop the other hosts; srun -K does it itself).
+  bool stopOnFailure = false;
+  // Stop signals also go to the child's descendants outside its group (pdsh's setsid'd ssh
+  // clients), SIGTERM instead of pdsh's status-printing SIGINT.
+  bool signalDescendants = false;
+};
+
 // Runs argv (pdsh, mpirun, srun) as a supervised child with `extraEnv` added to dsrun's
-// environment; forwards SIGINT/SIGTERM/SIGHUP, tears the child's tree down, returns its status.
-int superviseCommand(const std::vector<std::string>& argv, const EnvMap& extraEnv);
+// environment; forwards SIGINT/SIGTERM/SIGHUP, tears the child's tree down, returns its status
+// (or the first failure `options` recognised).
+int superviseCommand(const std::vector<std::string>& argv, const EnvMap& extraEnv,
+                     const SuperviseOptions& options = {});
 
 // `dsrun --agent --job <b64> --node_rank N [--token_stdin]`: decodes the job and runs the node
 // agent. argv[1] is "--agent".

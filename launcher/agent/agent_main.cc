@@ -1,7 +1,8 @@
 // `dsrun --agent --job <b64> --node_rank N [--token_stdin]`: the node agent as started on a host
 // by the ssh or pdsh runner. The token arrives as the first stdin line (ssh) or in DS_JOB_TOKEN
 // (pdsh SendEnv); with --token_stdin, stdin then stays open as the watchdog: EOF = the session
-// is gone, so the ranks are torn down (SSH signal requests are ignored for root).
+// is gone, so the ranks are torn down (SSH signal requests are ignored for root). Under pdsh
+// (ssh -tt) stdin is the session's pty: its hangup (SIGHUP, then EOF/EIO) does the same.
 #include <poll.h>
 #include <unistd.h>
 
@@ -99,6 +100,7 @@ int runAgent(int argc, char** argv) {
     opt.watchFd = 0;
   } else if (auto t = getEnv("DS_JOB_TOKEN"); t && !t->empty()) {
     spec.jobToken = *t;
+    if (::isatty(0)) opt.watchFd = 0;  // pdsh's ssh -tt: the pty hangs up when ssh dies
   } else {
     throw ConfigError("dsrun --agent: no job token: pass --token_stdin and write "
                       "DS_JOB_TOKEN=<token> on stdin, or set DS_JOB_TOKEN (pdsh: the remote sshd "

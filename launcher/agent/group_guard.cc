@@ -1,5 +1,7 @@
 // The watchdog process behind GroupGuard (see group_guard.h). Records on the pipe are 8 bytes
-// ({op, pgid}), below PIPE_BUF, so each write is atomic.
+// ({op, pgid}), below PIPE_BUF, so each write is atomic. On EOF it stops every registered group,
+// collects the leaders' descendants (those that left the group: pdsh's setsid'd ssh clients), and
+// SIGKILLs both.
 #include "launcher/agent/group_guard.h"
 
 #include <poll.h>
@@ -12,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "launcher/agent/process_tree.h"
 
 namespace ds::launcher {
 namespace {
@@ -44,6 +47,14 @@ struct Record {
         if (groups[i] == r.pgid) groups[i] = groups[--count];
     }
   }
+  // Stopped first, the leaders can neither fork nor reap while their trees are collected.
+  for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGSTOP);
+  static ProcTable table;
+  static pid_t descendants[ProcTable::kMax];
+  size_t n = count > 0 ? findDescendants(groups, static_cast<size_t>(count), &table, descendants,
+                                         ProcTable::kMax)
+                       : 0;
+  for (size_t i = 0; i < n; ++i) ::kill(descendants[i], SIGKILL);
   for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
   ::_exit(0);
 }

@@ -1,6 +1,7 @@
 // GroupGuard: a small watchdog process, forked before any rank, that SIGKILLs every registered
 // process group as soon as its parent (the agent, or dsrun) dies, however it dies: it blocks on a
 // pipe whose only write end the parent holds, and the kernel closes that end on SIGKILL too.
+// The group leaders' descendants in other groups or sessions (pdsh's ssh clients) die with them.
 // Not a reaper (rank leaders die by PDEATHSIG, init reaps them); not the normal teardown path.
 // Invariant: a group is registered right after its leader exec'd (before that gap closes the
 // leader is covered by its PDEATHSIG) and removed only while its leader is an unreaped zombie,

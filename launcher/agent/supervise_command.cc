@@ -1,7 +1,11 @@
 // superviseCommand (runners.h): pdsh, mpirun or srun as one supervised child in its own process
 // group. SIGINT/SIGTERM/SIGHUP to dsrun are forwarded to the whole group (SIGINT, then SIGTERM:
 // pdsh and srun only abort on a second SIGINT), then after the grace period SIGKILL; a GroupGuard
-// kills the group if dsrun itself is SIGKILLed. The remote side cleans up through its session.
+// kills the group, and the leader's descendants, if dsrun itself is SIGKILLed. With a failure-line
+// parser the child's stderr passes through dsrun line by line and the first reported remote
+// failure decides the job's status (and, for pdsh, stops the job). With signalDescendants every
+// signal also reaches the child's descendants in other sessions (pdsh's ssh clients: their exit
+// closes the remote pty, whose hangup stops the remote agent).
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,7 +19,9 @@
 #include "launcher/agent/child_process.h"
 #include "launcher/agent/exit_status.h"
 #include "launcher/agent/group_guard.h"
+#include "launcher/agent/line_prefixer.h"
 #include "launcher/agent/node_agent.h"
+#include "launcher/agent/process_tree.h"
 #include "launcher/agent/signal_watch.h"
 #include "launcher/runners.h"
 
@@ -29,80 +35,185 @@ void say(const std::string& line) {
   writeAll(2, text.data(), text.size());
 }
 
-// Reaps pid if it has exited (after killing what its group left behind); returns its status.
-std::optional<int> tryReap(pid_t pid, GroupGuard& guard) {
-  siginfo_t si{};
-  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-      si.si_pid != pid)
-    return std::nullopt;
-  ::kill(-pid, SIGKILL);
-  guard.remove(pid);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+class Supervisor {
+ public:
+  Supervisor(const std::vector<std::string>& argv, const SuperviseOptions& so)
+      : argv_(argv), so_(so), opt_(defaultAgentOptions()), lines_("") {}
+
+  int run(const EnvMap& extraEnv) {
+    SignalWatch signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
+    GroupGuard guard;
+    SpawnOptions sp;
+    sp.argv = argv_;
+    sp.env = currentEnv();
+    for (const auto& [k, v] : extraEnv) sp.env[k] = v;
+    Pipe err;
+    if (so_.failureLine) {
+      err = makePipe("the launcher's stderr");
+      sp.stderrFd = err.write.get();
+    }
+    try {
+      pid_ = spawnChild(sp);
+    } catch (const SpawnError& e) {
+      say(e.what());
+      return 127;
+    }
+    guard.add(pid_);
+    err.write.reset();
+    errFd_ = std::move(err.read);
+    return loop(signals, guard);
   }
-  return st;
-}
 
-}  // namespace
-
-int superviseCommand(const std::vector<std::string>& argv, const EnvMap& extraEnv) {
-  const AgentOptions opt = defaultAgentOptions();
-  SignalWatch signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
-  GroupGuard guard;
-  SpawnOptions so;
-  so.argv = argv;
-  so.env = currentEnv();
-  for (const auto& [k, v] : extraEnv) so.env[k] = v;
-  pid_t pid;
-  try {
-    pid = spawnChild(so);
-  } catch (const SpawnError& e) {
-    say(e.what());
-    return 127;
-  }
-  guard.add(pid);
-
-  int stopSignal = 0;
-  bool killed = false;
-  Clock::time_point killAt, giveUpAt;
-  for (;;) {
-    if (auto st = tryReap(pid, guard)) {
-      int status = statusFromWait(*st);
-      if (status != 0) say(fmt::format("{} {}", argv[0], describeWait(*st)));
-      if (stopSignal != 0 && status == 0) return 128 + stopSignal;
-      return status;
-    }
-    auto now = Clock::now();
-    if (stopSignal != 0 && !killed && now >= killAt) {
-      ::kill(-pid, SIGKILL);
-      killed = true;
-      giveUpAt = now + opt.reapTimeout;
-    }
-    if (killed && now >= giveUpAt) {
-      say(fmt::format("{} (pid {}) not reaped {} ms after SIGKILL; giving up", argv[0], pid,
-                      opt.reapTimeout.count()));
-      return 128 + (stopSignal != 0 ? stopSignal : SIGKILL);
-    }
-    auto wake = now + std::chrono::seconds(1);
-    if (stopSignal != 0) wake = std::min(wake, killed ? giveUpAt : killAt);
-    int ms = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) + 1;
-    struct pollfd p{signals.fd(), POLLIN, 0};
-    int n = ::poll(&p, 1, std::max(ms, 0));
-    if (n < 0 && errno != EINTR) throw SystemError("poll while supervising " + argv[0], errno);
-    for (int sig = n > 0 ? signals.next() : 0; sig != 0; sig = signals.next()) {
-      if (sig == SIGCHLD) continue;
-      if (stopSignal == 0) {
-        stopSignal = sig;
-        say(fmt::format("received {}; stopping {}", signalName(sig), argv[0]));
-        if (sig == SIGINT) ::kill(-pid, SIGINT);
-        ::kill(-pid, SIGTERM);
-        killAt = Clock::now() + opt.killGrace;
-      } else if (!killed) {
-        killAt = Clock::now();
+ private:
+  int loop(SignalWatch& signals, GroupGuard& guard) {
+    for (;;) {
+      if (auto st = tryReap(guard)) return finish(*st);
+      auto now = Clock::now();
+      if (stopping_ && !killed_ && now >= killAt_) {
+        signalAll(SIGKILL);
+        killed_ = true;
+        giveUpAt_ = now + opt_.reapTimeout;
+      }
+      if (killed_ && now >= giveUpAt_) {
+        say(fmt::format("{} (pid {}) not reaped {} ms after SIGKILL; giving up", argv_[0], pid_,
+                        opt_.reapTimeout.count()));
+        return failure_ ? failure_->status : 128 + (stopSignal_ != 0 ? stopSignal_ : SIGKILL);
+      }
+      auto wake = now + std::chrono::seconds(1);
+      if (stopping_) wake = std::min(wake, killed_ ? giveUpAt_ : killAt_);
+      int ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) + 1;
+      struct pollfd p[2] = {{signals.fd(), POLLIN, 0}, {errFd_.get(), POLLIN, 0}};
+      int n = ::poll(p, errFd_.valid() ? 2 : 1, std::max(ms, 0));
+      if (n < 0 && errno != EINTR) throw SystemError("poll while supervising " + argv_[0], errno);
+      if (n <= 0) continue;
+      if (errFd_.valid() && p[1].revents != 0) readErr();
+      if (p[0].revents == 0) continue;
+      for (int sig = signals.next(); sig != 0; sig = signals.next()) {
+        if (sig == SIGCHLD) continue;
+        if (!stopping_) {
+          stopSignal_ = sig;
+          say(fmt::format("received {}; stopping {}", signalName(sig), argv_[0]));
+          beginStop(sig);
+        } else if (!killed_) {
+          killAt_ = Clock::now();
+        }
       }
     }
   }
+
+  void beginStop(int sig) {
+    stopping_ = true;
+    if (so_.signalDescendants) {
+      signalAll(SIGTERM);  // pdsh: SIGINT only prints its status
+    } else {
+      if (sig == SIGINT) ::kill(-pid_, SIGINT);
+      ::kill(-pid_, SIGTERM);
+    }
+    killAt_ = Clock::now() + opt_.killGrace;
+  }
+
+  void signalAll(int sig) {
+    if (so_.signalDescendants) signalDescendants(pid_, sig);
+    ::kill(-pid_, sig);
+  }
+
+  // Reaps the child if it has exited (after killing what its group left behind).
+  std::optional<int> tryReap(GroupGuard& guard) {
+    siginfo_t si{};
+    if (::waitid(P_PID, static_cast<id_t>(pid_), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        si.si_pid != pid_)
+      return std::nullopt;
+    ::kill(-pid_, SIGKILL);
+    guard.remove(pid_);
+    int st = 0;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    return st;
+  }
+
+  int finish(int waitStatus) {
+    drainErr();
+    int status = statusFromWait(waitStatus);
+    if (failure_) return failure_->status;
+    if (status != 0) say(fmt::format("{} {}", argv_[0], describeWait(waitStatus)));
+    // pdsh is stopped with SIGTERM whatever the signal was: its own status says nothing.
+    if (stopSignal_ != 0 && (status == 0 || so_.signalDescendants)) return 128 + stopSignal_;
+    return status;
+  }
+
+  void readErr() {
+    char buf[4096];
+    ssize_t r = ::read(errFd_.get(), buf, sizeof(buf));
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (r <= 0) {
+      flushLines(true);
+      errFd_.reset();
+      return;
+    }
+    std::string out;
+    lines_.feed(buf, static_cast<size_t>(r), &out);
+    onLines(out);
+  }
+
+  // The child has exited: what it wrote is in the pipe (a descendant may hold it open: no wait).
+  void drainErr() {
+    if (!errFd_.valid()) return;
+    ::fcntl(errFd_.get(), F_SETFL, ::fcntl(errFd_.get(), F_GETFL) | O_NONBLOCK);
+    while (errFd_.valid()) {
+      struct pollfd p{errFd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) break;
+      readErr();
+    }
+    flushLines(true);
+  }
+
+  void flushLines(bool atEnd) {
+    std::string out;
+    if (atEnd) lines_.finish(&out);
+    onLines(out);
+  }
+
+  // Forwards complete lines to dsrun's stderr; the first failure line decides the job status.
+  void onLines(const std::string& text) {
+    if (text.empty()) return;
+    writeAll(2, text.data(), text.size());
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t nl = text.find('\n', start);
+      if (nl == std::string::npos) nl = text.size();
+      std::string_view line(text.data() + start, nl - start);
+      start = nl + 1;
+      if (failure_ || stopping_) continue;
+      auto f = so_.failureLine(line);
+      if (!f) continue;
+      failure_ = *f;
+      std::string where = so_.describeHost ? so_.describeHost(f->host) : "host " + f->host;
+      say(fmt::format("{} failed ({}): job status {}{}", where, f->detail, f->status,
+                      so_.stopOnFailure ? "; stopping the job on every host" : ""));
+      if (so_.stopOnFailure) beginStop(SIGTERM);
+    }
+  }
+
+  const std::vector<std::string>& argv_;
+  const SuperviseOptions& so_;
+  const AgentOptions opt_;
+  LinePrefixer lines_;
+  pid_t pid_ = -1;
+  UniqueFd errFd_;
+  std::optional<RemoteFailure> failure_;
+  int stopSignal_ = 0;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point killAt_, giveUpAt_;
+};
+
+}  // namespace
+
+int superviseCommand(const std::vector<std::string>& argv, const EnvMap& extraEnv,
+                     const SuperviseOptions& options) {
+  Supervisor s(argv, options);
+  return s.run(extraEnv);
 }
 
 }  // namespace ds::launcher

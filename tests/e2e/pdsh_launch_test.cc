@@ -10,23 +10,26 @@ TEST_CASE("pdsh launch: 2 hosts x 2 ranks, rank environment", "[e2e]") {
   caseRanks("pdsh", {"127.0.0.2", "127.0.0.3"}, "", /*rawVars=*/true);
 }
 
-// [!mayfail]: pdsh does not stop the other hosts when one fails, and on SIGTERM/SIGKILL of its
-// parent it leaves its ssh clients (each in its own session) running, so the remote agents never
-// see their pty close. Passing needs superviseCommand to stop pdsh with SIGINT twice within 1 s
-// (pdsh then SIGTERMs its ssh clients; -tt makes the remote side get SIGHUP), to do the same from
-// the SIGKILL guard, and to watch pdsh's "ssh exited with exit code N" lines for the first
-// failure. Checked by hand: killing the ssh clients tears every remote rank down.
-TEST_CASE("pdsh launch: rank 3 exits 3 -> job exits 3 naming rank and host", "[e2e][!mayfail]") {
+// pdsh neither stops the other hosts when one fails nor takes its ssh clients (each in its own
+// session) down when it is killed. dsrun watches pdsh's "ssh exited with exit code N" lines and
+// signals the ssh clients itself (its guard does the same when dsrun is SIGKILLed); a dying
+// client closes the remote pty (ssh -tt), whose hangup stops the remote agent and its ranks.
+TEST_CASE("pdsh launch: rank 3 exits 3 -> job exits 3 naming rank and host", "[e2e]") {
   DS_NEED_CLUSTER();
   caseFail3("pdsh", "", /*namesRank=*/true);
 }
 
-TEST_CASE("pdsh launch: SIGTERM to dsrun leaves no rank on any host", "[e2e][!mayfail]") {
+TEST_CASE("pdsh launch: SIGTERM to dsrun leaves no rank on any host", "[e2e]") {
   DS_NEED_CLUSTER();
   caseSignal("pdsh", SIGTERM, "");
 }
 
-TEST_CASE("pdsh launch: SIGKILL to dsrun leaves no rank after a few seconds", "[e2e][!mayfail]") {
+TEST_CASE("pdsh launch: SIGINT to dsrun leaves no rank on any host", "[e2e]") {
+  DS_NEED_CLUSTER();
+  caseSignal("pdsh", SIGINT, "");
+}
+
+TEST_CASE("pdsh launch: SIGKILL to dsrun leaves no rank after a few seconds", "[e2e]") {
   DS_NEED_CLUSTER();
   caseSignal("pdsh", SIGKILL, "");
 }

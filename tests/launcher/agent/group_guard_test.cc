@@ -40,3 +40,24 @@ TEST_CASE("GroupGuard kills registered groups when its owner is SIGKILLed", "[mu
   ::kill(unguarded, SIGKILL);
   CHECK(ds::test::waitMarkerGone(free).empty());
 }
+
+TEST_CASE("GroupGuard also kills a registered leader's descendants in other sessions",
+          "[multiproc]") {
+  std::string marker = ds::test::uniqueMarker("guarded_setsid");
+  pid_t owner = fork();
+  if (owner == 0) {
+    GroupGuard guard;
+    SpawnOptions o;
+    o.dieWithParent = false;
+    // As pdsh runs its ssh clients: each under setsid, out of the leader's group and session.
+    o.argv = {"/bin/sh", "-c", "setsid sleep 60 & setsid sleep 60 & wait"};
+    o.env = {{"MARK", marker}, {"PATH", "/usr/bin:/bin"}};
+    guard.add(spawnChild(o));
+    ::pause();
+    _exit(0);
+  }
+  REQUIRE(ds::test::waitMarkerCount(marker, 3));
+  ::kill(owner, SIGKILL);
+  ds::test::waitChild(owner);
+  CHECK(ds::test::waitMarkerGone(marker).empty());
+}

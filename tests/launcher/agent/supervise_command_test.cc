@@ -1,6 +1,7 @@
 // superviseCommand (the pdsh/mpirun/srun wrapper) on real shell commands in a child process:
 // status passthrough, the extra environment, signal forwarding to the whole process group, and
-// the group killed when the supervisor itself is SIGKILLed.
+// the group killed when the supervisor itself is SIGKILLed; pdsh-style children in their own
+// sessions reached too, and failure lines on the child's stderr deciding the status.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -16,7 +17,8 @@ using namespace ds::test;
 namespace {
 
 pid_t startSupervised(const std::vector<std::string>& argv, const ds::EnvMap& env,
-                      const std::string& errPath, const std::string& outPath = "/dev/null") {
+                      const std::string& errPath, const std::string& outPath = "/dev/null",
+                      const ds::launcher::SuperviseOptions& options = {}) {
   pid_t pid = ::fork();
   if (pid == 0) {
     int out = ::open(outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -24,7 +26,7 @@ pid_t startSupervised(const std::vector<std::string>& argv, const ds::EnvMap& en
     ::dup2(out, 1);
     ::dup2(err, 2);
     ::setenv("DS_KILL_GRACE", "0.5", 1);
-    ::_exit(ds::launcher::superviseCommand(argv, env));
+    ::_exit(ds::launcher::superviseCommand(argv, env, options));
   }
   return pid;
 }
@@ -71,4 +73,88 @@ TEST_CASE("superviseCommand: SIGKILL of the supervisor kills the command's group
   ::kill(pid, SIGKILL);
   waitChild(pid);
   CHECK(waitMarkerGone(marker).empty());
+}
+
+namespace {
+
+// What dsrun's pdsh runner passes (main.cc), with a fixed host description.
+ds::launcher::SuperviseOptions pdshStyle() {
+  ds::launcher::SuperviseOptions o;
+  o.failureLine = ds::launcher::parsePdshFailure;
+  o.describeHost = [](const std::string& h) { return "host " + h + " (node 1, ranks 2-3)"; };
+  o.stopOnFailure = true;
+  o.signalDescendants = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("superviseCommand: a pdsh failure line stops the job (setsid'd clients included) and "
+          "becomes its status", "[multiproc]") {
+  TempDir dir;
+  std::string marker = uniqueMarker("pdshfail");
+  // A stand-in for pdsh: two "ssh clients" in their own sessions, one host reported failed.
+  pid_t pid = startSupervised(
+      {"sh", "-c",
+       "setsid sleep 60 & setsid sleep 60 & sleep 0.2; echo 'some output'; "
+       "echo 'pdsh@me: hostB: ssh exited with exit code 3' >&2; wait"},
+      {{"MARK", marker}}, dir.file("err"), dir.file("out"), pdshStyle());
+  auto st = waitChild(pid);
+  REQUIRE(st);
+  CHECK(*st == 3);
+  CHECK(waitMarkerGone(marker, std::chrono::seconds(5)).empty());
+  std::string err = readFile(dir.file("err"));
+  CHECK_THAT(err, Catch::Contains("pdsh@me: hostB: ssh exited with exit code 3\n"));
+  CHECK_THAT(err, Catch::Contains("dsrun: host hostB (node 1, ranks 2-3) failed (ssh exited with "
+                                  "exit code 3): job status 3; stopping the job on every host"));
+  CHECK(readFile(dir.file("out")) == "some output\n");
+}
+
+TEST_CASE("superviseCommand: SIGTERM/SIGINT reach the command's descendants in other sessions",
+          "[multiproc]") {
+  for (int sig : {SIGTERM, SIGINT}) {
+    TempDir dir;
+    std::string marker = uniqueMarker("pdshsig");
+    pid_t pid = startSupervised({"sh", "-c", "setsid sleep 60 & setsid sleep 60 & wait"},
+                                {{"MARK", marker}}, dir.file("err"), "/dev/null", pdshStyle());
+    REQUIRE(waitMarkerCount(marker, 3));
+    ::kill(pid, sig);
+    auto st = waitChild(pid);
+    REQUIRE(st);
+    CHECK(*st == 128 + sig);
+    // Well before the 0.5 s grace SIGKILL would matter: SIGTERM itself ended them.
+    CHECK(waitMarkerGone(marker, std::chrono::seconds(5)).empty());
+  }
+}
+
+TEST_CASE("superviseCommand: SIGKILL of the supervisor kills descendants in other sessions",
+          "[multiproc]") {
+  TempDir dir;
+  std::string marker = uniqueMarker("pdshkill");
+  pid_t pid = startSupervised({"sh", "-c", "setsid sleep 60 & setsid sleep 60 & wait"},
+                              {{"MARK", marker}}, dir.file("err"), "/dev/null", pdshStyle());
+  REQUIRE(waitMarkerCount(marker, 3));
+  ::kill(pid, SIGKILL);
+  waitChild(pid);
+  CHECK(waitMarkerGone(marker, std::chrono::seconds(5)).empty());
+}
+
+TEST_CASE("superviseCommand: srun's failing task code wins over srun's own status",
+          "[multiproc]") {
+  TempDir dir;
+  ds::launcher::SuperviseOptions o;
+  o.failureLine = ds::launcher::parseSrunFailure;
+  // srun --kill-on-bad-exit: the failing task's line, then the killed task's, then status 143.
+  pid_t pid = startSupervised(
+      {"sh", "-c",
+       "echo 'srun: error: vm: task 1: Exited with exit code 3' >&2; "
+       "echo 'srun: error: vm: task 0: Terminated' >&2; exit 143"},
+      {}, dir.file("err"), "/dev/null", o);
+  CHECK(waitChild(pid) == std::optional<int>(3));
+  CHECK_THAT(readFile(dir.file("err")),
+             Catch::Contains("dsrun: host vm failed (task 1: Exited with exit code 3): job status 3"));
+  // No failure line: the command's own status, as before.
+  pid = startSupervised({"sh", "-c", "echo 'srun: error: other trouble' >&2; exit 5"}, {},
+                        dir.file("err"), "/dev/null", o);
+  CHECK(waitChild(pid) == std::optional<int>(5));
 }
