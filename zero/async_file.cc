@@ -148,6 +148,22 @@ struct AsyncFile::Impl {
   }
 #endif
 
+  bool completed(uint64_t t) {
+    if (!expect.count(t)) return true;
+#ifdef DS_HAVE_URING
+    if (uring) {
+      io_uring_cqe* cqe = nullptr;
+      while (!done.count(t) && io_uring_peek_cqe(&ring, &cqe) == 0 && cqe) {
+        done[io_uring_cqe_get_data64(cqe)] = cqe->res;
+        io_uring_cqe_seen(&ring, cqe);
+      }
+      return done.count(t) > 0;
+    }
+#endif
+    std::lock_guard<std::mutex> lk(mu);
+    return done.count(t) > 0;
+  }
+
   void wait(uint64_t t) {
     auto it = expect.find(t);
     if (it == expect.end()) return;
@@ -237,6 +253,7 @@ void AsyncFile::wait(uint64_t ticket) { impl_->wait(ticket); }
 void AsyncFile::waitAll() {
   while (!impl_->expect.empty()) impl_->wait(impl_->expect.begin()->first);
 }
+bool AsyncFile::completed(uint64_t ticket) { return impl_->completed(ticket); }
 bool AsyncFile::direct() const { return impl_->direct; }
 bool AsyncFile::usingUring() const { return impl_->uring; }
 const std::string& AsyncFile::path() const { return impl_->path; }

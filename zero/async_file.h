@@ -45,6 +45,9 @@ class AsyncFile {
   uint64_t writeAsync(const void* buf, size_t bytes, size_t offset);
   void wait(uint64_t ticket);  // throws SystemError on failure, TimeoutError past the deadline
   void waitAll();
+  // Non-blocking: whether the I/O has finished (true for a ticket already waited for). Reaps
+  // the completions that are there; the result is still collected by wait().
+  bool completed(uint64_t ticket);
 
   bool direct() const;
   bool usingUring() const;

@@ -144,36 +144,74 @@ void OptimizerPartition::update(
 void OptimizerPartition::updateNvme(
     const float* grad, size_t count, float gradScale, float lr, int64_t step, Half16Out out16,
     const std::function<void(size_t, size_t, const float*)>& afterTile) {
+  using K = IoEvent::Kind;
   const size_t ns = names_.size(), tiles = (count + tile_ - 1) / tile_;
-  const int look = slots_ - 2;  // tiles read ahead; one slot writing back, one computing
-  std::vector<uint64_t> readT(size_t(slots_) * ns, 0), writeT(size_t(slots_) * ns, 0);
+  const size_t slots = size_t(slots_), look = slots - 2;  // tiles read ahead; 1 writing, 1 computing
+  readT_.assign(slots * ns, 0);
+  writeT_.assign(slots * ns, 0);
+  readTile_.assign(slots, 0);
+  writeTile_.assign(slots, 0);
   auto buf = [&](size_t slot, size_t s) { return static_cast<float*>(slotBuf_[slot * ns + s].data()); };
   auto bytesOf = [&](size_t k) {
     return roundUp(std::min(tile_, count - k * tile_), kTileQuantum) * sizeof(float);
   };
-  auto startRead = [&](size_t k) {
-    size_t slot = k % size_t(slots_);
-    for (size_t s = 0; s < ns; ++s) {
-      if (writeT[slot * ns + s]) files_[s]->wait(writeT[slot * ns + s]);
-      writeT[slot * ns + s] = 0;
-      readT[slot * ns + s] = files_[s]->readAsync(buf(slot, s), bytesOf(k), k * tile_ * 4);
-    }
+  auto waitSlot = [&](std::vector<uint64_t>& t, size_t slot, K kind, size_t tile) {
+    if (!t[slot * ns]) return;
+    note(kind, tile, tracing_ && slotDone(t, slot));
+    for (size_t s = 0; s < ns; ++s) files_[s]->wait(t[slot * ns + s]);
+    std::fill(t.begin() + long(slot * ns), t.begin() + long((slot + 1) * ns), 0);
   };
-  for (size_t k = 0; k < std::min(tiles, size_t(look)); ++k) startRead(k);
+  auto startRead = [&](size_t k) {
+    const size_t slot = k % slots;
+    waitSlot(writeT_, slot, K::kWriteWaited, writeTile_[slot]);  // the slot's write-back first
+    for (size_t s = 0; s < ns; ++s)
+      readT_[slot * ns + s] = files_[s]->readAsync(buf(slot, s), bytesOf(k), k * tile_ * 4);
+    readTile_[slot] = k;
+    note(K::kReadIssued, k);
+  };
+  for (size_t k = 0; k < std::min(tiles, look); ++k) startRead(k);
   for (size_t k = 0; k < tiles; ++k) {
-    size_t slot = k % size_t(slots_), off = k * tile_, cnt = std::min(tile_, count - off);
-    for (size_t s = 0; s < ns; ++s) files_[s]->wait(readT[slot * ns + s]);
-    if (k + size_t(look) < tiles) startRead(k + size_t(look));
+    const size_t slot = k % slots, off = k * tile_, cnt = std::min(tile_, count - off);
+    waitSlot(readT_, slot, K::kReadWaited, k);
+    if (k + look < tiles) startRead(k + look);
     float* st[3] = {};
     for (size_t s = 0; s < ns; ++s) st[s] = buf(slot, s);
     Half16Out o = out16;
     if (o.data) o.data += off;
     stepTile(st, grad + off, cnt, gradScale, lr, step, o);
+    note(K::kUpdated, k);
     if (afterTile) afterTile(off, cnt, st[0]);
     for (size_t s = 0; s < ns; ++s)
-      writeT[slot * ns + s] = files_[s]->writeAsync(buf(slot, s), bytesOf(k), off * 4);
+      writeT_[slot * ns + s] = files_[s]->writeAsync(buf(slot, s), bytesOf(k), off * 4);
+    writeTile_[slot] = k;
+    note(K::kWriteIssued, k);
   }
+  for (size_t k = tiles > slots ? tiles - slots : 0; k < tiles; ++k)
+    waitSlot(writeT_, k % slots, K::kWriteWaited, k);
   for (auto& f : files_) f->waitAll();
+}
+
+bool OptimizerPartition::slotDone(const std::vector<uint64_t>& tickets, size_t slot) {
+  const size_t ns = names_.size();
+  for (size_t s = 0; s < ns; ++s)
+    if (tickets[slot * ns + s] && !files_[s]->completed(tickets[slot * ns + s])) return false;
+  return true;
+}
+
+std::vector<OptimizerPartition::IoEvent> OptimizerPartition::takeTrace() {
+  std::vector<IoEvent> t;
+  t.swap(trace_);
+  return t;
+}
+
+std::vector<OptimizerPartition::IoInFlight> OptimizerPartition::inFlight() {
+  std::vector<IoInFlight> v;
+  const size_t ns = names_.size();
+  for (size_t slot = 0; slot < readTile_.size(); ++slot) {
+    if (readT_[slot * ns]) v.push_back({readTile_[slot], false, slotDone(readT_, slot)});
+    if (writeT_[slot * ns]) v.push_back({writeTile_[slot], true, slotDone(writeT_, slot)});
+  }
+  return v;
 }
 
 }  // namespace ds::zero

@@ -41,6 +41,26 @@ class OptimizerPartition {
   size_t stateBytes() const;      // optimizer states held (master counted only when owned)
   size_t bufferBytes() const;     // nvme tile buffers
   bool masterOwned() const { return alias_ == nullptr; }
+  int slots() const { return slots_; }         // nvme tile slots: max(3, buffer_count)
+  size_t tileElems() const { return tile_; }  // nvme tile: sub_group_size rounded up to 1024
+
+  // Diagnostics (tests): the nvme tile pipeline's events in order, recorded after
+  // enableTrace(true); inFlight(): the tile I/Os submitted and not yet waited for, and whether
+  // the file layer has finished each (the proof that I/O runs while a tile is updated).
+  struct IoEvent {
+    enum class Kind { kReadIssued, kReadWaited, kUpdated, kWriteIssued, kWriteWaited };
+    Kind kind;
+    size_t tile;
+    bool completedBeforeWait = false;  // k*Waited: the I/O had finished before the wait
+  };
+  struct IoInFlight {
+    size_t tile;
+    bool write;
+    bool completed;
+  };
+  void enableTrace(bool on) { tracing_ = on; }
+  std::vector<IoEvent> takeTrace();
+  std::vector<IoInFlight> inFlight();
 
  private:
   void stepTile(float* const* st, const float* grad, size_t cnt, float gradScale, float lr,
@@ -59,6 +79,15 @@ class OptimizerPartition {
   size_t tile_ = 0;                                // elements per nvme tile (multiple of 1024)
   int slots_ = 3;
   std::vector<AlignedBuffer> slotBuf_;             // [slot * states + state]
+  // nvme update in progress: tickets per [slot * states + state] (0 = none), tile per slot
+  std::vector<uint64_t> readT_, writeT_;
+  std::vector<size_t> readTile_, writeTile_;
+  bool tracing_ = false;
+  std::vector<IoEvent> trace_;
+  void note(IoEvent::Kind k, size_t tile, bool early = false) {
+    if (tracing_) trace_.push_back({k, tile, early});
+  }
+  bool slotDone(const std::vector<uint64_t>& tickets, size_t slot);
 };
 
 }  // namespace ds::zero
