@@ -150,6 +150,7 @@ Invocation slurmInvocation(const JobSpec& spec, bool withNodelist) {
               std::to_string(spec.hosts.size()), "--ntasks-per-node", std::to_string(per)};
   if (withNodelist) inv.argv.push_back("--nodelist=" + joinHosts(spec));
   inv.argv.push_back("--export=ALL");
+  inv.argv.push_back("--kill-on-bad-exit=1");  // one task failing stops the others
   append(&inv.argv, shellSplit(spec.launcherArgs, "--launcher_args"));
   append(&inv.argv, spec.program);
   inv.env = jobEnv(spec);

@@ -46,7 +46,8 @@ std::string pdshEscape(const std::string& s);
 Invocation openMpiInvocation(const JobSpec& spec, const std::string& hostfilePath, bool asRoot);
 // <mpiexec> -n W -ppn P -hosts h1,h2 -genv K V ... -genvlist DS_JOB_TOKEN program (equal slots).
 Invocation mpichInvocation(const JobSpec& spec, const std::string& mpiexec);
-// srun -n W --nodes N --ntasks-per-node P [--nodelist h1,h2] --export=ALL program (equal slots).
+// srun -n W --nodes N --ntasks-per-node P [--nodelist h1,h2] --export=ALL --kill-on-bad-exit=1
+// <launcher_args> program (equal slots; a --kill-on-bad-exit in launcher_args comes later, wins).
 Invocation slurmInvocation(const JobSpec& spec, bool withNodelist);
 
 // The variables every rank of an mpirun/srun job gets besides spec.exports.

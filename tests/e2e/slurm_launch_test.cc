@@ -18,7 +18,7 @@ TEST_CASE("slurm launch (--dry_run): srun command, exports, token never printed"
   REQUIRE(rc == 0);
   CHECK(out.find("srun -n 4 --nodes 2 --ntasks-per-node 2") != std::string::npos);
   CHECK(out.find("--nodelist=127.0.0.2,127.0.0.3") != std::string::npos);
-  CHECK(out.find("--export=ALL") != std::string::npos);
+  CHECK(out.find("--export=ALL --kill-on-bad-exit=1") != std::string::npos);
   CHECK(out.find("MASTER_ADDR=127.0.0.2") != std::string::npos);
   CHECK(out.find("MASTER_PORT=29512") != std::string::npos);
   CHECK(out.find("FOO='x;y'") != std::string::npos);
@@ -68,11 +68,9 @@ TEST_CASE("slurm launch: one-host Slurm, 1 node x 2 ranks through srun", "[e2e]"
   CHECK(seen == std::vector<int>{1, 1});
 }
 
-// [!mayfail]: srun does not stop the other tasks when one exits non-zero unless given
-// --kill-on-bad-exit=1 (checked by hand: then it ends in 1.5 s, but reports 143, the killed
-// task's status, not 3), so this needs the slurm runner to pass -K and to take the first failing
-// task's code from srun's "task N: Exited with exit code K" line.
-TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e][!mayfail]") {
+// srun --kill-on-bad-exit=1 stops the other task; srun itself then exits 143 (the killed task's
+// status), so dsrun takes 3 from srun's "task 1: Exited with exit code 3" line.
+TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]") {
   if (auto why = TestSlurm::skipReason(); !why.empty()) {
     WARN("skipped: " << why);
     return;
@@ -81,9 +79,13 @@ TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e][!
   TempDir tmp;
   std::string script = writeRankScript(tmp);
   std::string out;
+  auto t0 = Clock::now();
   int rc = runCommand(slurmCommand(slurm, tmp, script, freePort(), "fail1"), &out,
                       std::chrono::seconds(60));
   INFO(out);
   CHECK(rc == 3);
+  CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30);  // rank 0 waits 120 s
+  CHECK(out.find("task 1: Exited with exit code 3") != std::string::npos);
+  CHECK(out.find("dsrun: host " + slurm.node()) != std::string::npos);
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }

@@ -182,7 +182,7 @@ TEST_CASE("dsrun binary: --dry_run prints each runner's exact command", "[e2e]")
     Result s = dsrun({"-H", c.hosts, "--launcher", "slurm", "--dry_run", "prog"}, c.dir.path());
     CHECK(s.rc == 0);
     CHECK(contains(s.out, "srun -n 4 --nodes 2 --ntasks-per-node 2 "
-                          "--nodelist=127.0.0.2,127.0.0.3 --export=ALL prog\n"));
+                          "--nodelist=127.0.0.2,127.0.0.3 --export=ALL --kill-on-bad-exit=1 prog\n"));
     CHECK_FALSE(showsToken(m.out + s.out));
   }
   SECTION("--no_ssh runs one node's share") {

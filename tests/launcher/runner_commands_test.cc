@@ -216,7 +216,7 @@ TEST_CASE("slurm: srun -n, nodes, tasks per node, nodelist, exports by environme
   Invocation inv = slurmInvocation(s, /*withNodelist=*/true);
   CHECK(shellJoin(inv.argv) ==
         "srun -n 4 --nodes 2 --ntasks-per-node 2 --nodelist=127.0.0.2,127.0.0.3 --export=ALL "
-        "--partition debug /usr/bin/python3 x.py --lr 3e-4");
+        "--kill-on-bad-exit=1 --partition debug /usr/bin/python3 x.py --lr 3e-4");
   CHECK(inv.env.at("MASTER_PORT") == "29555");
   CHECK(inv.env.at("NCCL_DEBUG") == "INFO");
   CHECK(inv.env.at("DS_JOB_TOKEN") == kToken);
