@@ -15,6 +15,10 @@ bool isLocalHost(const std::string& host);
 // NVIDIA devices visible here (/dev/nvidia<N>), 0 on a CPU-only machine.
 int localGpuCount();
 
+// Whether a node agent sets CUDA_VISIBLE_DEVICES: the head's view (it had GPUs) or this host's
+// own GPUs (a CPU-only head launching onto GPU hosts).
+inline bool agentGpuHost(bool headGpuHost, int localGpus) { return headGpuHost || localGpus > 0; }
+
 // True when `host` resolves (getaddrinfo) on this machine.
 bool isResolvable(const std::string& host);
 

@@ -3,6 +3,7 @@
 // (pdsh SendEnv); with --token_stdin, stdin then stays open as the watchdog: EOF = the session
 // is gone, so the ranks are torn down (SSH signal requests are ignored for root). Under pdsh
 // (ssh -tt) stdin is the session's pty: its hangup (SIGHUP, then EOF/EIO) does the same.
+// This host's own GPUs count: a job from a GPU-less head still gets CUDA_VISIBLE_DEVICES here.
 #include <poll.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "core/log.h"
 #include "launcher/agent/node_agent.h"
 #include "launcher/job_spec_codec.h"
+#include "launcher/local_host.h"
 #include "launcher/runners.h"
 
 namespace ds::launcher {
@@ -95,6 +97,7 @@ int runAgent(int argc, char** argv) {
   AgentArgs a = parseAgentArgs(argc, argv);
   JobSpec spec = decodeJobSpec(a.job);
   AgentOptions opt = defaultAgentOptions();
+  spec.gpuHost = agentGpuHost(spec.gpuHost, localGpuCount());
   if (a.tokenStdin) {
     spec.jobToken = readTokenLine(defaultTimeout());
     opt.watchFd = 0;

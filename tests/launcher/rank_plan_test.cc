@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/rank_env.h"
+#include "launcher/local_host.h"
 #include "launcher/rank_plan.h"
 
 using namespace ds::launcher;
@@ -91,4 +92,15 @@ TEST_CASE("rank plan: --local_rank=N is appended unless --no_local_rank", "[unit
         std::vector<std::string>{"/bin/dsrt", "train", "plan.yaml", "--local_rank=3"});
   s.noLocalRank = true;
   CHECK(rankArgv(s, 3) == s.program);
+}
+
+TEST_CASE("rank plan: a node agent on a GPU host sets CUDA_VISIBLE_DEVICES even when the head "
+          "had no GPU", "[unit]") {
+  JobSpec s = heterogeneous();
+  s.gpuHost = false;  // the head's view: a CPU-only login node
+  CHECK_FALSE(agentGpuHost(s.gpuHost, 0));
+  s.gpuHost = agentGpuHost(s.gpuHost, 4);  // what agentMain does with localGpuCount() on node 2
+  CHECK(s.gpuHost);
+  CHECK(rankEnvironment(s, 2, 1, {}, 8).at("CUDA_VISIBLE_DEVICES") == "1,3");
+  CHECK(agentGpuHost(true, 0));  // a head with GPUs keeps the variable on every host (as before)
 }
