@@ -52,13 +52,20 @@ class Supervisor {
       err = makePipe("the launcher's stderr");
       sp.stderrFd = err.write.get();
     }
+    // pdsh: no PDEATHSIG. Killed at once with dsrun, pdsh would orphan its ssh clients before
+    // the guard had collected them as its descendants; the guard kills pdsh itself. It is
+    // registered from the fork on (the parent sets the group too), so no gap is left.
+    sp.dieWithParent = !so_.signalDescendants;
+    StartedChild child;
     try {
-      pid_ = spawnChild(sp);
+      child = startChild(sp);
+      guard.add(child.pid);
+      pid_ = awaitExec(child);
     } catch (const SpawnError& e) {
+      if (child.pid > 0) guard.remove(child.pid);  // awaitExec reaped it
       say(e.what());
       return 127;
     }
-    guard.add(pid_);
     err.write.reset();
     errFd_ = std::move(err.read);
     return loop(signals, guard);
