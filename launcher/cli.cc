@@ -26,6 +26,11 @@ Examples:
 
 Hostfile lines: `host [slots=N] [max_slots=M] [# comment]`. Exported to every rank: NCCL*, DS_*,
 OMP_*, UCX*, PYTHON*, ~/.dsenv and ./.dsenv (KEY=VALUE lines), --export K[=V].
+Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
+and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
+as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
+Environment: DS_KILL_GRACE, DS_TIMEOUT; ssh runner: DS_SSH_CONFIG (like ssh -F),
+DS_SSH_CONNECT_TIMEOUT, DS_SSH_TEARDOWN_GRACE [15], DS_SSH_LOG_LEVEL; pdsh: PDSH_SSH_ARGS_APPEND.
 Documentation: docs/launcher.md)";
 
 // "--num_nodes,--num-nodes" for every underscore name.

@@ -80,7 +80,8 @@ TEST_CASE("dsrun binary: --version and --help", "[e2e]") {
         "--enable_each_rank_log,--enable-each-rank-log", "--bind_cores_to_rank,--bind-cores-to-rank",
         "--bind_core_list,--bind-core-list", "--ssh_port,--ssh-port", "--save_pid,--save-pid",
         "--export", "--comm_backend,--comm-backend", "--dry_run,--dry-run", "--version",
-        "ssh (default), pdsh, openmpi, mpich, slurm", "PROGRAM [ARGS...]"}) {
+        "ssh (default), pdsh, openmpi, mpich, slurm", "PROGRAM [ARGS...]", "Exit status:",
+        "DS_KILL_GRACE", "DS_SSH_CONFIG", "DS_SSH_TEARDOWN_GRACE"}) {
     INFO(flag);
     CHECK(contains(h.out, flag));
   }
