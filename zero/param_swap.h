@@ -1,12 +1,17 @@
 // ParamSwap: the stage-3 parameter partition kept in an NVMe swap file (offload_param nvme):
 // synchronous byte-range reads and writes through one aligned bounce buffer (whole aligned
-// blocks are read, patched and written back, so O_DIRECT works). Not the optimizer's swap
-// (OptimizerPartition), not thread-safe: the training thread alone uses it.
+// blocks are read, patched and written back, so O_DIRECT works), and asynchronous read-ahead of
+// a range into a staging buffer of its own, collected later by take(). Invariant: a write first
+// waits for and discards every read-ahead, so take() never returns stale bytes. Not the
+// optimizer's swap (OptimizerPartition), not thread-safe: the training thread alone uses it.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zero/async_file.h"
 
@@ -14,17 +19,43 @@ namespace ds::zero {
 
 class ParamSwap {
  public:
-  // A file of at least `bytes` bytes under dir (created); zero-filled.
-  ParamSwap(const std::string& dir, int rank, size_t bytes);
+  // A file of at least `bytes` bytes under dir (created); zero-filled. pin: mlock the bounce and
+  // staging buffers (offload_param.pin_memory; best effort).
+  ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin = false);
+  ~ParamSwap();  // waits for the read-aheads in flight (their buffers outlive the I/O)
+  ParamSwap(const ParamSwap&) = delete;
+  ParamSwap& operator=(const ParamSwap&) = delete;
   void read(size_t offset, size_t n, void* dst);
   void write(size_t offset, size_t n, const void* src);
   size_t bytes() const { return bytes_; }
-  size_t bufferBytes() const { return bounce_.bytes(); }
+  // The bounce buffer plus the most read-ahead staging held at once.
+  size_t bufferBytes() const { return bounce_.bytes() + peakAheadBytes_; }
+
+  // Submits the read of [offset, offset+n) under `key` (no-op when key is already pending).
+  void readAhead(uint64_t key, size_t offset, size_t n);
+  bool pending(uint64_t key) const { return ahead_.count(key) > 0; }
+  // Waits for key's read-ahead and copies its bytes to dst; false (nothing done) when there is
+  // none or it covers another range.
+  bool take(uint64_t key, size_t offset, size_t n, void* dst);
+  // Whether the file layer has finished key's read-ahead (non-blocking; false when none).
+  bool aheadCompleted(uint64_t key);
+  void dropAll();  // waits for every read-ahead and discards it
 
  private:
+  struct Ahead {
+    size_t offset, n, base;  // requested range; base = aligned start of the staging
+    AlignedBuffer buf;
+    uint64_t ticket;
+  };
+  void recycle(AlignedBuffer b);
+
   size_t bytes_;
   std::unique_ptr<AsyncFile> file_;
   AlignedBuffer bounce_;
+  std::map<uint64_t, Ahead> ahead_;
+  std::multimap<size_t, AlignedBuffer> spare_;  // staging buffers kept for reuse, by size
+  bool pin_ = false;
+  size_t aheadBytes_ = 0, peakAheadBytes_ = 0;    // staging held (in flight + spare)
 };
 
 }  // namespace ds::zero

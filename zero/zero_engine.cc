@@ -113,7 +113,8 @@ ZeroEngine::Impl::Impl(std::vector<ParamInfo> ps, int nb, comm::ProcessGroup* gr
     s3 = std::make_unique<Stage3Layout>(params, world);
     Lp = optCount = s3->localSize();
     if (z.offloadParam.device == "nvme")
-      pswap = std::make_unique<ParamSwap>(z.offloadParam.nvmePath, rank, Lp * (bf16 ? 2 : 4));
+      pswap = std::make_unique<ParamSwap>(z.offloadParam.nvmePath, rank, Lp * (bf16 ? 2 : 4),
+                                          z.offloadParam.pinMemory);
     else if (bf16) part16.assign(Lp, 0);
     else part32.assign(Lp, 0.f);
     live32.resize(P);

@@ -91,10 +91,11 @@ struct TraceEvent {
     kBeforeForward, kAfterForward, kBeforeBackward, kAfterBackward,  // id = block
     kBucketIssued, kBucketWaited,   // id = bucket number (per engine, from 0)
     kGatherIssued, kGatherWaited,   // id = parameter index (stage 3)
+    kSwapReadIssued, kSwapReadWaited,  // id = parameter index (stage 3, offload_param nvme)
   };
   Kind kind;
   int64_t id;
-  // k*Waited: the backend (comm worker) had already completed it when the training
+  // k*Waited: the backend (comm worker / file I/O) had already completed it when the training
   // thread began to wait.
   bool completedBeforeWait = false;
 };
@@ -107,6 +108,8 @@ struct PipelineState {
   size_t gathersInFlight = 0;           // stage 3 allgathers issued, not yet waited for
   size_t gathersCompletedInFlight = 0;
   size_t liveElems = 0, peakLiveElems = 0;  // stage 3 gathered non-persistent elements
+  size_t swapReadsAhead = 0;           // offload_param nvme: read-aheads not yet taken
+  size_t swapReadsAheadCompleted = 0;  // of those, finished by the file layer
 };
 
 class ZeroEngine : public BlockHooks {

@@ -122,6 +122,8 @@ struct ZeroEngine::Impl {
   void ensureGathered(size_t p);
   void waitGathered(size_t p);
   void prefetch(int block);
+  void readAhead(int block);
+  void readSwap(size_t p, size_t offset, size_t n, void* dst);
   void release(size_t p);
   void releaseAfter(int block, int nextBlock);
   void finishBackwardGrads();

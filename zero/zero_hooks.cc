@@ -1,6 +1,8 @@
 // ZeroEngine's per-block work: gradient buckets (allreduce for stage 0, reduce-scatter for 1-3,
 // issued as blocks finish backward; with overlap_comm two bucket slots are in flight while
-// backward continues) and stage-3 parameter gather / prefetch / release.
+// backward continues), stage-3 parameter gather / prefetch / release, the offload_param nvme
+// read-ahead (the swap reads of the block after the prefetched one run while the current block
+// computes), and the diagnostics trace.
 #include <algorithm>
 #include <cstring>
 
@@ -235,7 +237,7 @@ void ZeroEngine::Impl::ensureGathered(size_t p) {
     takeBuffer(pool16, live16[p], full, false);  // the allgather writes every element
     const uint16_t* in = part16.data() + lo;
     if (pswap) {  // read this rank's chunk straight into its block: an in-place allgather
-      pswap->read(lo * 2, c * 2, live16[p].data() + mine);
+      readSwap(p, lo * 2, c * 2, live16[p].data() + mine);
       in = live16[p].data() + mine;
     }
     w = comm.allgather(in, live16[p].data(), counts, z.compute);
@@ -243,7 +245,7 @@ void ZeroEngine::Impl::ensureGathered(size_t p) {
     takeBuffer(pool32, live32[p], full, false);
     const float* in = part32.data() + lo;
     if (pswap) {
-      pswap->read(lo * 4, c * 4, live32[p].data() + mine);
+      readSwap(p, lo * 4, c * 4, live32[p].data() + mine);
       in = live32[p].data() + mine;
     }
     w = comm.allgather(in, live32[p].data(), counts, DType::kF32);
@@ -254,6 +256,29 @@ void ZeroEngine::Impl::ensureGathered(size_t p) {
   if (!persistent[p]) {
     liveElems += full;
     peakLiveElems = std::max(peakLiveElems, liveElems);
+  }
+}
+
+// offload_param nvme: p's bytes from its read-ahead when one was submitted, else read now.
+void ZeroEngine::Impl::readSwap(size_t p, size_t offset, size_t n, void* dst) {
+  if (pswap->pending(p)) {
+    note(TraceEvent::Kind::kSwapReadWaited, int64_t(p), tracing && pswap->aheadCompleted(p));
+    if (pswap->take(p, offset, n, dst)) return;
+  }
+  pswap->read(offset, n, dst);
+}
+
+// offload_param nvme: submits the swap reads of `block`'s parameters that are neither gathered
+// nor being gathered, so that their gather later finds the bytes already read (the read runs
+// while the current block computes).
+void ZeroEngine::Impl::readAhead(int block) {
+  if (!pswap || block < 0 || block >= numBlocks) return;
+  const size_t es = bf16 ? 2 : 4;
+  for (size_t p : blockParams[size_t(block)]) {
+    if (persistent[p] || table.value[p] || table.value16[p] || gathering[p] || pswap->pending(p))
+      continue;
+    pswap->readAhead(p, s3->localOffset(p) * es, s3->chunk(p) * es);
+    note(TraceEvent::Kind::kSwapReadIssued, int64_t(p));
   }
 }
 
@@ -310,6 +335,8 @@ void ZeroEngine::beforeForward(int block) {
   if (m.z.stage != 3) return;
   for (size_t p : m.blockParams[size_t(block)]) m.ensureGathered(p);
   m.prefetch(block + 1);
+  m.readAhead(block + 1);  // what the prefetch left out
+  m.readAhead(block + 2);  // taken by the next block's prefetch
   for (size_t p : m.blockParams[size_t(block)]) m.waitGathered(p);
 }
 
@@ -329,6 +356,8 @@ void ZeroEngine::beforeBackward(int block) {
   if (m.z.stage == 3) {
     for (size_t p : m.blockParams[size_t(block)]) m.ensureGathered(p);
     m.prefetch(block - 1);
+    m.readAhead(block - 1);
+    m.readAhead(block - 2);
     for (size_t p : m.blockParams[size_t(block)]) m.waitGathered(p);
   }
   m.allocGrads(block);
@@ -363,7 +392,7 @@ std::vector<TraceEvent> ZeroEngine::takeTrace() {
 }
 
 PipelineState ZeroEngine::pipeline() const {
-  const auto& m = *impl_;
+  auto& m = *impl_;  // aheadCompleted() reaps I/O completions: not const
   PipelineState s;
   for (const auto& p : m.pending) {
     ++s.bucketsInFlight;
@@ -376,6 +405,12 @@ PipelineState ZeroEngine::pipeline() const {
     }
   s.liveElems = m.liveElems;
   s.peakLiveElems = m.peakLiveElems;
+  if (m.pswap)
+    for (size_t p = 0; p < m.params.size(); ++p)
+      if (m.pswap->pending(p)) {
+        ++s.swapReadsAhead;
+        if (m.pswap->aheadCompleted(p)) ++s.swapReadsAheadCompleted;
+      }
   return s;
 }
 

@@ -97,7 +97,8 @@ ptrdiff_t indexOf(const std::vector<TraceEvent>& t, Kind k, int64_t id) {
 }
 
 std::string show(const std::vector<TraceEvent>& t) {
-  static const char* names[] = {"F<", "F>", "B<", "B>", "issue", "wait", "gather", "gwait"};
+  static const char* names[] = {"F<", "F>", "B<", "B>", "issue", "wait", "gather", "gwait",
+                                "read", "rwait"};
   std::string s;
   for (const auto& e : t)
     s += fmt::format("{}{}{} ", names[int(e.kind)], e.id, e.completedBeforeWait ? "*" : "");
@@ -276,6 +277,51 @@ TEST_CASE("zero overlap: stage 3 prefetch honours prefetch bucket size and max l
       for (const auto& f : res[r].failures) FAIL_CHECK(f);
       CHECK(res[r].end.peakLiveElems <= std::max<size_t>(c.maxLive, 120));
       CHECK(res[r].end.peakLiveElems >= 110);
+    }
+  }
+}
+
+// offload_param nvme: while block b computes, the swap reads of block b+2's partition (the block
+// after the prefetched one) are in flight and finish; block b+1's prefetch then takes the bytes
+// instead of reading. Same parameters, bit for bit, as the partition kept in memory.
+TEST_CASE("zero overlap: offload_param nvme reads the partition ahead, bitwise as in memory",
+          "[multirank]") {
+  const ToyModel m(5, 10);
+  ds::test::TempDir dir;
+  ZeroOptions z = overlapOptions(3, true);
+  z.prefetchBucketSize = 110;  // the next block's W + c
+  auto inMemory = runTraced(m, 2, z, 3, [](ZeroEngine&, int, bool, RankResult&) {});
+  z.offloadParam.device = "nvme";
+  z.offloadParam.nvmePath = dir.path();
+  auto res = runTraced(m, 2, z, 3, [&](ZeroEngine& e, int b, bool bwd, RankResult& out) {
+    const int ahead = bwd ? b - 2 : b + 2;
+    if (ahead < 0 || ahead >= m.L) return;
+    const auto st = e.pipeline();
+    if (st.swapReadsAhead < 2)
+      out.failures.push_back(fmt::format("block {}: {} read-aheads in flight", b, st.swapReadsAhead));
+    if (!waitUntil([&] {
+          auto s = e.pipeline();
+          return s.swapReadsAheadCompleted == s.swapReadsAhead;
+        }))
+      out.failures.push_back("read-aheads did not finish while the block was held");
+  });
+  for (size_t r = 0; r < res.size(); ++r) {
+    INFO("rank " << r);
+    for (const auto& f : res[r].failures) FAIL_CHECK(f);
+    CHECK(res[r].params == inMemory[r].params);
+    CHECK(res[r].params == res[0].params);
+    for (const auto& t : res[r].steps) {
+      INFO(show(t));
+      for (int b = 0; b + 2 < m.L; ++b) {  // forward
+        const int64_t w = 1 + 2 * (b + 2);
+        const ptrdiff_t iss = indexOf(t, Kind::kSwapReadIssued, w);
+        CHECK(iss >= 0);
+        CHECK(iss < indexOf(t, Kind::kAfterForward, b));
+        const ptrdiff_t took = indexOf(t, Kind::kSwapReadWaited, w);
+        CHECK(took > indexOf(t, Kind::kAfterForward, b));
+        CHECK(took < indexOf(t, Kind::kGatherIssued, w));
+        CHECK(t[size_t(took)].completedBeforeWait);
+      }
     }
   }
 }
