@@ -2,9 +2,11 @@
 // the model's flopsPerToken = 6N + 6LCT) for a small GPT and GPT-2 small shapes (12 x 768, 12
 // heads, T=256, vocab 8192), fp32 and bf16, with and without activation checkpointing (and the
 // activation bytes held), next to OpenBLAS sgemm GFLOP/s measured in the same run at a
-// model-like shape. No optimizer and no communication: the model's own cost only. bf16 mode
-// widens bf16 weights/activations to fp32 and runs sgemm: Debian's OpenBLAS 0.3.21 is built
-// without BUILD_BFLOAT16, so cblas_sbgemm is declared in cblas.h but absent from the library.
+// model-like shape. No optimizer and no communication: the model's own cost only. bf16 rows run
+// the linear layers on the native AVX512-BF16 gemm (runtime/tensor/matmul_bf16.h) where the CPU
+// has it; "bf16w" rows force the older path (widen bf16 weights to fp32, OpenBLAS sgemm) in the
+// same run. Debian's OpenBLAS 0.3.21 is built without BUILD_BFLOAT16 (cblas_sbgemm is declared in
+// cblas.h but absent from the library), hence our own kernel.
 // Usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME]  (best of R steps per
 // row; --only keeps the models whose name contains NAME, e.g. "GPT-2")
 #include <cblas.h>
@@ -20,6 +22,8 @@
 
 #include "core/dtype.h"
 #include "runtime/model/model.h"
+#include "runtime/tensor/bf16_gemm.h"
+#include "runtime/tensor/matmul_bf16.h"
 #include "runtime/tensor/threads.h"
 
 using namespace ds;
@@ -45,6 +49,18 @@ double sgemmGflops(int M, int N, int K, int reps) {
     double t0 = now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K,
                 0.0f, c.data(), N);
+    if (r > 0) best = std::min(best, now() - t0);
+  }
+  return 2.0 * M * N * K / best / 1e9;
+}
+
+double bf16GemmGflops(int M, int N, int K, int reps) {
+  std::vector<float> a(size_t(M) * K, 0.01f), c(size_t(M) * N);
+  std::vector<bf16> b(size_t(N) * K, floatToBf16(0.02f));
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {
+    double t0 = now();
+    gemmBf16(M, N, K, f32Operand(a.data(), K, 1), bf16Operand(b.data(), K, 1), c.data(), N, 0.0f);
     if (r > 0) best = std::min(best, now() - t0);
   }
   return 2.0 * M * N * K / best / 1e9;
@@ -123,13 +139,17 @@ int main(int argc, char** argv) {
   // sgemm at the shapes the model spends most time in: [B*T, C] x [C, 4C].
   for (const Shape& s : shapes) {
     const int M = s.B * s.T;
-    std::printf("sgemm %dx%dx%d (B*T x 4C x C): %.1f GFLOP/s\n", M, 4 * s.C, s.C,
-                sgemmGflops(M, 4 * s.C, s.C, reps));
+    std::printf("sgemm %dx%dx%d (B*T x 4C x C): %.1f GFLOP/s; bf16 gemm (%s): %.1f GFLOP/s\n", M,
+                4 * s.C, s.C, sgemmGflops(M, 4 * s.C, s.C, reps),
+                bf16GemmNativeAvailable() ? "AVX512-BF16" : "widen+sgemm",
+                bf16GemmGflops(M, 4 * s.C, s.C, reps));
   }
   std::printf("%-28s %-5s %-4s %9s %9s %10s %9s %12s\n", "model", "dtype", "ckpt", "fwd ms",
               "bwd ms", "tokens/s", "GFLOP/s", "act MiB");
   for (const Shape& s : shapes) {
-    for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int mode = 0; mode < 3; ++mode) {  // fp32, bf16, bf16 forced to widen + sgemm
+      const DType dt = mode == 0 ? DType::kF32 : DType::kBF16;
+      setBf16LinearNative(mode != 2);
       for (bool ck : {false, true}) {
         ModelConfig c;
         c.nLayer = s.L; c.nEmbd = s.C; c.nHead = s.NH; c.seqLen = s.T; c.vocabSize = s.V;
@@ -139,7 +159,7 @@ int main(int argc, char** argv) {
         const double tok = double(s.B) * s.T, step = r.fwd + r.bwd;
         const double flops = makeModel(c)->flopsPerToken() * tok;
         std::printf("%-28s %-5s %-4s %9.1f %9.1f %10.0f %9.1f %12.1f\n", s.name,
-                    std::string(dtypeName(dt)).c_str(), ck ? "on" : "off", r.fwd * 1e3,
+                    mode == 2 ? "bf16w" : std::string(dtypeName(dt)).c_str(), ck ? "on" : "off", r.fwd * 1e3,
                     r.bwd * 1e3, tok / step, flops / step / 1e9, r.act / 1048576.0);
         std::fflush(stdout);
       }
