@@ -154,7 +154,7 @@ class Supervisor {
     ssize_t r = ::read(errFd_.get(), buf, sizeof(buf));
     if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (r <= 0) {
-      flushLines(true);
+      flushLines();
       errFd_.reset();
       return;
     }
@@ -172,12 +172,13 @@ class Supervisor {
       if (::poll(&p, 1, 0) <= 0) break;
       readErr();
     }
-    flushLines(true);
+    flushLines();
   }
 
-  void flushLines(bool atEnd) {
+  // The pipe ended: a last line without '\n' still counts.
+  void flushLines() {
     std::string out;
-    if (atEnd) lines_.finish(&out);
+    lines_.finish(&out);
     onLines(out);
   }
 
