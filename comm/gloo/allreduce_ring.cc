@@ -19,8 +19,9 @@ void allreduceRing(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
   }
   Blocks b = evenBlocks(count, n);
   uint64_t slots = link.collectiveSlots();
-  ringReduceScatterInPlace(link, work, wt, b, op, slots, "allreduce");
-  finishAvg(static_cast<char*>(work) + b.offsets[r] * dtypeSize(wt), b.counts[r], wt, op, n);
+  char* mine = static_cast<char*>(work) + b.offsets[r] * dtypeSize(wt);
+  ringReduceScatter(link, work, mine, wt, b, op, slots, "allreduce");
+  finishAvg(mine, b.counts[r], wt, op, n);
   ringAllgatherInPlace(link, work, dtypeSize(wt), b, slots + n, "allreduce");
   if (wt != t) fromWork(work, t, data, count);
 }

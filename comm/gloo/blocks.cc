@@ -37,4 +37,10 @@ size_t segmentBytes() {
   return v;
 }
 
+size_t ringSegmentBytes() {
+  static const size_t v =
+      static_cast<size_t>(getEnvInt("DS_GLOO_RING_SEGMENT_BYTES", 128 << 10, 1024, 1 << 30));
+  return v;
+}
+
 }  // namespace ds::comm::gloo_impl

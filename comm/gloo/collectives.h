@@ -22,11 +22,13 @@ struct Blocks {
 Blocks evenBlocks(size_t count, int n);  // sizes differ by at most one, larger blocks first
 Blocks blocksFrom(const std::vector<size_t>& counts);
 
-// Ring building blocks over a buffer of `b` blocks, in place.
-// Reduce-scatter: afterwards block rank() holds op over all ranks (native types only; no avg
-// division). Allgather: afterwards every block holds its owner's block.
-void ringReduceScatterInPlace(GlooLink& link, void* data, DType t, const Blocks& b, ReduceOp op,
-                              uint64_t slots, const char* what);
+// Ring building blocks over a buffer of `b` blocks.
+// Reduce-scatter: `input` is only read; afterwards `out` holds block rank() reduced over all ranks
+// (native types only; no avg division). `out` may be input's own block exactly, or memory that
+// does not overlap the input. Uses scratch 1. Pipelined in segments (ringSegmentBytes()).
+// Allgather, in place: afterwards every block holds its owner's block.
+void ringReduceScatter(GlooLink& link, const void* input, void* out, DType t, const Blocks& b,
+                       ReduceOp op, uint64_t slots, const char* what);
 void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blocks& b,
                           uint64_t slots, const char* what);
 
@@ -50,5 +52,6 @@ void barrierDissemination(GlooLink& link);
 // Tuning knobs, read once from the environment (documented in docs/comm.md).
 size_t smallAllreduceBytes();  // DS_GLOO_SMALL_ALLREDUCE_BYTES, default 32 KiB
 size_t segmentBytes();         // DS_GLOO_SEGMENT_BYTES, default 1 MiB (broadcast pipeline)
+size_t ringSegmentBytes();     // DS_GLOO_RING_SEGMENT_BYTES, default 128 KiB (ring reduce-scatter)
 
 }  // namespace ds::comm::gloo_impl

@@ -27,6 +27,23 @@ void reduceTyped(T* __restrict acc, const T* __restrict in, size_t n, ReduceOp o
   }
 }
 
+// No __restrict: dst may alias a or b exactly (the compiler vectorizes behind an overlap check).
+template <typename T>
+void reduceFromTyped(T* dst, const T* a, const T* b, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      for (size_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+      return;
+    case ReduceOp::kMax:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::max(a[i], b[i]);
+      return;
+    case ReduceOp::kMin:
+      for (size_t i = 0; i < n; ++i) dst[i] = std::min(a[i], b[i]);
+      return;
+  }
+}
+
 template <typename T>
 void divideTyped(T* buf, size_t n, int size) {
   const T d = static_cast<T>(size);
@@ -49,6 +66,22 @@ void reduceInto(void* acc, const void* in, size_t n, DType t, ReduceOp op) {
       return reduceTyped(static_cast<int32_t*>(acc), static_cast<const int32_t*>(in), n, op);
     case DType::kI64:
       return reduceTyped(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), n, op);
+    default:
+      throw NotSupported(fmt::format("gloo: no reduction kernel for dtype {}", dtypeName(t)));
+  }
+}
+
+void reduceFrom(void* dst, const void* a, const void* b, size_t n, DType t, ReduceOp op) {
+  switch (t) {
+    case DType::kF32:
+      return reduceFromTyped(static_cast<float*>(dst), static_cast<const float*>(a),
+                             static_cast<const float*>(b), n, op);
+    case DType::kI32:
+      return reduceFromTyped(static_cast<int32_t*>(dst), static_cast<const int32_t*>(a),
+                             static_cast<const int32_t*>(b), n, op);
+    case DType::kI64:
+      return reduceFromTyped(static_cast<int64_t*>(dst), static_cast<const int64_t*>(a),
+                             static_cast<const int64_t*>(b), n, op);
     default:
       throw NotSupported(fmt::format("gloo: no reduction kernel for dtype {}", dtypeName(t)));
   }

@@ -19,6 +19,9 @@ bool isHalf(DType t);
 
 // acc[i] = op(acc[i], in[i]) for n elements of type t (native types only). kAvg sums.
 void reduceInto(void* acc, const void* in, size_t n, DType t, ReduceOp op);
+// dst[i] = op(a[i], b[i]) for n elements (native types only). dst may be a or b exactly (no
+// partial overlap): the ring reduces a received segment in place with it.
+void reduceFrom(void* dst, const void* a, const void* b, size_t n, DType t, ReduceOp op);
 // For kAvg: divides n elements by `size` (integers truncate toward zero); no-op for other ops.
 void finishAvg(void* buf, size_t n, DType t, ReduceOp op, int size);
 

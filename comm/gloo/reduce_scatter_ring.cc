@@ -1,12 +1,22 @@
 // Ring reduce-scatter with uneven blocks (libgloo has no new-style reduce_scatter). The input is
-// copied (widened for fp16/bf16) into scratch, so it is never modified and the output may alias
-// any part of it. Each rank sends (n-1)/n of the buffer.
+// never modified. fp32/int32/int64 reduce straight from the input into the output when the output
+// is this rank's own block of the input or lies outside it; fp16/bf16, or an output overlapping
+// another part of the input, go through a (widened) scratch copy. Each rank sends (n-1)/n of it.
+#include <functional>
 #include <vector>
 
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/reduce_kernels.h"
 
 namespace ds::comm::gloo_impl {
+namespace {
+
+bool overlaps(const char* a, size_t aBytes, const char* b, size_t bBytes) {
+  std::less<const char*> lt;  // total order over unrelated pointers
+  return aBytes > 0 && bBytes > 0 && lt(a, b + bBytes) && lt(b, a + aBytes);
+}
+
+}  // namespace
 
 void reduceScatterRing(GlooLink& link, const void* input, void* output,
                        const std::vector<size_t>& counts, DType t, ReduceOp op) {
@@ -14,12 +24,23 @@ void reduceScatterRing(GlooLink& link, const void* input, void* output,
   Blocks b = blocksFrom(counts);
   size_t total = b.offsets.back() + b.counts.back();
   if (total == 0) return;
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  if (isReduceNative(t)) {
+    const size_t es = dtypeSize(t);
+    const char* own = in + b.offsets[r] * es;
+    if (out == own || !overlaps(out, b.counts[r] * es, in, total * es)) {
+      ringReduceScatter(link, in, out, t, b, op, link.collectiveSlots(), "reduce_scatter");
+      finishAvg(out, b.counts[r], t, op, n);
+      return;
+    }
+  }
   DType wt = workType(t);
   const size_t es = dtypeSize(wt);
   char* work = link.scratch(0, total * es);
   toWork(input, t, work, total);
-  ringReduceScatterInPlace(link, work, wt, b, op, link.collectiveSlots(), "reduce_scatter");
   char* mine = work + b.offsets[r] * es;
+  ringReduceScatter(link, work, mine, wt, b, op, link.collectiveSlots(), "reduce_scatter");
   finishAvg(mine, b.counts[r], wt, op, n);
   fromWork(mine, t, output, b.counts[r]);
 }
