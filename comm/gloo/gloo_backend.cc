@@ -39,7 +39,7 @@ class GlooBackend final : public Backend {
     auto store = std::make_shared<PrefixStore>(prefix_, root_);
     auto ctx = gloo_impl::connectGroup(store, rank, size, device_, timeout_);
     link_ = std::make_unique<GlooLink>(std::move(ctx), store, timeout_, globalRanks_);
-    worker_ = std::make_unique<SerialWorker>();
+    worker_ = std::make_unique<SerialWorker>(timeout_);
     watchdog_ = std::thread([this] { watch(); });
   }
 

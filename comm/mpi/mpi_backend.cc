@@ -12,6 +12,7 @@
 #include "comm/mpi/mpi_runtime.h"
 #include "comm/mpi/mpi_types.h"
 #include "comm/serial_worker.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace ds::comm {
@@ -171,8 +172,10 @@ class MpiBackend final : public Backend {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::string name_ = "mpi";
-  std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
-  std::unique_ptr<SerialWorker> p2p_ = std::make_unique<SerialWorker>();
+  // A wait() with the default timeout runs its collective itself when it is next in line (MPI
+  // calls block without a timeout anyway; MPI_THREAD_MULTIPLE allows any thread).
+  std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>(defaultTimeout());
+  std::unique_ptr<SerialWorker> p2p_ = std::make_unique<SerialWorker>(defaultTimeout());
 };
 
 }  // namespace
