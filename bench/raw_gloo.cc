@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
           gloo::allgather(o);
         };
       }
-      auto row = ds::bench::timeCollective(run, maxOf, barrier, 0.5);
+      auto row = ds::bench::timeCollective(run, maxOf, barrier, ds::bench::targetSeconds());
       if (rank == 0) ds::bench::printRow(op, count * 4, n, row);
     }
   }

@@ -1,14 +1,18 @@
 // Timing loop shared by the raw-library peers (raw_gloo, raw_mpi), the same method as
-// `dsrt comm-bench` (runtime/cmd/comm_bench.cc): warm up, one probe picks the iteration count
-// (clamp(target / probe, 3, 200)), time the loop, the slowest rank's mean counts. The library
-// calls themselves stay in each peer, so the peers never touch our comm layer.
+// `dsrt comm-bench` (runtime/cmd/comm_bench.cc): 2 warm-up calls, barrier, one probe picks the
+// iteration count (clamp(target / probe, 3, 200)), barrier, time the loop on one reused buffer,
+// the slowest rank's mean counts; no result check inside the timed loop (ours checks after it).
+// target = DS_BENCH_TARGET_SECONDS (default 0.5, as `--target_seconds` of dsrt comm-bench).
+// The library calls themselves stay in each peer, so the peers never touch our comm layer.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace ds::bench {
 
@@ -16,6 +20,19 @@ struct RawRow {
   double seconds = 0;
   int iters = 0;
 };
+
+inline double targetSeconds() {
+  const char* v = std::getenv("DS_BENCH_TARGET_SECONDS");
+  double t = v ? std::atof(v) : 0.5;
+  return t > 0 ? t : 0.5;
+}
+
+// Equal shards of count elements, the remainder spread over the first ranks (as comm-bench).
+inline std::vector<size_t> shards(size_t count, int n) {
+  std::vector<size_t> c(n, count / n);
+  for (size_t r = 0; r < count % n; ++r) ++c[r];
+  return c;
+}
 
 // run(): one collective, blocking. maxAcrossRanks(x): the max of x over all ranks. barrier().
 inline RawRow timeCollective(const std::function<void()>& run,
