@@ -31,7 +31,8 @@ inline std::string dsrunPath() { return std::string(DS_BINARY_DIR) + "/dsrun"; }
 
 // The rank program: `sh <dir>/rank.sh <dir> <mode>`. Writes its whole environment to
 // <dir>/env.<rank>, then: ok -> exit 0; failN -> rank N exits 3 after 0.5 s, the others wait;
-// hang -> every rank waits. Waiting ranks loop on short sleeps so that a signal ends them.
+// killN -> rank N SIGKILLs itself after 0.5 s, the others wait; hang -> every rank waits.
+// Waiting ranks loop on short sleeps so that a signal ends them.
 inline std::string writeRankScript(const TempDir& dir) {
   std::string path = dir.file("rank.sh");
   writeFile(path,
@@ -43,6 +44,7 @@ inline std::string writeRankScript(const TempDir& dir) {
             "case $mode in\n"
             "  ok) exit 0 ;;\n"
             "  fail*) if [ \"$r\" = \"${mode#fail}\" ]; then sleep 0.5; exit 3; fi ;;\n"
+            "  kill*) if [ \"$r\" = \"${mode#kill}\" ]; then sleep 0.5; kill -9 $$; fi ;;\n"
             "esac\n"
             "i=0; while [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done\n");
   return path;
@@ -268,6 +270,18 @@ inline void caseFail3(const std::string& launcher, const std::string& extraFlags
     CHECK(lower(out).find("rank 3") != std::string::npos);
     CHECK(out.find("127.0.0.3") != std::string::npos);
   }
+  CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
+}
+
+// Rank 3 (on the second host) dies by SIGKILL: the job exits 137 and every rank is gone.
+inline void caseKill9(const std::string& launcher, const std::string& extraFlags) {
+  RemoteJob job;
+  std::string out;
+  int rc = runCommand(job.command(launcher, "kill3", job.addrs(), extraFlags), &out,
+                      std::chrono::seconds(120));
+  INFO(out);
+  CHECK(rc == 137);
+  CHECK(out.find("127.0.0.3") != std::string::npos);
   CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
 }
 

@@ -19,6 +19,11 @@ TEST_CASE("pdsh launch: rank 3 exits 3 -> job exits 3 naming rank and host", "[e
   caseFail3("pdsh", "", /*namesRank=*/true);
 }
 
+TEST_CASE("pdsh launch: rank 3 killed by SIGKILL -> job exits 137", "[e2e]") {
+  DS_NEED_CLUSTER();
+  caseKill9("pdsh", "");
+}
+
 TEST_CASE("pdsh launch: SIGTERM to dsrun leaves no rank on any host", "[e2e]") {
   DS_NEED_CLUSTER();
   caseSignal("pdsh", SIGTERM, "");

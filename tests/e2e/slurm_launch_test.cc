@@ -89,3 +89,19 @@ TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]")
   CHECK(out.find("dsrun: host " + slurm.node()) != std::string::npos);
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }
+
+TEST_CASE("slurm launch: rank 1 killed by SIGKILL -> job exits 137", "[e2e]") {
+  if (auto why = TestSlurm::skipReason(); !why.empty()) {
+    WARN("skipped: " << why);
+    return;
+  }
+  TestSlurm slurm;
+  TempDir tmp;
+  std::string script = writeRankScript(tmp);
+  std::string out;
+  int rc = runCommand(slurmCommand(slurm, tmp, script, freePort(), "kill1"), &out,
+                      std::chrono::seconds(60));
+  INFO(out);
+  CHECK(rc == 137);  // from srun's "task 1: Killed"
+  CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
+}

@@ -16,6 +16,11 @@ TEST_CASE("ssh launch: rank 3 exits 3 -> job exits 3 naming rank and host", "[e2
   caseFail3("ssh", "", /*namesRank=*/true);
 }
 
+TEST_CASE("ssh launch: rank 3 killed by SIGKILL -> job exits 137", "[e2e]") {
+  DS_NEED_CLUSTER();
+  caseKill9("ssh", "");
+}
+
 TEST_CASE("ssh launch: SIGTERM to dsrun leaves no rank on any host", "[e2e]") {
   DS_NEED_CLUSTER();
   caseSignal("ssh", SIGTERM, "");
