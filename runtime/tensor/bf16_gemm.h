@@ -27,7 +27,8 @@ enum class Bf16GemmPath { kAuto, kNative, kWiden };
 bool bf16GemmNativeAvailable();
 
 // C[m * ldc + n] = beta * C + sum_k bf16(A(m, k)) * bf16(B(n, k)), fp32 accumulation. beta must be
-// 0 or 1. kNative on a CPU without AVX512-BF16 is a ds::NotSupported error.
+// 0 or 1. kNative on a CPU without AVX512-BF16 is a ds::NotSupported error. Native results are
+// bitwise independent of the thread count and of M (each element is summed in a fixed k order).
 void gemmBf16(int M, int N, int K, GemmOperand A, GemmOperand B, float* C, long ldc, float beta,
               Bf16GemmPath path = Bf16GemmPath::kAuto);
 

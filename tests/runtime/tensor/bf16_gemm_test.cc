@@ -9,6 +9,7 @@
 // term breaks this bound by orders of magnitude.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -17,6 +18,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "runtime/tensor/bf16_gemm.h"
+#include "runtime/tensor/threads.h"
 
 using ds::runtime::Bf16GemmPath;
 using ds::runtime::GemmOperand;
@@ -134,4 +136,30 @@ TEST_CASE("bf16 gemm: K = 0 gives beta*C; bad beta and ldc are errors naming the
                       Catch::Matchers::Contains("beta 0.5"));
   REQUIRE_THROWS_WITH(ds::runtime::gemmBf16(2, 2, 1, {}, {}, c.data(), 1, 0.0f),
                       Catch::Matchers::Contains("ldc 1 < N 2"));
+}
+
+TEST_CASE("bf16 gemm native results do not depend on thread count or on the other rows", "[unit]") {
+  if (!ds::runtime::bf16GemmNativeAvailable()) {
+    WARN("CPU lacks AVX512-BF16: native path not tested here");
+    return;
+  }
+  // Each C element is summed in a fixed k order by one thread, whatever the tiling, so a row's
+  // result is bitwise the same at 1 or 2 threads and whether it is computed alone or in a batch.
+  const int M = 203, N = 211, K = 777;
+  Src a = makeSrc(M, K, false, false, 3), b = makeSrc(N, K, false, true, 4);
+  std::vector<float> c1(static_cast<size_t>(M) * N), c2(c1.size()), row(N);
+  const int saved = ds::runtime::computeThreads();
+  ds::runtime::setComputeThreads(1);
+  ds::runtime::gemmBf16(M, N, K, a.op, b.op, c1.data(), N, 0.0f, Bf16GemmPath::kNative);
+  ds::runtime::setComputeThreads(2);
+  ds::runtime::gemmBf16(M, N, K, a.op, b.op, c2.data(), N, 0.0f, Bf16GemmPath::kNative);
+  ds::runtime::setComputeThreads(saved);
+  REQUIRE(c1 == c2);
+  for (int m : {0, 101, M - 1}) {
+    GemmOperand one = a.op;
+    one.data = a.f.data() + static_cast<size_t>(m) * K;
+    ds::runtime::gemmBf16(1, N, K, one, b.op, row.data(), N, 0.0f, Bf16GemmPath::kNative);
+    INFO("row " << m);
+    REQUIRE(std::equal(row.begin(), row.end(), c1.begin() + static_cast<long>(m) * N));
+  }
 }
