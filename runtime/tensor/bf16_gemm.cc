@@ -26,19 +26,25 @@ constexpr int kNCPanels = 4;   // B panels per tile: 192 columns
 
 inline uint32_t bitsOf(const float* p, long i) { return floatToBf16(p[i]).bits; }
 
-// Packs the rows x K view x into dst: row-major words (returns the row stride in words) when
-// rows are contiguous in k, else kR-row interleaved panels (returns 0). Rows are padded with
-// zeros to a multiple of kR.
-long packOperand(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int K, int R,
-                 bool allowRows) {
+// Sizes dst for the rows x K view x packed as row-major words (returns the row stride in words;
+// used when rows are contiguous in k) or as kR-row interleaved panels (returns 0). Rows are
+// padded with zeros to a multiple of R (the row layout's padding is written here).
+long packLayout(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int K, int R,
+                bool allowRows) {
   const int kp = (K + 1) / 2, panels = (rows + R - 1) / R;
   dst.resize(static_cast<size_t>(panels) * kp * R);
-  uint32_t* d = dst.data();
-  const long work = static_cast<long>(rows) * K;
-  if (allowRows && x.cs == 1) {
-    const long lda = kp;
+  if (!(allowRows && x.cs == 1)) return 0;
+  std::fill(dst.begin() + static_cast<long>(rows) * kp, dst.end(), 0u);
+  return kp;
+}
+
+// Packs x into d in the layout packLayout chose. Work-shared (orphaned omp for, nowait) when
+// called inside a parallel region; serial otherwise.
+void packWork(uint32_t* d, long lda, const GemmOperand& x, int rows, int K, int R) {
+  const int kp = (K + 1) / 2;
+  if (lda > 0) {
     const int chunks = (rows + 15) / 16;
-#pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
+#pragma omp for schedule(static) nowait
     for (int i = 0; i < chunks; ++i) {
       const int r0 = i * 16, n = std::min(16, rows - r0);
       if (x.isBf16) {
@@ -49,10 +55,10 @@ long packOperand(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int
                             x.rs, n, K);
       }
     }
-    std::fill(dst.begin() + static_cast<long>(rows) * lda, dst.end(), 0u);
-    return lda;
+    return;
   }
-#pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
+  const int panels = (rows + R - 1) / R;
+#pragma omp for schedule(static) nowait
   for (int i = 0; i < panels; ++i) {
     uint32_t* out = d + static_cast<size_t>(i) * kp * R;
     if (x.isBf16) {
@@ -62,7 +68,6 @@ long packOperand(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int
       detail::packPanelF32(out, R, static_cast<const float*>(x.data), x.rs, x.cs, i * R, rows, K);
     }
   }
-  return 0;
 }
 
 // Row-major fp32 copy (rows x K) of bf16(view).
@@ -94,17 +99,24 @@ void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, 
 void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C,
                 long ldc, float beta) {
   thread_local std::vector<uint32_t> ap, bp;
-  const long lda = packOperand(ap, A, M, K, kMR, true);
-  packOperand(bp, B, N, K, kNR, false);
-  const uint32_t* apd = ap.data();  // thread_local: OpenMP workers must use these pointers
-  const uint32_t* bpd = bp.data();
+  const long lda = packLayout(ap, A, M, K, kMR, true);
+  packLayout(bp, B, N, K, kNR, false);
+  uint32_t* apd = ap.data();  // thread_local: OpenMP workers must use these pointers
+  uint32_t* bpd = bp.data();
   const int kp = (K + 1) / 2;
   const int mPanels = (M + kMR - 1) / kMR, nPanels = (N + kNR - 1) / kNR;
   const int mTiles = (mPanels + kMCPanels - 1) / kMCPanels;
   const int nTiles = (nPanels + kNCPanels - 1) / kNCPanels;
   const int tiles = mTiles * nTiles;
   const long work = static_cast<long>(M) * N * K / 64;
-#pragma omp parallel for schedule(dynamic, 1) if (work >= kMinParallelWork && tiles > 1)
+  // One parallel region (packing, one barrier, tiles): on a shared, oversubscribed box every
+  // fork/join can wait a scheduler slice for a descheduled thread.
+#pragma omp parallel if (work >= kMinParallelWork && tiles > 1)
+  {
+  packWork(apd, lda, A, M, K, kMR);
+  packWork(bpd, 0, B, N, K, kNR);
+#pragma omp barrier
+#pragma omp for schedule(dynamic, 1)
   for (int t = 0; t < tiles; ++t) {
     const int tm = t % mTiles, tn = t / mTiles;
     const int i0 = tm * kMCPanels, i1 = std::min(mPanels, i0 + kMCPanels);
@@ -128,6 +140,7 @@ void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B,
       }
     }
   }
+  }  // omp parallel
 }
 
 }  // namespace
