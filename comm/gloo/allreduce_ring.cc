@@ -20,9 +20,11 @@ void allreduceRing(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
   Blocks b = evenBlocks(count, n);
   uint64_t slots = link.collectiveSlots();
   char* mine = static_cast<char*>(work) + b.offsets[r] * dtypeSize(wt);
-  ringReduceScatter(link, work, mine, wt, b, op, slots, "allreduce");
+  // The allgather's receives are posted first, so no reduced block waits for a ready notice.
+  auto posted = postAllgatherRecvs(link, work, dtypeSize(wt), b, slots + n, "allreduce");
+  reduceScatterBlocks(link, work, mine, wt, b, op, slots, "allreduce");
   finishAvg(mine, b.counts[r], wt, op, n);
-  ringAllgatherInPlace(link, work, dtypeSize(wt), b, slots + n, "allreduce");
+  ringAllgatherInPlace(link, work, dtypeSize(wt), b, slots + n, "allreduce", &posted);
   if (wt != t) fromWork(work, t, data, count);
 }
 

@@ -39,7 +39,7 @@ size_t segmentBytes() {
 
 size_t ringSegmentBytes() {
   static const size_t v =
-      static_cast<size_t>(getEnvInt("DS_GLOO_RING_SEGMENT_BYTES", 128 << 10, 1024, 1 << 30));
+      static_cast<size_t>(getEnvInt("DS_GLOO_RING_SEGMENT_BYTES", 1 << 20, 1024, 1 << 30));
   return v;
 }
 

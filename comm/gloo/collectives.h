@@ -26,11 +26,25 @@ Blocks blocksFrom(const std::vector<size_t>& counts);
 // Reduce-scatter: `input` is only read; afterwards `out` holds block rank() reduced over all ranks
 // (native types only; no avg division). `out` may be input's own block exactly, or memory that
 // does not overlap the input. Uses scratch 1. Pipelined in segments (ringSegmentBytes()).
+// halvingReduceScatter: the same contract for power-of-two worlds in log2(n) rounds (scratch 1).
+// reduceScatterBlocks picks: halving for n = 4, 8, ..., the ring otherwise (n = 2: one round
+// either way; the ring's segments pipeline it).
+void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t, const Blocks& b,
+                          ReduceOp op, uint64_t slots, const char* what);
+void reduceScatterBlocks(GlooLink& link, const void* input, void* out, DType t, const Blocks& b,
+                         ReduceOp op, uint64_t slots, const char* what);
+bool isPowerOfTwo(int n);
 // Allgather, in place: afterwards every block holds its owner's block.
 void ringReduceScatter(GlooLink& link, const void* input, void* out, DType t, const Blocks& b,
                        ReduceOp op, uint64_t slots, const char* what);
+// Every receive goes straight into its block's place, so all are posted before the first send
+// (one buffer each); a caller may post them earlier with postAllgatherRecvs (allreduce does,
+// before its reduce-scatter: no block can arrive before this rank has read its input for it,
+// since the block's owner needs that contribution first) and pass them in.
+std::vector<UBuf> postAllgatherRecvs(GlooLink& link, void* data, size_t elemSize, const Blocks& b,
+                                     uint64_t slots, const char* what);
 void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blocks& b,
-                          uint64_t slots, const char* what);
+                          uint64_t slots, const char* what, std::vector<UBuf>* posted = nullptr);
 
 // Allreduce, in place. Ring (reduce-scatter then allgather) for large buffers; direct exchange
 // (everyone sends everyone its buffer, reduced in rank order) for small ones.
@@ -52,6 +66,6 @@ void barrierDissemination(GlooLink& link);
 // Tuning knobs, read once from the environment (documented in docs/comm.md).
 size_t smallAllreduceBytes();  // DS_GLOO_SMALL_ALLREDUCE_BYTES, default 32 KiB
 size_t segmentBytes();         // DS_GLOO_SEGMENT_BYTES, default 1 MiB (broadcast pipeline)
-size_t ringSegmentBytes();     // DS_GLOO_RING_SEGMENT_BYTES, default 128 KiB (ring reduce-scatter)
+size_t ringSegmentBytes();     // DS_GLOO_RING_SEGMENT_BYTES, default 1 MiB (ring reduce-scatter)
 
 }  // namespace ds::comm::gloo_impl

@@ -1,4 +1,5 @@
-// Ring reduce-scatter with uneven blocks (libgloo has no new-style reduce_scatter). The input is
+// Reduce-scatter with uneven blocks (libgloo has no new-style reduce_scatter): recursive halving
+// at n = 4, 8, ..., the ring otherwise (reduceScatterBlocks). The input is
 // never modified. fp32/int32/int64 reduce straight from the input into the output when the output
 // is this rank's own block of the input or lies outside it; fp16/bf16, or an output overlapping
 // another part of the input, go through a (widened) scratch copy. Each rank sends (n-1)/n of it.
@@ -30,7 +31,7 @@ void reduceScatterRing(GlooLink& link, const void* input, void* output,
     const size_t es = dtypeSize(t);
     const char* own = in + b.offsets[r] * es;
     if (out == own || !overlaps(out, b.counts[r] * es, in, total * es)) {
-      ringReduceScatter(link, in, out, t, b, op, link.collectiveSlots(), "reduce_scatter");
+      reduceScatterBlocks(link, in, out, t, b, op, link.collectiveSlots(), "reduce_scatter");
       finishAvg(out, b.counts[r], t, op, n);
       return;
     }
@@ -40,7 +41,7 @@ void reduceScatterRing(GlooLink& link, const void* input, void* output,
   char* work = link.scratch(0, total * es);
   toWork(input, t, work, total);
   char* mine = work + b.offsets[r] * es;
-  ringReduceScatter(link, work, mine, wt, b, op, link.collectiveSlots(), "reduce_scatter");
+  reduceScatterBlocks(link, work, mine, wt, b, op, link.collectiveSlots(), "reduce_scatter");
   finishAvg(mine, b.counts[r], wt, op, n);
   fromWork(mine, t, output, b.counts[r]);
 }

@@ -16,7 +16,7 @@ void reduceToRoot(GlooLink& link, void* data, size_t count, DType t, int root, R
   toWork(data, t, work, count);
   Blocks b = evenBlocks(count, n);
   uint64_t slots = link.collectiveSlots();
-  ringReduceScatter(link, work, work + b.offsets[r] * es, wt, b, op, slots, "reduce");
+  reduceScatterBlocks(link, work, work + b.offsets[r] * es, wt, b, op, slots, "reduce");
   finishAvg(work + b.offsets[r] * es, b.counts[r], wt, op, n);
   const uint64_t gatherSlot = slots + n;
   if (r == root) {

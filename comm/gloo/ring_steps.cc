@@ -74,24 +74,43 @@ void ringReduceScatter(GlooLink& link, const void* input, void* out, DType t, co
   }
 }
 
+std::vector<UBuf> postAllgatherRecvs(GlooLink& link, void* data, size_t elemSize, const Blocks& b,
+                                     uint64_t slots, const char* what) {
+  const int n = link.size(), r = link.rank();
+  std::vector<UBuf> recvs(std::max(n - 1, 0));
+  if (n == 1 || b.maxCount == 0) return recvs;
+  const int left = (r + n - 1) % n;
+  char* base = static_cast<char*>(data);
+  for (int s = 0; s < n - 1; ++s) {
+    int recvB = (r - s - 1 + n) % n;
+    size_t recvBytes = b.counts[recvB] * elemSize;
+    if (recvBytes == 0) continue;
+    recvs[s] = link.buffer(base + b.offsets[recvB] * elemSize, recvBytes);
+    link.recv(recvs[s], left, slots + s, 0, recvBytes, what);
+  }
+  return recvs;
+}
+
 void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blocks& b,
-                          uint64_t slots, const char* what) {
+                          uint64_t slots, const char* what, std::vector<UBuf>* posted) {
   const int n = link.size(), r = link.rank();
   if (n == 1 || b.maxCount == 0) return;
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   size_t total = (b.offsets.back() + b.counts.back()) * elemSize;
+  std::vector<UBuf> own;
+  if (posted == nullptr) {
+    own = postAllgatherRecvs(link, data, elemSize, b, slots, what);
+    posted = &own;
+  }
+  std::vector<UBuf>& recvs = *posted;
   UBuf sendBuf = link.buffer(data, total);
-  UBuf recvBuf = link.buffer(data, total);
   for (int s = 0; s < n - 1; ++s) {
-    int sendB = (r - s + n) % n, recvB = (r - s - 1 + n) % n;
-    size_t sendBytes = b.counts[sendB] * elemSize, recvBytes = b.counts[recvB] * elemSize;
-    if (recvBytes) {
-      link.recv(recvBuf, left, slots + s, b.offsets[recvB] * elemSize, recvBytes, what);
-    }
+    int sendB = (r - s + n) % n;
+    size_t sendBytes = b.counts[sendB] * elemSize;
     if (sendBytes) {
       link.send(sendBuf, right, slots + s, b.offsets[sendB] * elemSize, sendBytes, what);
     }
-    if (recvBytes) link.waitRecv(recvBuf, left, what);
+    if (recvs[s]) link.waitRecv(recvs[s], left, what);
     if (sendBytes) link.waitSend(sendBuf, right, what);
   }
 }

@@ -1,6 +1,7 @@
 // The gloo reduce-scatter's output placements and its segment pipeline: the output in its own
 // buffer (input must stay untouched), in place on this rank's block of the input, and overlapping
-// another part of the input (the staged path); uneven blocks several ring segments long, all ops.
+// another part of the input (the staged path); uneven blocks several ring segments long, all ops,
+// on the ring (n = 2, 3) and recursive halving (n = 4, 8).
 // Real libgloo over loopback TCP, ranks as threads sharing a HashStore.
 #include <catch2/catch.hpp>
 
@@ -37,10 +38,10 @@ enum class Place { kSeparate, kOwnBlock, kInputStart };
 
 TEST_CASE("gloo reduce_scatter: separate, in-place and overlapping outputs, multi-segment blocks",
           "[multirank]") {
-  for (int n : {2, 3, 4}) {
-    // Blocks of ~100k-300k floats: several 128 KiB ring segments each, uneven by design.
+  for (int n : {2, 3, 4, 8}) {  // 4 and 8: recursive halving; 2 and 3: the ring
+    // Blocks of 1.2-3.3 MB: several 1 MiB ring segments each, uneven, one empty.
     std::vector<size_t> counts;
-    for (int r = 0; r < n; ++r) counts.push_back(100003 + size_t(r) * 70001);
+    for (int r = 0; r < n; ++r) counts.push_back(r == 1 ? 0 : 300007 + size_t(r) * 70001);  // one empty block
     size_t total = 0;
     for (size_t c : counts) total += c;
     auto store = std::make_shared<HashStore>();
