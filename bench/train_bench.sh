@@ -52,6 +52,7 @@ SMALL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
 
 {
   echo "# $0 $BUILD $OUT   (STEPS=$STEPS SMALL_STEPS=$SMALL_STEPS STAGE_STEPS=$STAGE_STEPS)"
+  echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   echo "# $(date -u +%Y-%m-%dT%H:%MZ); OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}; times are ms per step"
   echo "# (mean over steps 2..N); tok/s is global (all ranks); GFLOP/s uses the model's 6N+attention"
@@ -73,6 +74,12 @@ SMALL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
           --set deepspeed.train_batch_size=$r --set deepspeed.bf16.enabled=$bf
       done
     done
+  fi
+  if [[ ${QUICK:-0} != 1 && -x "$BUILD/bench/bench_model_flops" ]]; then
+    echo
+    echo "## OpenBLAS sgemm at the GPT-2 small shape, same run (the ceiling for the GFLOP/s above)"
+    "$BUILD/bench/bench_model_flops" --threads "${OMP_NUM_THREADS:-1}" --reps 2 --only GPT-2 \
+      | sed 's/^/# /'
   fi
   echo
   echo "## ZeRO stages vs stage 0 (GPT 4x256, T=64, vocab 512, fp32, global batch 8), 2 and 4 ranks"
