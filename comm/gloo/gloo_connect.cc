@@ -7,6 +7,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,6 +43,18 @@ std::string routeTo(const std::string& addr) {
   return out;
 }
 
+// libgloo writes with writev(), which raises SIGPIPE when the peer is gone; the default action
+// would kill a survivor before it can report the dead peer as a CommError. Ignored only while
+// the disposition is still the default, so a handler the embedding program installed stays.
+void ignoreSigpipeIfDefault() {
+  struct sigaction cur {};
+  if (::sigaction(SIGPIPE, nullptr, &cur) != 0 || cur.sa_handler != SIG_DFL) return;
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  ::sigemptyset(&ign.sa_mask);
+  ::sigaction(SIGPIPE, &ign, nullptr);
+}
+
 }  // namespace
 
 std::string chooseHostAddr(const std::string& hostAddr) {
@@ -58,6 +71,7 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& hostA
   ::gloo::transport::tcp::attr attr;
   attr.hostname = chooseHostAddr(hostAddr);
   attr.ai_family = AF_INET;
+  ignoreSigpipeIfDefault();
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
