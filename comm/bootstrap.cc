@@ -167,13 +167,13 @@ std::unique_ptr<ProcessGroup> bootstrap(const BootstrapOptions& options) {
   RankEnv env = deriveRankEnv(options.env ? *options.env : currentEnv());
   auto timeout = bootstrapTimeout(options);
   BackendChoice choice = chooseBackendWithSource(options, env);
-  if (env.rank == 0)
-    DS_LOG_INFO("comm", "comm backend '{}' (from {})", choice.name, choice.source);
   try {
     requireBuiltBackend(choice.name);  // fail before waiting for the others
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{} (chosen by {})", e.what(), choice.source));
   }
+  if (env.rank == 0)
+    DS_LOG_INFO("comm", "comm backend '{}' (from {})", choice.name, choice.source);
   return connectGroup(rendezvous(env, timeout), choice.name, options.hostAddr);
 }
 

@@ -99,7 +99,7 @@ TEST_CASE("bad values name the variable", "[unit]") {
 TEST_CASE("rank env body: token fallback warns once", "[.weak_token]") {
   CHECK_FALSE(ds::deriveRankEnv({}).tokenIsSecret);  // a single rank: no warning
   EnvMap e{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-           {"OMPI_MCA_ess_base_jobid", "77"}};
+           {"OMPI_MCA_ess_base_jobid", "77"}, {"MASTER_ADDR", "127.0.0.1"}};
   for (int i = 0; i < 3; ++i) CHECK_FALSE(ds::deriveRankEnv(e).tokenIsSecret);
   e["DS_JOB_TOKEN"] = "s3cret";
   CHECK(ds::deriveRankEnv(e).tokenIsSecret);
@@ -109,7 +109,8 @@ TEST_CASE("no DS_JOB_TOKEN in a multi-rank job: one warning naming the risk and 
           "[unit]") {
   ds::RankEnv r = ds::deriveRankEnv({{"OMPI_COMM_WORLD_RANK", "1"},
                                      {"OMPI_COMM_WORLD_SIZE", "2"},
-                                     {"OMPI_MCA_ess_base_jobid", "77"}});
+                                     {"OMPI_MCA_ess_base_jobid", "77"},
+                                     {"MASTER_ADDR", "127.0.0.1"}});
   CHECK(r.jobToken == "job:77");
   std::string w = ds::weakTokenWarning(r);
   CHECK_THAT(w, Catch::Contains("DS_JOB_TOKEN is not set") && Catch::Contains("guessable") &&

@@ -22,7 +22,8 @@ const std::vector<std::string> kOps{"allreduce", "reduce_scatter", "allgather", 
 constexpr int kSizes = 3;  // --sizes below
 const char* kBenchArgs = " comm-bench --sizes 8,4K,100K --warmup 1 --target_seconds 0.01";
 
-// The table rows (lines starting with a collective's name), split into fields.
+// The table rows (lines starting with a collective's name, after dsrun's "[rank] " prefix when
+// there is one), split into fields.
 std::vector<std::vector<std::string>> tableRows(const std::string& out) {
   std::vector<std::vector<std::string>> rows;
   std::istringstream in(out);
@@ -31,6 +32,7 @@ std::vector<std::vector<std::string>> tableRows(const std::string& out) {
     std::istringstream ls(line);
     std::vector<std::string> f;
     for (std::string w; ls >> w;) f.push_back(w);
+    if (!f.empty() && f[0].front() == '[' && f[0].back() == ']') f.erase(f.begin());  // "[0] "
     if (f.size() == 8 && std::find(kOps.begin(), kOps.end(), f[0]) != kOps.end())
       rows.push_back(f);
   }
