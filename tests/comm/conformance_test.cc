@@ -3,7 +3,8 @@
 // x world sizes 1-6 (threads over a HashStore, and forked processes over a TcpStore) x dtypes x
 // ops, with uneven sizes, against references computed by the test (conformance_check.h), and
 // fp16/bf16 inputs where only fp32 accumulation gives the reference. Also the registry's errors,
-// subgroups, and a peer SIGKILLed mid-allreduce.
+// subgroups, and a peer SIGKILLed mid-allreduce (in-process backends: CommError naming it; mpi:
+// re-runs this binary under mpirun, which tears the job down and names the rank).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
