@@ -57,10 +57,21 @@ std::chrono::milliseconds bootstrapTimeout(const BootstrapOptions& o) {
   return std::chrono::milliseconds(static_cast<int64_t>(v * 1000.0));
 }
 
+BackendChoice resolveBackend(const std::string& dsrtFlag, const std::string& dsrunFlag,
+                             const std::string& plan, const std::string& envVar) {
+  if (!dsrtFlag.empty()) return {dsrtFlag, "dsrt --comm_backend"};
+  if (!dsrunFlag.empty()) return {dsrunFlag, "dsrun --comm_backend (DS_COMM_BACKEND_FLAG)"};
+  if (!plan.empty()) return {plan, "the plan's comm_backend"};
+  if (!envVar.empty()) return {envVar, "DS_COMM_BACKEND"};
+  return {defaultBackendName(), "the default"};
+}
+
+BackendChoice chooseBackendWithSource(const BootstrapOptions& o, const RankEnv& env) {
+  return resolveBackend(o.backend, env.commBackendFlag, o.planBackend, env.commBackend);
+}
+
 std::string chooseBackend(const BootstrapOptions& o, const RankEnv& env) {
-  if (!o.backend.empty()) return o.backend;
-  if (!env.commBackend.empty()) return env.commBackend;
-  return defaultBackendName();
+  return chooseBackendWithSource(o, env).name;
 }
 
 namespace {
@@ -155,9 +166,15 @@ std::unique_ptr<ProcessGroup> connectGroup(const Rendezvous& rv, const std::stri
 std::unique_ptr<ProcessGroup> bootstrap(const BootstrapOptions& options) {
   RankEnv env = deriveRankEnv(options.env ? *options.env : currentEnv());
   auto timeout = bootstrapTimeout(options);
-  std::string backend = chooseBackend(options, env);
-  requireBuiltBackend(backend);  // fail before waiting for the others
-  return connectGroup(rendezvous(env, timeout), backend, options.hostAddr);
+  BackendChoice choice = chooseBackendWithSource(options, env);
+  try {
+    requireBuiltBackend(choice.name);  // fail before waiting for the others
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{} (chosen by {})", e.what(), choice.source));
+  }
+  if (env.rank == 0)
+    DS_LOG_INFO("comm", "comm backend '{}' (from {})", choice.name, choice.source);
+  return connectGroup(rendezvous(env, timeout), choice.name, options.hostAddr);
 }
 
 }  // namespace ds::comm

@@ -19,7 +19,8 @@
 namespace ds::comm {
 
 struct BootstrapOptions {
-  std::string backend;                   // explicit; else DS_COMM_BACKEND; else the default
+  std::string backend;                   // dsrt's --comm_backend (outranks everything)
+  std::string planBackend;               // the plan's comm_backend (below dsrun's flag)
   std::chrono::milliseconds timeout{0};  // rendezvous; 0 = DS_TIMEOUT from the environment
   std::optional<EnvMap> env;             // the environment to read (default: this process's)
   std::string hostAddr;                  // GroupOptions::hostAddr for the backend
@@ -37,7 +38,20 @@ struct Rendezvous {
 // when two processes claim one rank or ranks disagree on WORLD_SIZE.
 Rendezvous rendezvous(const RankEnv& env, std::chrono::milliseconds timeout);
 
-// The backend to use: options.backend, else DS_COMM_BACKEND, else defaultBackendName().
+// A backend choice and where it came from ("dsrt --comm_backend", ...), for messages.
+struct BackendChoice {
+  std::string name;
+  std::string source;
+};
+
+// The backend precedence, first non-empty wins: dsrt's --comm_backend, dsrun's --comm_backend
+// (DS_COMM_BACKEND_FLAG), the plan's comm_backend, DS_COMM_BACKEND, defaultBackendName().
+// An explicit command-line choice beats the plan; the plan beats a plain environment default.
+BackendChoice resolveBackend(const std::string& dsrtFlag, const std::string& dsrunFlag,
+                             const std::string& plan, const std::string& envVar);
+
+// resolveBackend(options.backend, env.commBackendFlag, options.planBackend, env.commBackend).
+BackendChoice chooseBackendWithSource(const BootstrapOptions& options, const RankEnv& env);
 std::string chooseBackend(const BootstrapOptions& options, const RankEnv& env);
 
 // The rendezvous timeout: options.timeout, else DS_TIMEOUT from options.env (or the process

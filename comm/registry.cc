@@ -42,6 +42,10 @@ std::vector<std::string> builtBackends() {
 
 std::string defaultBackendName() { return ncclUsable() ? "nccl" : "gloo"; }
 
+Device bufferDevice(const std::string& backend) {
+  return backend == "nccl" ? Device::kCuda : Device::kCpu;
+}
+
 std::unique_ptr<Backend> createBackend(const std::string& name, std::shared_ptr<Store> store,
                                        int rank, int size, const GroupOptions& options) {
   std::string which = name.empty() ? defaultBackendName() : name;

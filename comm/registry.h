@@ -21,4 +21,7 @@ std::unique_ptr<Backend> createBackend(const std::string& name, std::shared_ptr<
 // "nccl" where CUDA devices exist and nccl is built, else "gloo".
 std::string defaultBackendName();
 
+// Where a backend's buffers must live: Device::kCuda for "nccl", Device::kCpu otherwise.
+Device bufferDevice(const std::string& backend);
+
 }  // namespace ds::comm

@@ -2,9 +2,11 @@
 // torchrun), then Open MPI, PMIx, hydra's PMI, and srun. MASTER_* and DS_* always override.
 #include "core/rank_env.h"
 
+#include <atomic>
 #include <climits>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace ds {
 namespace {
@@ -94,7 +96,24 @@ void fillFromSlurm(const EnvMap& env, RankEnv& r) {
   }
 }
 
+// Logs weakTokenWarning() the first time a multi-rank job falls back to the derived token.
+void warnWeakTokenOnce(const RankEnv& r) {
+  static std::atomic<bool> warned{false};
+  if (r.tokenIsSecret || r.worldSize <= 1 || warned.exchange(true)) return;
+  DS_LOG_WARN("rank_env", "{}", weakTokenWarning(r));
+}
+
 }  // namespace
+
+std::string weakTokenWarning(const RankEnv& r) {
+  return fmt::format(
+      "DS_JOB_TOKEN is not set (ranks started by {}): the rendezvous store at {}:{} accepts the "
+      "guessable token 'job:<job id>', so any process that can reach that port can join this "
+      "job or read and change its keys. Set DS_JOB_TOKEN to the same random secret on every "
+      "rank (e.g. export DS_JOB_TOKEN=$(openssl rand -hex 16) before mpirun/srun, with -x "
+      "DS_JOB_TOKEN for mpirun), or launch with dsrun, which sets one",
+      rankSourceName(r.source), r.masterAddr, r.masterPort);
+}
 
 const char* rankSourceName(RankSource s) {
   switch (s) {
@@ -143,7 +162,9 @@ RankEnv deriveRankEnv(const EnvMap& env) {
   } else {
     r.jobToken = "job:" + r.jobId;  // not a secret: a launcher that sets no token
   }
+  warnWeakTokenOnce(r);
   r.commBackend = envString(env, "DS_COMM_BACKEND").value_or("");
+  r.commBackendFlag = envString(env, "DS_COMM_BACKEND_FLAG").value_or("");
   return r;
 }
 
@@ -161,6 +182,7 @@ EnvMap rankEnvVars(const RankEnv& r) {
   if (!r.jobId.empty()) m["DS_JOB_ID"] = r.jobId;
   if (r.tokenIsSecret) m["DS_JOB_TOKEN"] = r.jobToken;
   if (!r.commBackend.empty()) m["DS_COMM_BACKEND"] = r.commBackend;
+  if (!r.commBackendFlag.empty()) m["DS_COMM_BACKEND_FLAG"] = r.commBackendFlag;
   return m;
 }
 

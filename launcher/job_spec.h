@@ -26,7 +26,7 @@ struct JobSpec {
   std::string jobToken;              // DS_JOB_TOKEN: never put on any command line
   std::vector<std::string> program;  // argv[0] resolved (train -> dsrt train), args untouched
   EnvMap exports;                    // extra env for every rank (--export, .dsenv, NCCL_* ...)
-  std::string commBackend;           // DS_COMM_BACKEND, empty = rank decides
+  std::string commBackend;           // DS_COMM_BACKEND_FLAG, empty = rank decides
   bool noLocalRank = false;          // do not append --local_rank=N
   std::string eachRankLogDir;        // --enable_each_rank_log
   bool bindCoresToRank = false;

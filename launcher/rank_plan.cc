@@ -28,7 +28,7 @@ ds::RankEnv rankEnvFor(const JobSpec& spec, int node, int localIndex) {
   r.jobId = spec.jobId;
   r.jobToken = spec.jobToken;
   r.tokenIsSecret = !spec.jobToken.empty();
-  r.commBackend = spec.commBackend;
+  r.commBackendFlag = spec.commBackend;  // outranks the plan; DS_COMM_BACKEND does not
   r.source = ds::RankSource::kDsrun;
   return r;
 }

@@ -100,7 +100,8 @@ EnvMap jobEnv(const JobSpec& spec) {
   e["MASTER_ADDR"] = spec.masterAddr;
   e["MASTER_PORT"] = std::to_string(spec.masterPort);
   e["DS_JOB_ID"] = spec.jobId;
-  if (!spec.commBackend.empty()) e["DS_COMM_BACKEND"] = spec.commBackend;
+  // dsrun --comm_backend: a command-line choice, so it outranks the plan (DS_COMM_BACKEND would not).
+  if (!spec.commBackend.empty()) e["DS_COMM_BACKEND_FLAG"] = spec.commBackend;
   return e;
 }
 

@@ -1,5 +1,8 @@
 // NcclBackend: one ncclComm_t and one non-blocking CUDA stream per group. Collectives are
-// enqueued on the stream from the issuing thread (NCCL orders them per stream); uneven
+// enqueued on the stream from the issuing thread (NCCL orders them per stream), each after the
+// group's stream waits on an event recorded on the caller's current (default) stream, so the
+// kernels and copies that produced the buffer finish first (a non-blocking stream does not
+// synchronise with the legacy default stream by itself). Uneven
 // reduce_scatter / allgather become grouped ncclReduce / ncclBroadcast calls, one per block.
 // Subgroups use ncclCommSplit. fp16/bf16 reductions run in NCCL's own kernels.
 #include "comm/nccl/nccl_backend.h"
@@ -46,6 +49,7 @@ class NcclBackend final : public Backend {
   NcclBackend(ncclComm_t comm, int device) : comm_(comm), device_(device) {
     cudaCheck(cudaSetDevice(device_), "cudaSetDevice");
     cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cudaCheck(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     ncclCheck(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank");
     ncclCheck(ncclCommCount(comm_, &size_), "ncclCommCount");
   }
@@ -54,6 +58,7 @@ class NcclBackend final : public Backend {
     if (stream_) cudaStreamSynchronize(stream_);
     if (!aborted_->load()) ncclCommDestroy(comm_);
     if (stream_) cudaStreamDestroy(stream_);
+    if (ready_) cudaEventDestroy(ready_);
     if (scratch_) cudaFree(scratch_);
   }
 
@@ -64,6 +69,7 @@ class NcclBackend final : public Backend {
 
   WorkPtr allreduce(BufferView buf, ReduceOp op) override {
     onDevice("allreduce", buf);
+    afterCaller();
     ncclCheck(ncclAllReduce(buf.data, buf.data, buf.count, ncclType(buf.dtype), ncclOp(op), comm_,
                             stream_),
               "ncclAllReduce");
@@ -74,6 +80,7 @@ class NcclBackend final : public Backend {
                         ReduceOp op) override {
     onDevice("reduce_scatter", in);
     onDevice("reduce_scatter", out);
+    afterCaller();
     auto t = ncclType(in.dtype);
     if (std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; })) {
       ncclCheck(ncclReduceScatter(in.data, out.data, counts[0], t, ncclOp(op), comm_, stream_),
@@ -96,6 +103,7 @@ class NcclBackend final : public Backend {
   WorkPtr allgather(BufferView in, BufferView out, const std::vector<size_t>& counts) override {
     onDevice("allgather", in);
     onDevice("allgather", out);
+    afterCaller();
     auto t = ncclType(in.dtype);
     if (std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; })) {
       ncclCheck(ncclAllGather(in.data, out.data, counts[0], t, comm_, stream_), "ncclAllGather");
@@ -115,6 +123,7 @@ class NcclBackend final : public Backend {
 
   WorkPtr broadcast(BufferView buf, int root) override {
     onDevice("broadcast", buf);
+    afterCaller();
     ncclCheck(ncclBroadcast(buf.data, buf.data, buf.count, ncclType(buf.dtype), root, comm_,
                             stream_),
               "ncclBroadcast");
@@ -123,6 +132,7 @@ class NcclBackend final : public Backend {
 
   WorkPtr reduce(BufferView buf, int root, ReduceOp op) override {
     onDevice("reduce", buf);
+    afterCaller();
     ncclCheck(ncclReduce(buf.data, buf.data, buf.count, ncclType(buf.dtype), ncclOp(op), root,
                          comm_, stream_),
               "ncclReduce");
@@ -131,6 +141,7 @@ class NcclBackend final : public Backend {
 
   WorkPtr barrier() override {
     if (!scratch_) cudaCheck(cudaMalloc(&scratch_, sizeof(int)), "cudaMalloc");
+    afterCaller();
     ncclCheck(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, comm_, stream_),
               "ncclAllReduce (barrier)");
     return work("nccl barrier");
@@ -138,6 +149,7 @@ class NcclBackend final : public Backend {
 
   WorkPtr send(BufferView buf, int dst, int) override {
     onDevice("send", buf);
+    afterCaller();
     ncclCheck(ncclSend(buf.data, buf.count, ncclType(buf.dtype), dst, comm_, stream_),
               "ncclSend");
     return work(fmt::format("nccl send to rank {}", dst));
@@ -145,6 +157,7 @@ class NcclBackend final : public Backend {
 
   WorkPtr recv(BufferView buf, int src, int) override {
     onDevice("recv", buf);
+    afterCaller();
     ncclCheck(ncclRecv(buf.data, buf.count, ncclType(buf.dtype), src, comm_, stream_),
               "ncclRecv");
     return work(fmt::format("nccl recv from rank {}", src));
@@ -161,6 +174,14 @@ class NcclBackend final : public Backend {
   }
 
  private:
+  // Orders the next enqueue after everything already issued on the calling thread's current
+  // stream (stream 0: the legacy default stream, or the per-thread one under
+  // --default-stream per-thread): record an event there, make the group's stream wait on it.
+  void afterCaller() {
+    cudaCheck(cudaSetDevice(device_), "cudaSetDevice");
+    cudaCheck(cudaEventRecord(ready_, 0), "cudaEventRecord (caller's stream)");
+    cudaCheck(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+  }
   void onDevice(const char* what, const BufferView& b) const {
     if (b.device != Device::kCuda) {
       throw NotSupported(fmt::format(
@@ -176,6 +197,7 @@ class NcclBackend final : public Backend {
   ncclComm_t comm_;
   int device_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // recorded on the caller's stream before each enqueue
   int rank_ = 0, size_ = 1;
   void* scratch_ = nullptr;
   std::string name_ = "nccl";

@@ -1,5 +1,6 @@
 // Comm benchmark: timing loop, result checks and the table. Buffers are fp32; inputs are small
-// integers so every sum is exact and checks compare exactly.
+// integers so every sum is exact and checks compare exactly. Buffers live where the backend
+// wants them (BenchBuffer: device memory for nccl); inputs and checks go through the host copy.
 #include "runtime/cmd/comm_bench.h"
 
 #include <fmt/format.h>
@@ -8,7 +9,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "comm/registry.h"
 #include "core/error.h"
+#include "runtime/cmd/comm_bench_buffer.h"
 
 namespace ds::runtime {
 namespace {
@@ -40,68 +43,79 @@ size_t offsetOf(const std::vector<size_t>& counts, int r) {
 }
 
 struct Buffers {
-  std::vector<float> full, part;
+  Buffers(size_t fullCount, size_t partCount, comm::Device d)
+      : full(fullCount, d), part(partCount, d) {}
+  BenchBuffer full, part;
 };
 
-// Fills inputs for one check round.
+// Fills inputs for one check round (on the host, then copied to the device when there is one).
 void fillInputs(const std::string& op, Buffers& b, int rank, const std::vector<size_t>& counts) {
+  auto& full = b.full.host();
+  auto& part = b.part.host();
   if (op == "allgather") {
     size_t off = offsetOf(counts, rank);
-    for (size_t i = 0; i < b.part.size(); ++i) b.part[i] = inputAt(rank, off + i);
-    std::fill(b.full.begin(), b.full.end(), -1.f);
+    for (size_t i = 0; i < part.size(); ++i) part[i] = inputAt(rank, off + i);
+    std::fill(full.begin(), full.end(), -1.f);
   } else if (op == "broadcast") {
-    for (size_t i = 0; i < b.full.size(); ++i) b.full[i] = rank == 0 ? inputAt(0, i) : -1.f;
+    for (size_t i = 0; i < full.size(); ++i) full[i] = rank == 0 ? inputAt(0, i) : -1.f;
   } else {
-    for (size_t i = 0; i < b.full.size(); ++i) b.full[i] = inputAt(rank, i);
+    for (size_t i = 0; i < full.size(); ++i) full[i] = inputAt(rank, i);
   }
+  b.full.upload();
+  b.part.upload();
 }
 
 comm::WorkPtr issue(ProcessGroup& pg, const std::string& op, Buffers& b,
                     const std::vector<size_t>& counts) {
-  if (op == "allreduce") return pg.allreduce(comm::view(b.full.data(), b.full.size()));
-  if (op == "reduce_scatter") {
-    return pg.reduceScatter(comm::view(b.full.data(), b.full.size()),
-                            comm::view(b.part.data(), b.part.size()), counts);
-  }
-  if (op == "allgather") {
-    return pg.allgather(comm::view(b.part.data(), b.part.size()),
-                        comm::view(b.full.data(), b.full.size()), counts);
-  }
-  if (op == "broadcast") return pg.broadcast(comm::view(b.full.data(), b.full.size()), 0);
+  if (op == "allreduce") return pg.allreduce(b.full.view());
+  if (op == "reduce_scatter") return pg.reduceScatter(b.full.view(), b.part.view(), counts);
+  if (op == "allgather") return pg.allgather(b.part.view(), b.full.view(), counts);
+  if (op == "broadcast") return pg.broadcast(b.full.view(), 0);
   throw ConfigError(fmt::format(
       "comm-bench: unknown collective '{}' (expected allreduce, reduce_scatter, allgather, "
       "broadcast)",
       op));
 }
 
-bool verify(const std::string& op, const Buffers& b, int rank, int n,
+// Checks the host copies (the caller downloads first).
+bool verify(const std::string& op, const Buffers& bufs, int rank, int n,
             const std::vector<size_t>& counts) {
+  const std::vector<float>& full = bufs.full.host();
+  const std::vector<float>& part = bufs.part.host();
   float rankSum = static_cast<float>(n * (n + 1) / 2);
   if (op == "allreduce") {
-    for (size_t i = 0; i < b.full.size(); ++i)
-      if (b.full[i] != rankSum + n * static_cast<float>(i % 7)) return false;
+    for (size_t i = 0; i < full.size(); ++i)
+      if (full[i] != rankSum + n * static_cast<float>(i % 7)) return false;
   } else if (op == "reduce_scatter") {
     size_t off = offsetOf(counts, rank);
-    for (size_t i = 0; i < b.part.size(); ++i)
-      if (b.part[i] != rankSum + n * static_cast<float>((off + i) % 7)) return false;
+    for (size_t i = 0; i < part.size(); ++i)
+      if (part[i] != rankSum + n * static_cast<float>((off + i) % 7)) return false;
   } else if (op == "allgather") {
     int owner = 0;
     size_t end = counts.empty() ? 0 : counts[0];
-    for (size_t i = 0; i < b.full.size(); ++i) {
+    for (size_t i = 0; i < full.size(); ++i) {
       while (i >= end) end += counts[++owner];
-      if (b.full[i] != inputAt(owner, i)) return false;
+      if (full[i] != inputAt(owner, i)) return false;
     }
   } else {
-    for (size_t i = 0; i < b.full.size(); ++i)
-      if (b.full[i] != inputAt(0, i)) return false;
+    for (size_t i = 0; i < full.size(); ++i)
+      if (full[i] != inputAt(0, i)) return false;
   }
   return true;
 }
 
+// op over one float from every rank, in a buffer where the backend wants it.
+float allreduceScalar(ProcessGroup& pg, float x, ReduceOp op) {
+  BenchBuffer v(1, comm::bufferDevice(pg.backendName()));
+  v.host()[0] = x;
+  v.upload();
+  pg.allreduce(v.view(), op)->wait();
+  v.download();
+  return v.host()[0];
+}
+
 double slowest(ProcessGroup& pg, double seconds) {
-  std::vector<float> v{static_cast<float>(seconds)};
-  pg.allreduce(comm::view(v.data(), 1), ReduceOp::kMax)->wait();
-  return v[0];
+  return allreduceScalar(pg, static_cast<float>(seconds), ReduceOp::kMax);
 }
 
 CommBenchRow benchOne(ProcessGroup& pg, const std::string& op, size_t bytes,
@@ -112,9 +126,7 @@ CommBenchRow benchOne(ProcessGroup& pg, const std::string& op, size_t bytes,
   row.count = std::max<size_t>(bytes / sizeof(float), 1);
   row.bytes = row.count * sizeof(float);
   auto counts = shards(row.count, n);
-  Buffers b;
-  b.full.assign(row.count, 0.f);
-  b.part.assign(counts[rank], 0.f);
+  Buffers b(row.count, counts[rank], comm::bufferDevice(pg.backendName()));
   fillInputs(op, b, rank, counts);
   for (int i = 0; i < o.warmup; ++i) issue(pg, op, b, counts)->wait();
   // One timed probe decides the iteration count (identical on every rank: the slowest's).
@@ -132,10 +144,11 @@ CommBenchRow benchOne(ProcessGroup& pg, const std::string& op, size_t bytes,
   if (o.check) {
     fillInputs(op, b, rank, counts);
     issue(pg, op, b, counts)->wait();
-    std::vector<float> ok{verify(op, b, rank, n, counts) ? 1.f : 0.f};
-    pg.allreduce(comm::view(ok.data(), 1), ReduceOp::kMin)->wait();
+    b.full.download();
+    b.part.download();
+    float ok = verify(op, b, rank, n, counts) ? 1.f : 0.f;
     row.checked = true;
-    row.correct = ok[0] == 1.f;
+    row.correct = allreduceScalar(pg, ok, ReduceOp::kMin) == 1.f;
   }
   return row;
 }

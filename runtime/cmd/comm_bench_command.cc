@@ -47,7 +47,7 @@ int commBenchCommand(int argc, char** argv) {
   CommBenchOptions o;
   CLI::App app{"dsrt comm-bench: collective bandwidth (algbw, busbw) with checked results",
                "dsrt comm-bench"};
-  app.add_option("--comm_backend,--backend", backend, "gloo | mpi | nccl (default: env, auto)");
+  app.add_option("--comm_backend,--backend", backend, "gloo | mpi | nccl (default: dsrun's flag, DS_COMM_BACKEND, auto)");
   app.add_option("-b,--min_bytes", minB, "smallest size (default 8)");
   app.add_option("-e,--max_bytes", maxB, "largest size (default 256M)");
   app.add_option("-f,--factor", factor, "size multiplier between rows (default 4)");

@@ -64,7 +64,7 @@ int helloCommand(int argc, char** argv) {
                "dsrt hello"};
   app.add_option("--local_rank", localRank, "set by the launcher (checked against LOCAL_RANK)");
   app.add_option("--comm_backend,--backend", backendFlag,
-                 "gloo | mpi | nccl (default: DS_COMM_BACKEND, then auto)");
+                 "gloo | mpi | nccl (default: dsrun's flag, DS_COMM_BACKEND, auto)");
   app.add_flag("--allreduce", allreduce, "also connect the backend and check an allreduce");
   try {
     app.parse(argc, argv);

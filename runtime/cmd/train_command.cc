@@ -55,7 +55,7 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   app.add_option("--set", a.overrides, "override a plan key: key.path=value (YAML value)")
       ->type_name("K=V")
       ->allow_extra_args(false);
-  app.add_option("--comm_backend", a.commBackend, "gloo | mpi | nccl (default: plan, env, auto)");
+  app.add_option("--comm_backend", a.commBackend, "gloo | mpi | nccl (default: dsrun's flag, the plan, DS_COMM_BACKEND, auto)");
   app.add_option("--local_rank", a.localRank, "set by the launcher (informational)");
   app.add_option("--resume", a.resume,
                  "resume from a checkpoint tag under train.checkpoint.dir: a tag, 'latest', or "
@@ -91,12 +91,14 @@ int trainCommand(int argc, char** argv) {
   req.worldSize = re.worldSize;
   Plan plan = loadPlan(req);
 
-  // A single rank needs no store and no MASTER_ADDR. Otherwise: --comm_backend, the plan's
-  // comm_backend, then DS_COMM_BACKEND / the default (comm::chooseBackend).
+  // A single rank needs no store and no MASTER_ADDR. Otherwise the backend is dsrt's
+  // --comm_backend, dsrun's --comm_backend, the plan's comm_backend, DS_COMM_BACKEND, the default
+  // (comm::resolveBackend).
   std::unique_ptr<comm::ProcessGroup> group;
   if (re.worldSize > 1) {
     comm::BootstrapOptions bo;
-    bo.backend = !a.commBackend.empty() ? a.commBackend : plan.deepspeed.commBackend;
+    bo.backend = a.commBackend;
+    bo.planBackend = plan.deepspeed.commBackend;
     bo.env = env;
     group = comm::bootstrap(bo);
   }

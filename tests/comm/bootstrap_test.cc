@@ -186,6 +186,51 @@ TEST_CASE("bootstrap: backend choice and an unbuilt backend", "[unit]") {
   }
 }
 
+TEST_CASE("bootstrap: backend precedence is dsrt flag, dsrun flag, plan, DS_COMM_BACKEND",
+          "[unit]") {
+  // Each level is checked against every lower one being set: the first non-empty wins.
+  CHECK(resolveBackend("a", "b", "c", "d").name == "a");
+  CHECK(resolveBackend("a", "b", "c", "d").source == "dsrt --comm_backend");
+  CHECK(resolveBackend("", "b", "c", "d").name == "b");
+  CHECK_THAT(resolveBackend("", "b", "c", "d").source, Catch::Contains("DS_COMM_BACKEND_FLAG"));
+  CHECK(resolveBackend("", "", "c", "d").name == "c");
+  CHECK_THAT(resolveBackend("", "", "c", "d").source, Catch::Contains("plan"));
+  CHECK(resolveBackend("", "", "", "d").name == "d");
+  CHECK(resolveBackend("", "", "", "d").source == "DS_COMM_BACKEND");
+  CHECK(resolveBackend("", "", "", "").name == defaultBackendName());
+  CHECK(resolveBackend("a", "", "", "").name == "a");
+  CHECK(resolveBackend("", "b", "", "d").name == "b");
+  CHECK(resolveBackend("a", "", "c", "").name == "a");
+
+  // Through the rank environment: dsrun's flag arrives as DS_COMM_BACKEND_FLAG.
+  ds::RankEnv env = ds::deriveRankEnv(
+      {{"DS_COMM_BACKEND", "mpi"}, {"DS_COMM_BACKEND_FLAG", "gloo"}});
+  BootstrapOptions o;
+  o.planBackend = "nccl";
+  CHECK(chooseBackend(o, env) == "gloo");  // dsrun's flag beats the plan
+  env.commBackendFlag.clear();
+  CHECK(chooseBackend(o, env) == "nccl");  // the plan beats DS_COMM_BACKEND
+  o.planBackend.clear();
+  CHECK(chooseBackend(o, env) == "mpi");
+  o.backend = "gloo";
+  env.commBackendFlag = "mpi";
+  CHECK(chooseBackend(o, env) == "gloo");  // dsrt's flag beats dsrun's
+}
+
+TEST_CASE("bootstrap: an unbuilt backend names the setting that chose it", "[unit]") {
+  BootstrapOptions o;
+  o.env = rankEnv(0, 1, ds::test::freePort());
+  (*o.env)["DS_COMM_BACKEND_FLAG"] = "carrier-pigeon";
+  try {
+    bootstrap(o);
+    FAIL("expected ConfigError");
+  } catch (const ds::ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("'carrier-pigeon' is not built") &&
+                             Catch::Contains("built: gloo") &&
+                             Catch::Contains("dsrun --comm_backend"));
+  }
+}
+
 TEST_CASE("bootstrap: forked ranks get a working gloo ProcessGroup", "[multiproc]") {
   const int n = 3;
   int port = ds::test::freePort();

@@ -3,7 +3,8 @@
 // collective on one rank and returns what went wrong as text (empty = conforming). Rank bodies
 // must not use Catch2 macros (not thread-safe, and forked children _exit); callers assert.
 // Inputs are small integers, so fp32/fp16/bf16 sums are exact and results compare exactly
-// (avg gets a tolerance of a few ulps, since backends may divide differently).
+// (avg gets a tolerance of a few ulps, since backends may divide differently). The exception is
+// runHalfAccumulation: inputs where a 16-bit running sum loses what an fp32 accumulator keeps.
 #pragma once
 
 #include <fmt/format.h>
@@ -132,8 +133,86 @@ inline std::string caseName(const char* coll, const ProcessGroup& pg, DType t, R
                      pg.size(), dtypeName(t), comm::reduceOpName(op), count);
 }
 
+// fp32 accumulation of fp16/bf16: element i of rank r is `big` when r == i % n, else 1, with
+// big = 2048 (fp16) or 256 (bf16), where the spacing of the 16-bit type is 2. A running sum kept
+// in the 16-bit type sticks at big (big + 1 rounds back to big, ties to even) whenever big comes
+// first in the summation order; an fp32 accumulator gives big + n - 1, rounded once at the end.
+// Every rank is `big` for some element, so whatever order a backend sums in, some element starts
+// with it. From n = 3 on the two results differ.
+inline double halfAccBig(DType t) { return t == DType::kF16 ? 2048.0 : 256.0; }
+inline double halfAccInput(DType t, int r, int n, size_t i) {
+  return r == static_cast<int>(i % static_cast<size_t>(n)) ? halfAccBig(t) : 1.0;
+}
+
+// The reference: summed in fp32, divided in fp32 for avg, rounded to t once.
+inline double halfAccReference(DType t, ReduceOp op, int n) {
+  float acc = static_cast<float>(halfAccBig(t)) + static_cast<float>(n - 1);
+  if (op == ReduceOp::kAvg) acc /= static_cast<float>(n);
+  return t == DType::kF16 ? fp16ToFloat(floatToFp16(acc)) : bf16ToFloat(floatToBf16(acc));
+}
+
+// What a 16-bit running sum gives when big comes first (the failure the check must see).
+inline double halfAccRunningSum(DType t, int n) {
+  auto round = [t](float v) -> float {
+    return t == DType::kF16 ? fp16ToFloat(floatToFp16(v)) : bf16ToFloat(floatToBf16(v));
+  };
+  float acc = round(static_cast<float>(halfAccBig(t)));
+  for (int r = 1; r < n; ++r) acc = round(acc + 1.0f);
+  return acc;
+}
+
+// allreduce, reduce_scatter (uneven blocks) and reduce with sum and avg over the inputs above.
+inline std::string runHalfAccumulation(ProcessGroup& pg, DType t, size_t count = 1031) {
+  const int n = pg.size(), r = pg.rank();
+  std::string errs;
+  auto fill = [&](Buf& b, size_t off = 0) {
+    for (size_t i = 0; i < b.size(); ++i) b.set(i, halfAccInput(t, r, n, off + i));
+  };
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    const double want = halfAccReference(t, op, n);
+    {
+      Buf b(t, count);
+      fill(b);
+      pg.allreduce(b.view(), op)->wait();
+      Report rep(&errs);
+      for (size_t i = 0; i < count; ++i)
+        if (!close(t, op, b.get(i), want))
+          rep.mismatch(caseName("fp32-accumulation allreduce", pg, t, op, count), i, b.get(i),
+                       want);
+    }
+    {
+      auto cs = unevenCounts(count, n);
+      size_t total = 0;
+      for (auto c : cs) total += c;
+      Buf in(t, total), out(t, cs[r]);
+      fill(in);
+      pg.reduceScatter(in.view(), out.view(), cs, op)->wait();
+      Report rep(&errs);
+      for (size_t i = 0; i < cs[r]; ++i)
+        if (!close(t, op, out.get(i), want))
+          rep.mismatch(caseName("fp32-accumulation reduce_scatter", pg, t, op, total), i,
+                       out.get(i), want);
+    }
+    {
+      const int root = n - 1;
+      Buf b(t, count);
+      fill(b);
+      pg.reduce(b.view(), root, op)->wait();
+      Report rep(&errs);
+      if (r == root)
+        for (size_t i = 0; i < count; ++i)
+          if (!close(t, op, b.get(i), want))
+            rep.mismatch(caseName("fp32-accumulation reduce", pg, t, op, count), i, b.get(i),
+                         want);
+    }
+  }
+  return errs;
+}
+
 // Runs allreduce, reduce_scatter, reduce, and (for the first op) allgather, broadcast, send/recv
-// and barrier for every (dtype, op, count) on this rank. Returns the failures, or "".
+// and barrier for every (dtype, op, count) on this rank, plus runHalfAccumulation for each 16-bit
+// dtype (so every caller, the mpi rank body included, checks fp32 accumulation). Returns the
+// failures, or "".
 inline std::string runAll(ProcessGroup& pg, const std::vector<DType>& dtypes,
                           const std::vector<ReduceOp>& ops, const std::vector<size_t>& counts) {
   const int n = pg.size(), r = pg.rank();
@@ -247,6 +326,7 @@ inline std::string runAll(ProcessGroup& pg, const std::vector<DType>& dtypes,
       }
       pg.barrier()->wait();
     }
+    if (t == DType::kF16 || t == DType::kBF16) errs += runHalfAccumulation(pg, t);
   }
   return errs;
 }

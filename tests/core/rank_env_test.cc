@@ -3,7 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
 #include "core/error.h"
+#include "tests/support/spawn_ranks.h"
 
 using ds::EnvMap;
 
@@ -21,7 +26,8 @@ TEST_CASE("dsrun variables", "[unit]") {
   EnvMap e{{"RANK", "5"},        {"WORLD_SIZE", "8"},    {"LOCAL_RANK", "1"},
            {"LOCAL_WORLD_SIZE", "4"}, {"CROSS_RANK", "1"}, {"CROSS_SIZE", "2"},
            {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}, {"DS_JOB_ID", "j1"},
-           {"DS_JOB_TOKEN", "s3cret"}, {"DS_COMM_BACKEND", "gloo"}};
+           {"DS_JOB_TOKEN", "s3cret"}, {"DS_COMM_BACKEND", "gloo"},
+           {"DS_COMM_BACKEND_FLAG", "mpi"}};
   auto r = ds::deriveRankEnv(e);
   CHECK(r.rank == 5);
   CHECK(r.worldSize == 8);
@@ -34,10 +40,13 @@ TEST_CASE("dsrun variables", "[unit]") {
   CHECK(r.jobToken == "s3cret");
   CHECK(r.tokenIsSecret);
   CHECK(r.commBackend == "gloo");
+  CHECK(r.commBackendFlag == "mpi");
   auto back = ds::deriveRankEnv(ds::rankEnvVars(r));
   CHECK(back.rank == 5);
   CHECK(back.localSize == 4);
   CHECK(back.jobToken == "s3cret");
+  CHECK(back.commBackend == "gloo");
+  CHECK(back.commBackendFlag == "mpi");
 }
 
 TEST_CASE("Open MPI variables", "[unit]") {
@@ -84,4 +93,38 @@ TEST_CASE("bad values name the variable", "[unit]") {
                                          {"MASTER_PORT", "70000"}}),
                       Catch::Contains("MASTER_PORT"));
   REQUIRE_THROWS_AS(ds::deriveRankEnv({{"RANK", "0"}}), ds::ConfigError);
+}
+
+// Runs in a fresh process only (hidden tag): derives a token-less 2-rank environment three times.
+TEST_CASE("rank env body: token fallback warns once", "[.weak_token]") {
+  CHECK_FALSE(ds::deriveRankEnv({}).tokenIsSecret);  // a single rank: no warning
+  EnvMap e{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+           {"OMPI_MCA_ess_base_jobid", "77"}, {"MASTER_ADDR", "127.0.0.1"}};
+  for (int i = 0; i < 3; ++i) CHECK_FALSE(ds::deriveRankEnv(e).tokenIsSecret);
+  e["DS_JOB_TOKEN"] = "s3cret";
+  CHECK(ds::deriveRankEnv(e).tokenIsSecret);
+}
+
+TEST_CASE("no DS_JOB_TOKEN in a multi-rank job: one warning naming the risk and the fix",
+          "[unit]") {
+  ds::RankEnv r = ds::deriveRankEnv({{"OMPI_COMM_WORLD_RANK", "1"},
+                                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                                     {"OMPI_MCA_ess_base_jobid", "77"},
+                                     {"MASTER_ADDR", "127.0.0.1"}});
+  CHECK(r.jobToken == "job:77");
+  std::string w = ds::weakTokenWarning(r);
+  CHECK_THAT(w, Catch::Contains("DS_JOB_TOKEN is not set") && Catch::Contains("guessable") &&
+                    Catch::Contains("127.0.0.1:29500") && Catch::Contains("export DS_JOB_TOKEN"));
+  // A fresh process: the warning is logged exactly once however often the env is derived, and
+  // not at all for a single rank or with a token.
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string out;
+  int rc = ds::test::runCommand("DS_LOG_LEVEL=info " + self + " '[.weak_token]' 2>&1", &out,
+                                std::chrono::seconds(60));
+  INFO(out);
+  CHECK(rc == 0);
+  size_t first = out.find("DS_JOB_TOKEN is not set");
+  REQUIRE(first != std::string::npos);
+  CHECK(out.find("DS_JOB_TOKEN is not set", first + 1) == std::string::npos);
+  CHECK_THAT(out, Catch::Contains("Open MPI"));
 }

@@ -64,7 +64,8 @@ TEST_CASE("rank plan: per-rank environment matches DESIGN §4.3", "[unit]") {
   CHECK(e.at("MASTER_PORT") == "29511");
   CHECK(e.at("DS_JOB_ID") == "dsrun-abc");
   CHECK(e.at("DS_JOB_TOKEN") == s.jobToken);
-  CHECK(e.at("DS_COMM_BACKEND") == "gloo");
+  CHECK(e.at("DS_COMM_BACKEND_FLAG") == "gloo");  // --comm_backend outranks the plan
+  CHECK(e.count("DS_COMM_BACKEND") == 0);
   CHECK(e.at("CUDA_VISIBLE_DEVICES") == "1,3");  // the node's physical slot ids
   CHECK(e.at("OMP_NUM_THREADS") == "4");         // 8 cores / 2 local ranks
   CHECK(e.at("NCCL_DEBUG") == "INFO");

@@ -159,7 +159,7 @@ TEST_CASE("openmpi: mpirun -n, generated hostfile, -x exports, launcher_args", "
   CHECK(inv.hostfilePath == "/tmp/j.hostfile");
   CHECK(inv.hostfileText == "127.0.0.2 slots=2\n127.0.0.3 slots=2\n");
   std::string joined = shellJoin(inv.argv);
-  for (const char* k : {"MASTER_ADDR", "MASTER_PORT", "DS_JOB_ID", "DS_COMM_BACKEND",
+  for (const char* k : {"MASTER_ADDR", "MASTER_PORT", "DS_JOB_ID", "DS_COMM_BACKEND_FLAG",
                         "NCCL_DEBUG", "DS_JOB_TOKEN"}) {
     INFO(k);
     CHECK(contains(joined, std::string("-x ") + k + " "));
@@ -170,7 +170,8 @@ TEST_CASE("openmpi: mpirun -n, generated hostfile, -x exports, launcher_args", "
   const std::string tail = " /usr/bin/python3 x.py --lr 3e-4";  // the program comes last
   CHECK(joined.substr(joined.size() - tail.size()) == tail);
   CHECK(inv.env.at("MASTER_ADDR") == "127.0.0.2");
-  CHECK(inv.env.at("DS_COMM_BACKEND") == "mpi");
+  CHECK(inv.env.at("DS_COMM_BACKEND_FLAG") == "mpi");
+  CHECK(inv.env.count("DS_COMM_BACKEND") == 0);
   requireNoToken(inv.argv);
 
   // Root needs --allow-run-as-root; an explicit btl choice replaces the default one.

@@ -62,8 +62,8 @@ TEST_CASE("mpi rank body: conformance of every collective", "[.mpi_rank]") {
   CHECK(errs == "");
 }
 
-TEST_CASE("mpi backend: conformance under mpirun at 1-4 and 6 ranks", "[mpi]") {
-  for (int n : {1, 2, 3, 4, 6}) {
+TEST_CASE("mpi backend: conformance under mpirun at 1-6 ranks", "[mpi]") {
+  for (int n : {1, 2, 3, 4, 5, 6}) {
     INFO("np " << n);
     std::string out;
     int rc = ds::test::runCommand(mpirun(n) + selfExe() + " '[.mpi_rank]' 2>&1", &out,

@@ -1,10 +1,12 @@
 // The nccl backend. [unit]: without a CUDA device it is refused with a hint to use gloo. [gpu]:
 // on a device, every collective on device buffers at world size 1 against host-computed
-// references (a single-GPU machine cannot host two NCCL ranks: NCCL refuses duplicate GPUs).
+// references (a single-GPU machine cannot host two NCCL ranks: NCCL refuses duplicate GPUs), and
+// that a collective is ordered after the caller's default-stream work that produced its input.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "comm/nccl/nccl_backend.h"
@@ -55,4 +57,34 @@ TEST_CASE("nccl backend: collectives on device buffers, world size 1", "[gpu]") 
   CHECK_THROWS_AS(pg.allreduce(hostView, ReduceOp::kSum), NotSupported);
   cudaFree(d);
   cudaFree(d2);
+}
+
+TEST_CASE("nccl backend: a collective runs after the caller's default-stream writes", "[gpu]") {
+  if (cudaDeviceCount() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  ProcessGroup pg(createBackend("nccl", std::make_shared<HashStore>(), 0, 1, {}));
+  // 256 MiB: the asynchronous memset on stream 0 is still running when the copy is enqueued on
+  // the group's (non-blocking) stream, which without the event wait would read the old zeros.
+  const size_t n = size_t{64} << 20;
+  float *src = nullptr, *dst = nullptr;
+  REQUIRE(cudaMalloc(&src, n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dst, n * sizeof(float)) == cudaSuccess);
+  for (int round = 0; round < 3; ++round) {
+    REQUIRE(cudaMemset(src, 0, n * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMemset(dst, 0, n * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemsetAsync(src, 0x3f, n * sizeof(float), 0) == cudaSuccess);  // producer
+    BufferView in{src, n, DType::kF32, Device::kCuda}, out{dst, n, DType::kF32, Device::kCuda};
+    pg.reduceScatter(in, out, {n})->wait();
+    std::vector<uint32_t> back(n);
+    REQUIRE(cudaMemcpy(back.data(), dst, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    size_t stale = 0;
+    for (uint32_t w : back) stale += w != 0x3f3f3f3fu;
+    INFO("round " << round);
+    CHECK(stale == 0);
+  }
+  cudaFree(src);
+  cudaFree(dst);
 }

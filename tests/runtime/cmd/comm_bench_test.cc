@@ -1,11 +1,17 @@
 // comm-bench: the size sweep, and a real run over the gloo backend on thread ranks whose every
-// row must be checked and correct (including sizes that do not divide by the world size).
+// row must be checked and correct (including sizes that do not divide by the world size); on a
+// GPU ([gpu]) the same over nccl with device buffers at world size 1.
 #include <catch2/catch.hpp>
 
 #include "comm/registry.h"
 #include "comm/store/hash_store.h"
 #include "core/error.h"
+#include "ds/config.h"
 #include "runtime/cmd/comm_bench.h"
+#include "runtime/cmd/comm_bench_buffer.h"
+#if DS_HAVE_NCCL
+#include "comm/nccl/nccl_backend.h"
+#endif
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds;
@@ -43,4 +49,40 @@ TEST_CASE("comm-bench: every collective checked correct on gloo at 1-3 ranks", "
     std::string table = formatCommBench(rows[0], "gloo", n);
     CHECK_THAT(table, Catch::Contains("reduce_scatter") && Catch::Contains("busbw"));
   }
+}
+
+TEST_CASE("comm-bench: buffers live where the backend wants them", "[unit]") {
+  BenchBuffer host(5, comm::bufferDevice("gloo"));
+  CHECK(host.view().device == comm::Device::kCpu);
+  CHECK(host.view().data == host.host().data());
+  CHECK(host.view().count == 5);
+  CHECK(comm::bufferDevice("mpi") == comm::Device::kCpu);
+  CHECK(comm::bufferDevice("nccl") == comm::Device::kCuda);
+#if !DS_HAVE_NCCL
+  CHECK_THROWS_WITH(BenchBuffer(5, comm::Device::kCuda), Catch::Contains("without CUDA"));
+#endif
+}
+
+TEST_CASE("comm-bench: every collective checked correct on nccl device buffers, world 1",
+          "[gpu]") {
+#if DS_HAVE_NCCL
+  if (comm::cudaDeviceCount() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  comm::ProcessGroup pg(comm::createBackend("nccl", std::make_shared<comm::HashStore>(), 0, 1, {}));
+  CommBenchOptions o;
+  o.sizes = {8, 4 * 1001, 1 << 20};
+  o.warmup = 1;
+  o.targetSeconds = 0.01;
+  auto rows = runCommBench(pg, o);
+  REQUIRE(rows.size() == 12);
+  for (const auto& row : rows) {
+    INFO(row.op << " " << row.bytes);
+    CHECK(row.checked);
+    CHECK(row.correct);
+  }
+#else
+  WARN("no nccl in this build: skipped");
+#endif
 }
