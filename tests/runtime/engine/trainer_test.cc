@@ -153,13 +153,14 @@ TEST_CASE("trainer: the default plan gets within a stated margin of the entropy 
   CHECK(gap > -0.02);  // cannot beat the floor (beyond sampling noise of the val stream)
 }
 
-// fp16 runs the fp32 kernels under DeepSpeed's dynamic loss scaler (the CPU model has no fp16
-// kernels). A power-of-two scale is exact in fp32, so without overflow the losses equal the fp32
-// run bit for bit. Overflow is therefore only reachable through the scale itself here: 2^130 is
-// inf in fp32, the gradients become inf/nan, the step is skipped (hysteresis 2: the first
-// overflow only spends hysteresis) and the scale halves until it is finite (2^127).
-TEST_CASE("trainer: fp16 dynamic loss scaling scales exactly and skips overflowing steps",
-          "[unit]") {
+// fp16 mode reads fp16-rounded weights and rounds the gradients to fp16 (fp16_hooks.h) under
+// DeepSpeed's dynamic loss scaler. Without overflow it tracks the fp32 run closely but not
+// bitwise: every weight moves by up to 2^-11 relative (fp16's half ulp), which shifts the loss by
+// about that much (measured: at most MEASURED relative over 8 steps); 1e-2 leaves room for other
+// BLAS builds while a missing unscale (a factor 65536) or a skipped step would be far outside.
+// An initial scale of 2^40 overflows fp16 gradients (trainer_numerics_test checks where): the
+// step is skipped, the scaler says so and scales down.
+TEST_CASE("trainer: fp16 dynamic loss scaling tracks fp32 and skips overflowing steps", "[unit]") {
   Plan p = test::mlpPlan(1, 2, 2, 8);
   TrainerOptions o;
   o.out = nullptr;
@@ -172,22 +173,26 @@ TEST_CASE("trainer: fp16 dynamic loss scaling scales exactly and skips overflowi
   {
     Trainer t(p, nullptr, o);
     const auto& s = t.run();
-    CHECK(lossesOf(s) == fp32);
+    auto fp16 = lossesOf(s);
+    REQUIRE(fp16.size() == fp32.size());
+    double worst = 0;
+    for (size_t i = 0; i < fp16.size(); ++i) worst = std::max(worst, test::relDiff(fp16[i], fp32[i]));
+    INFO("worst relative difference fp16 vs fp32 " << worst);
+    CHECK(worst < 1e-2);
+    CHECK(fp16 != fp32);  // the rounding is applied
     CHECK(s.steps.front().lossScale == 65536.0);
+    for (const auto& r : s.steps) CHECK_FALSE(r.skipped);
     CHECK(s.dtype == "fp16");
   }
-  p.deepspeed.fp16.initialScalePower = 130;
-  p.deepspeed.gradientAccumulationSteps = 1;
-  p.deepspeed.microBatchPerGpu = p.deepspeed.trainBatchSize;
-  p.train.steps = 12;
+  p.deepspeed.fp16.initialScalePower = 40;
+  p.train.steps = 30;
   Captured out;
   o.out = out.f;
   Trainer t(p, nullptr, o);
   const auto& s = t.run();
   int skipped = 0;
   for (const auto& r : s.steps) skipped += r.skipped;
-  CHECK(skipped == 4);  // 2^130 (hysteresis), 2^130, 2^129, 2^128
-  CHECK(s.steps.back().lossScale == std::ldexp(1.0, 127));
+  CHECK(skipped >= 2);
   CHECK(s.steps.front().skipped);
   CHECK_FALSE(s.steps.back().skipped);
   CHECK(s.steps.back().lossScale < s.steps.front().lossScale);

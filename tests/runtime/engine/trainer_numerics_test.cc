@@ -1,0 +1,194 @@
+// Trainer numerics against independent references: gradient accumulation (gas 1/2/4 at the same
+// global batch), the reported global gradient norm (1 and 2 ranks), clipping scaling the update
+// by clip/norm, and fp16 mode overflowing exactly where fp16 gradients would.
+#include <catch2/catch.hpp>
+
+#include <cfloat>
+#include <cmath>
+#include <mutex>
+
+#include "runtime/engine/trainer.h"
+#include "tests/runtime/engine/engine_fixtures.h"
+#include "tests/runtime/engine/reference_grad.h"
+
+using namespace ds;
+using namespace ds::runtime;
+
+namespace {
+
+std::vector<double> losses(const Plan& p) {
+  TrainerOptions o;
+  o.out = nullptr;
+  Trainer t(p, nullptr, o);
+  std::vector<double> v;
+  for (const auto& r : t.run().steps) v.push_back(r.loss);
+  return v;
+}
+
+Plan withGas(Plan p, int gas) {
+  p.deepspeed.gradientAccumulationSteps = gas;
+  p.deepspeed.microBatchPerGpu = p.deepspeed.trainBatchSize / (gas * p.worldSize);
+  return p;
+}
+
+}  // namespace
+
+// Tolerance 1e-5 relative, the same argument as for data parallelism (trainer_multirank_test):
+// every micro-step's mean loss is scaled by 1/gas (a power of two here, exact), so gas micro-steps
+// sum the same per-sequence gradient terms as one micro-batch of the whole global batch, only in
+// another order (per-micro GEMMs, then += into the accumulator): a few fp32 ulps per step
+// (~1e-7 relative), which Adam may amplify while its second moment is tiny. A wrong accumulation
+// (missing 1/gas, a dropped or repeated micro-batch, zeroing between micro-steps) moves the loss
+// by > 1e-2 within a few steps.
+TEST_CASE("trainer: gas 1, 2 and 4 at the same train_batch_size give the same losses", "[unit]") {
+  for (std::string kind : {"mlp", "gpt2"}) {
+    Plan base = kind == "mlp" ? test::mlpPlan(1, 0, 1, 15) : test::gptPlan(1, 0, 1, 10);
+    auto one = losses(withGas(base, 1));
+    CHECK(one.back() < one.front());
+    for (int gas : {2, 4}) {
+      auto got = losses(withGas(base, gas));
+      REQUIRE(got.size() == one.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, test::relDiff(got[i], one[i]));
+      INFO(kind << " gas " << gas << ": worst relative loss difference " << worst);
+      CHECK(worst <= 1e-5);
+    }
+  }
+}
+
+// The engine's norm (sum over ranks, / world, / loss scale) against the L2 norm of a gradient
+// computed on plain buffers without the engine. Same sums in another order: 1e-5 relative.
+TEST_CASE("trainer: the reported grad norm is the global L2 norm of the step's gradient",
+          "[multirank]") {
+  for (std::string kind : {"mlp", "gpt2"}) {
+    Plan p = kind == "mlp" ? test::mlpPlan(1, 0, 1, 1) : test::gptPlan(1, 0, 1, 1);
+    p.deepspeed.gradientClipping = 0;
+    const double want = test::referenceGrad(p).norm();
+    REQUIRE(want > 0);
+    for (int world : {1, 2}) {
+      for (int stage : {0, 2}) {
+        Plan q = withGas(p, 1);
+        q.worldSize = world;
+        q = withGas(q, world == 1 ? 1 : 2);  // two micro-steps per rank at world 2
+        q.deepspeed.zero.stage = stage;
+        std::mutex mu;
+        double got = -1;
+        test::withRanks(world, [&](int rank, comm::ProcessGroup* g) {
+          TrainerOptions o;
+          o.out = nullptr;
+          Trainer t(q, g, o);
+          auto rec = t.trainStep();
+          if (rank == 0) {
+            std::lock_guard<std::mutex> lock(mu);
+            got = rec.gradNorm;
+          }
+        });
+        INFO(kind << " world " << world << " stage " << stage << ": norm " << got << " want "
+                  << want);
+        CHECK(test::relDiff(got, want) < 1e-5);
+      }
+    }
+  }
+}
+
+// SGD without momentum or decay moves every weight by -lr * g / c, c = max(1, (norm + 1e-6) /
+// clip) (DeepSpeed's coefficient), so with clip = norm / 4 the update is the unclipped one scaled
+// by clip / norm, and its L2 length is lr * clip.
+TEST_CASE("trainer: gradient clipping scales the update by clip / norm", "[unit]") {
+  Plan p = withGas(test::mlpPlan(1, 0, 1, 1), 2);
+  p.deepspeed.optimizer.type = "SGD";
+  p.deepspeed.optimizer.lr = 0.5f;
+  p.deepspeed.optimizer.weightDecay = 0;
+  p.deepspeed.optimizer.momentum = 0;
+  const auto ref = test::referenceGrad(p);
+  const double norm = ref.norm(), lr = 0.5;
+  for (double clip : {0.0, norm / 4}) {
+    p.deepspeed.gradientClipping = clip;
+    TrainerOptions o;
+    o.out = nullptr;
+    Trainer t(p, nullptr, o);
+    auto rec = t.trainStep();
+    REQUIRE_FALSE(rec.skipped);
+    CHECK(test::relDiff(rec.gradNorm, norm) < 1e-5);  // reported before clipping
+    auto after = t.fullParams();
+    REQUIRE(after.size() == ref.params.size());
+    const double c = clip > 0 ? std::max(1.0, (norm + 1e-6) / clip) : 1.0;
+    double worst = 0, len2 = 0, scale = 0;
+    for (size_t i = 0; i < after.size(); ++i) {
+      const double d = double(after[i]) - double(ref.params[i]);
+      const double want = -lr * double(ref.grad[i]) / c;
+      worst = std::max(worst, std::fabs(d - want));
+      len2 += d * d;
+      scale = std::max(scale, std::fabs(want));
+    }
+    INFO("clip " << clip << " norm " << norm << ": worst update error " << worst << " of max "
+                 << scale);
+    // fp32 parameter rounding (|p| <= ~0.1: ulp ~ 7e-9) plus gradient summation order.
+    CHECK(worst <= 1e-6 + 1e-4 * scale);
+    CHECK(test::relDiff(std::sqrt(len2), lr * norm / c) < 1e-3);
+    if (clip > 0) CHECK(std::sqrt(len2) == Approx(lr * clip).epsilon(1e-3));
+  }
+}
+
+// fp16 mode rounds the gradients to fp16, so a step overflows iff some scaled gradient reaches
+// 65520 (it rounds to inf; 65504 is fp16's largest finite value) - far below fp32's 3.4e38. At an
+// initial scale of 2^40 the MLP's scaled gradients (~1e-2 x 2^40 ~ 1e10, finite in fp32)
+// overflow: the first step only spends hysteresis, then the scale halves each skipped step until
+// the scaled gradients fit. Skipped steps do not update, so every step until the first good one
+// sees the initial weights; the reference gradient of that step's batch shows the boundary is
+// fp16's: scale * max|g| >= 65520 at the last skipped step, < 65520 at the first good one.
+TEST_CASE("trainer: fp16 skips and scales down exactly where fp16 gradients overflow", "[unit]") {
+  Plan p = withGas(test::mlpPlan(1, 0, 1, 30), 1);
+  p.deepspeed.fp16.enabled = true;
+  p.deepspeed.fp16.initialScalePower = 40;
+  TrainerOptions o;
+  o.out = nullptr;
+  Trainer t(p, nullptr, o);
+  const auto& s = t.run();
+  size_t firstGood = 0;
+  while (firstGood < s.steps.size() && s.steps[firstGood].skipped) ++firstGood;
+  INFO("first good step index " << firstGood);
+  REQUIRE(firstGood >= 2);
+  REQUIRE(firstGood < s.steps.size());
+  CHECK(s.steps[0].lossScale == std::ldexp(1.0, 40));
+  CHECK(s.steps[1].lossScale == std::ldexp(1.0, 40));  // hysteresis 2: the first overflow waits
+  for (size_t i = 2; i <= firstGood; ++i) CHECK(s.steps[i].lossScale == s.steps[i - 1].lossScale / 2);
+  for (size_t i = firstGood; i < s.steps.size(); ++i) CHECK_FALSE(s.steps[i].skipped);
+  const double bad = s.steps[firstGood - 1].lossScale, good = s.steps[firstGood].lossScale;
+  const double maxBad = test::referenceGrad(p, int(firstGood - 1), true).maxAbs();
+  const double maxGood = test::referenceGrad(p, int(firstGood), true).maxAbs();
+  INFO("last skipped: scale " << bad << " x max|g| " << maxBad << " = " << bad * maxBad
+                              << "; first good: scale " << good << " x " << maxGood << " = "
+                              << good * maxGood);
+  CHECK(bad * maxBad >= 65520.0);
+  CHECK(bad * maxBad < double(FLT_MAX) / 1e20);  // nowhere near fp32's overflow
+  CHECK(good * maxGood < 65520.0);
+  CHECK(s.steps.back().loss < s.steps[firstGood].loss);
+}
+
+TEST_CASE("roundToFp16 equals the _Float16 conversion, overflow and subnormals included",
+          "[unit]") {
+  std::vector<float> x = {0.f, -0.f, 1.f, 0.1f, -0.1f, 65504.f, 65519.f, 65520.f, -65520.f, 1e6f,
+                          3e38f, 6.1e-5f, 6.0e-5f, 3e-8f, 2.98e-8f, 5.96e-8f, 1e-9f, -1e-7f,
+                          1.00048828125f, 1.000732421875f, INFINITY, -INFINITY};
+  uint32_t state = 12345;
+  for (int i = 0; i < 20000; ++i) {  // random bit patterns over the whole fp32 range
+    state = state * 1664525u + 1013904223u;
+    float f;
+    std::memcpy(&f, &state, 4);
+    if (std::isfinite(f)) x.push_back(f);
+    x.push_back(std::ldexp(float(state % 4096) / 4096.f, int(state % 48) - 30));
+  }
+  std::vector<float> y = x;
+  roundToFp16(y.data(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = float(static_cast<_Float16>(x[i]));
+    INFO("x = " << x[i]);
+    REQUIRE(std::memcmp(&y[i], &want, 4) == 0);
+  }
+  float nan = NAN;
+  roundToFp16(&nan, 1);
+  CHECK(std::isnan(nan));
+  CHECK(y[6] == 65504.f);
+  CHECK(std::isinf(y[7]));
+}
