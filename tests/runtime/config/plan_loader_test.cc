@@ -244,7 +244,7 @@ deepspeed:
   CHECK(parsePlan(yaml, "plan.yaml", {"model.gpt.init_from=/abs/gpt2_124M.bin"}, 1, "/plans")
             .initFrom == "/abs/gpt2_124M.bin");
   CHECK(errorOf(kMini, {"model.gpt.init_from=[a]"}) ==
-        "--set model.gpt.init_from: expected a string, got 'a list'");
+        "--set model.gpt.init_from: expected a string, got a list");
   CHECK(errorOf(kMini, {"model.gpt.init_from=''"}) ==
         "--set model.gpt.init_from: expected a file path, got ''");
   CHECK_THAT(errorOf("model:\n  mlp: {sizes: [16, 8, 16], init_from: x.bin}\n"

@@ -156,8 +156,9 @@ TEST_CASE("trainer: the default plan gets within a stated margin of the entropy 
 // fp16 mode reads fp16-rounded weights and rounds the gradients to fp16 (fp16_hooks.h) under
 // DeepSpeed's dynamic loss scaler. Without overflow it tracks the fp32 run closely but not
 // bitwise: every weight moves by up to 2^-11 relative (fp16's half ulp), which shifts the loss by
-// about that much (measured: at most MEASURED relative over 8 steps); 1e-2 leaves room for other
-// BLAS builds while a missing unscale (a factor 65536) or a skipped step would be far outside.
+// much less than that in the mean (measured: at most 2.7e-5 relative over 8 steps); 1e-3 leaves
+// room for other BLAS builds while a missing unscale (a factor 65536) or a skipped step would be
+// far outside.
 // An initial scale of 2^40 overflows fp16 gradients (trainer_numerics_test checks where): the
 // step is skipped, the scaler says so and scales down.
 TEST_CASE("trainer: fp16 dynamic loss scaling tracks fp32 and skips overflowing steps", "[unit]") {
@@ -177,8 +178,10 @@ TEST_CASE("trainer: fp16 dynamic loss scaling tracks fp32 and skips overflowing 
     REQUIRE(fp16.size() == fp32.size());
     double worst = 0;
     for (size_t i = 0; i < fp16.size(); ++i) worst = std::max(worst, test::relDiff(fp16[i], fp32[i]));
+    std::printf("fp16 vs fp32 over %zu steps: worst relative loss difference %.3g\n", fp16.size(),
+                worst);
     INFO("worst relative difference fp16 vs fp32 " << worst);
-    CHECK(worst < 1e-2);
+    CHECK(worst < 1e-3);
     CHECK(fp16 != fp32);  // the rounding is applied
     CHECK(s.steps.front().lossScale == 65536.0);
     for (const auto& r : s.steps) CHECK_FALSE(r.skipped);
