@@ -1,9 +1,12 @@
 // Trainer on one rank (no comm): the MLP and a tiny GPT-2 learn the synthetic corpus, step lines
 // and the run summary come out, resuming from a checkpoint continues the same loss trajectory
-// bit for bit (fp32), and bad set-ups are refused with errors naming what is wrong.
+// bit for bit (fp32 and bf16), wall_clock_breakdown reports timers, and bad set-ups are refused
+// with errors naming what is wrong.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -204,4 +207,68 @@ TEST_CASE("trainer: fp16 dynamic loss scaling tracks fp32 and skips overflowing 
   std::string text = out.text();
   CHECK(text.find("SKIPPED (overflow)") != std::string::npos);
   CHECK(text.find("OVERFLOW!") != std::string::npos);
+}
+
+// bf16: the checkpoint holds the fp32 masters; on resume the bf16 working copy is rounded from
+// them exactly as the optimizer pass rounds it, so the trajectory continues bit for bit too.
+TEST_CASE("trainer: resuming a bf16 run continues the same trajectory", "[unit]") {
+  for (int stage : {0, 3}) {
+    TempDir dir;
+    Plan p = test::gptPlan(1, stage, 2, 8);
+    p.deepspeed.bf16 = true;
+    p.train.checkpointDir = dir.path();
+    p.train.checkpointEvery = 3;
+    TrainerOptions o;
+    o.out = nullptr;
+    std::vector<double> full;
+    {
+      Trainer t(p, nullptr, o);
+      full = lossesOf(t.run());
+    }
+    o.resume = "global_step3";
+    Trainer r(p, nullptr, o);
+    CHECK(r.step() == 3);
+    auto resumed = lossesOf(r.run());
+    REQUIRE(resumed.size() == 5);
+    INFO("stage " << stage);
+    for (size_t i = 0; i < 5; ++i) CHECK(resumed[i] == full[3 + i]);
+  }
+}
+
+// wall_clock_breakdown: DeepSpeed's "time (ms) | forward ..." line with each step line (the mean
+// since the previous one) and the elapsed_time_ms_* monitor events; nothing of it when off.
+TEST_CASE("trainer: wall_clock_breakdown prints the timer line and writes timer events",
+          "[unit]") {
+  for (bool on : {true, false}) {
+    TempDir dir;
+    Plan p = test::mlpPlan(1, 0, 2, 10);
+    p.train.logEvery = 5;
+    p.deepspeed.wallClockBreakdown = on;
+    p.deepspeed.csvMonitor = {true, dir.path(), "job"};
+    Captured out;
+    TrainerOptions o;
+    o.out = out.f;
+    {
+      Trainer t(p, nullptr, o);
+      t.run();
+    }
+    const std::string text = out.text();
+    const std::string csv = dir.file("job/Train_Samples_elapsed_time_ms_forward.csv");
+    INFO(text);
+    if (!on) {
+      CHECK(text.find("time (ms)") == std::string::npos);
+      CHECK_FALSE(std::filesystem::exists(csv));
+      continue;
+    }
+    CHECK(text.find("time (ms) | forward: ") != std::string::npos);
+    CHECK(text.find("| backward_allreduce: ") != std::string::npos);
+    CHECK(text.find("(mean of 1 step(s))") != std::string::npos);  // before step 1's line
+    CHECK(text.find("(mean of 4 step(s))") != std::string::npos);  // steps 2-5
+    CHECK(text.find("(mean of 5 step(s))") != std::string::npos);  // steps 6-10
+    CHECK(text.find("time (ms)") < text.find("step       1/10"));
+    REQUIRE(std::filesystem::exists(csv));
+    const std::string rows = test::readFile(csv);
+    CHECK(rows.rfind("step,elapsed_time_ms_forward\n16,", 0) == 0);  // x = samples (16 per step)
+    CHECK(std::count(rows.begin(), rows.end(), '\n') == 11);
+  }
 }
