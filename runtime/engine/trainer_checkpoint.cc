@@ -16,9 +16,10 @@ namespace ds::runtime {
 
 namespace {
 
-// What must not change across a resume: the model's shape and the data (corpus and the order
-// drawn from train.seed). Everything else (world size, ZeRO stage, offload, batch layout, steps,
-// cadence, optimizer hyper-parameters, precision) may legitimately change. Ordered key/value
+// What must not change across a resume: the model's shape and the training data (corpus and the
+// order drawn from train.seed). Everything else (world size, ZeRO stage, offload, batch layout,
+// steps, cadence, optimizer hyper-parameters, precision, the validation data) may legitimately
+// change. Ordered key/value
 // pairs; stored in client_state.plan_identity so a mismatch names the fields.
 std::vector<std::pair<std::string, std::string>> planIdentity(const Plan& p) {
   const auto& m = p.model;
@@ -38,11 +39,9 @@ std::vector<std::pair<std::string, std::string>> planIdentity(const Plan& p) {
   }
   if (d.kind == "shards") {
     v.push_back({"data.shards", d.shards});
-    v.push_back({"data.val", d.val});
   } else {
     v.push_back({"data.synthetic.seed", std::to_string(d.syntheticSeed)});
     v.push_back({"data.synthetic.tokens", std::to_string(d.syntheticTokens)});
-    v.push_back({"data.synthetic.val_tokens", std::to_string(d.syntheticValTokens)});
     v.push_back({"data.synthetic.branching", std::to_string(d.syntheticBranching)});
   }
   v.push_back({"train.seed", std::to_string(p.train.seed)});

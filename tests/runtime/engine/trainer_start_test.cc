@@ -146,7 +146,8 @@ TEST_CASE("trainer: a resume with another model or data configuration is refused
       CHECK(m.find("Resume with the plan that wrote it") != std::string::npos);
     }
   }
-  // What may change on a resume: steps, cadence, batch layout, optimizer, clipping, precision.
+  // What may change on a resume: steps, cadence, batch layout, optimizer, clipping, precision,
+  // the validation data.
   Plan q = p;
   q.train.steps = 6;
   q.train.checkpointEvery = 1;
@@ -155,6 +156,7 @@ TEST_CASE("trainer: a resume with another model or data configuration is refused
   q.deepspeed.optimizer.lr = 5e-3f;
   q.deepspeed.gradientClipping = 0.5;
   q.deepspeed.bf16 = true;
+  q.data.syntheticValTokens = 1 << 10;
   Trainer t(q, nullptr, quiet("latest"));
   CHECK(t.step() == 4);
   CHECK(t.run().steps.size() == 2);
