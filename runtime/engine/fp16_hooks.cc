@@ -7,6 +7,10 @@
 #include <cstring>
 #include <limits>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
+
 namespace ds::runtime {
 
 void roundToFp16(float* x, size_t n) {
@@ -37,7 +41,7 @@ void roundToFp16(float* x, size_t n) {
 Fp16Hooks::Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()> table,
                      const std::vector<zero::ParamInfo>& params, int numBlocks)
     : inner_(inner), table_(std::move(table)), blockParams_(size_t(numBlocks)),
-      copy_(params.size()), saved_(params.size(), nullptr), depth_(params.size(), 0) {
+      saved_(params.size(), nullptr) {
   for (size_t i = 0; i < params.size(); ++i) {
     numel_.push_back(params[i].numel);
     for (int b : params[i].blocks)
@@ -46,24 +50,34 @@ Fp16Hooks::Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()>
 }
 
 void Fp16Hooks::enter(int b) {
+  if (active_ >= 0)
+    throw InternalError(fmt::format("Fp16Hooks: block {} entered while block {} is still active "
+                                    "(hooks must not nest)", b, active_));
+  active_ = b;
   auto& t = table_();
+  size_t need = 0;
+  for (size_t i : blockParams_[size_t(b)]) need += numel_[i];
+  if (scratch_.size() < need) scratch_.resize(need);
+  size_t off = 0;
   for (size_t i : blockParams_[size_t(b)]) {
-    if (depth_[i]++ > 0 || i >= t.value.size() || !t.value[i]) continue;
-    auto& c = copy_[i];
-    c.assign(t.value[i], t.value[i] + numel_[i]);
-    roundToFp16(c.data(), c.size());
+    if (i >= t.value.size() || !t.value[i]) continue;
+    float* c = scratch_.data() + off;
+    off += numel_[i];
+    std::memcpy(c, t.value[i], numel_[i] * sizeof(float));
+    roundToFp16(c, numel_[i]);
     saved_[i] = t.value[i];
-    t.value[i] = c.data();
+    t.value[i] = c;
   }
 }
 
 void Fp16Hooks::leave(int b) {
   auto& t = table_();
   for (size_t i : blockParams_[size_t(b)]) {
-    if (--depth_[i] > 0 || !saved_[i]) continue;
+    if (!saved_[i]) continue;
     t.value[i] = saved_[i];
     saved_[i] = nullptr;
   }
+  active_ = -1;
 }
 
 void Fp16Hooks::beforeForward(int b) {

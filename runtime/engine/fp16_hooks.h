@@ -3,7 +3,9 @@
 // reads fp16-rounded copies of that block's weights (fp32 masters untouched), and when a block's
 // backward is done its gradients are rounded to fp16 (values of magnitude >= 65520 become inf,
 // below 2^-24 flush to zero), so the engine's inf/nan check skips exactly the steps whose fp16
-// gradients would overflow. Activations stay fp32 (not emulated). Not thread-safe.
+// gradients would overflow. Activations stay fp32 (not emulated). Memory: one scratch buffer the
+// size of the largest block's parameters (blocks run one at a time, as the hooks contract says).
+// Not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -37,9 +39,9 @@ class Fp16Hooks : public zero::BlockHooks {
   std::function<zero::ParamTable&()> table_;
   std::vector<size_t> numel_;
   std::vector<std::vector<size_t>> blockParams_;  // [block] -> param indices
-  std::vector<std::vector<float>> copy_;          // [param] rounded weights
+  std::vector<float> scratch_;                    // the active block's rounded weights
   std::vector<float*> saved_;                     // [param] the owner's pointer while redirected
-  std::vector<int> depth_;                        // [param] blocks currently using the copy
+  int active_ = -1;                               // block whose weights are redirected
 };
 
 }  // namespace ds::runtime

@@ -266,6 +266,8 @@ TEST_CASE("Fp16Hooks: rounded weight copies inside a block, fp16 gradients to th
   CHECK(g0[1] == float(static_cast<_Float16>(0.1f)));
   CHECK(t.value[1] == w1.data());
   CHECK(owner.calls == std::vector<std::string>{"bf0=own", "af0=own", "bb1=own", "ab1=own"});
+  h.beforeForward(0);
+  CHECK_THROWS_WITH(h.beforeForward(1), Catch::Contains("block 1 entered while block 0"));
 }
 
 // GPT-2 (tied embedding in blocks 0 and L+1) at stages 0 and 3 in fp16 tracks fp32 like the MLP.
