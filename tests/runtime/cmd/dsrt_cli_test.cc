@@ -1,6 +1,7 @@
 // The dsrt binary's data and checkpoint commands end to end on one rank: `prepare-data` turns a
-// text into shards, `train` trains on them with --summary and --resume auto, `export-checkpoint`
-// writes the consolidated file; bad arguments exit 2 with a message naming the problem.
+// text into shards, `train` trains on them with --summary and --resume auto (and from an llm.c
+// file via model.gpt.init_from), `export-checkpoint` writes the consolidated file; bad arguments
+// exit 2 with a message naming the problem.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ds/config.h"
+#include "runtime/model/model.h"
 #include "tests/support/spawn_ranks.h"
 
 using ds::test::runCommand;
@@ -84,6 +86,30 @@ TEST_CASE("dsrt prepare-data, train on the shards, export-checkpoint", "[unit]")
   auto header = nlohmann::json::parse(st.substr(8, n));
   CHECK(header["wte"]["shape"] == nlohmann::json::array({256, 16}));
   CHECK(header["__metadata__"]["step"] == "5");
+  // model.gpt.init_from, relative to the plan's folder: an llm.c file of the plan's shape starts
+  // a fresh run; one of another width is refused (exit 2) naming the file and the field.
+  for (int width : {16, 32}) {
+    ds::runtime::ModelConfig m;
+    m.nLayer = 1; m.nHead = 2; m.nEmbd = width; m.seqLen = 16; m.vocabSize = 256;
+    auto model = ds::runtime::makeModel(m);
+    std::vector<float> w(model->numParamsTotal());
+    model->initParams(w.data(), 5);
+    int32_t h[256] = {20240326, 3, 16, 256, 1, 2, width, 256};
+    std::ofstream f(dir.file("gpt2_w" + std::to_string(width) + ".bin"), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(h), sizeof h);
+    f.write(reinterpret_cast<const char*>(w.data()), std::streamsize(w.size() * 4));
+  }
+  const std::string fresh = " --set train.checkpoint.dir=" + dir.file("ck2") + " --set train.steps=1";
+  REQUIRE(runCommand(single("train " + plan + fresh + " --set model.gpt.init_from=gpt2_w16.bin"),
+                     &out) == 0);
+  CHECK(out.find("initialized from llm.c checkpoint " + dir.file("gpt2_w16.bin")) !=
+        std::string::npos);
+  CHECK(runCommand(single("train " + plan + fresh + " --set model.gpt.init_from=gpt2_w32.bin"),
+                   &out) == 2);
+  CHECK(out.find("model.gpt.init_from " + dir.file("gpt2_w32.bin") +
+                 ": the file's header has C = 32 but the plan's model.gpt.n_embd = 16") !=
+        std::string::npos);
+
   REQUIRE(runCommand(single("export-checkpoint " + dir.file("ck") + " " + dir.file("m2.safetensors") +
                             " --tag global_step2"),
                      &out) == 0);
