@@ -1,5 +1,6 @@
 // Trainer checkpoints (see trainer.h): every rank writes its optimizer shard, rank 0 the full fp32
-// model and the client state (global step, optimizer steps, samples consumed, loss scaler), then
+// model and the client state (global step, optimizer steps, samples consumed, loss scaler, the
+// plan identity a resume must match), then
 // runtime/checkpoint publishes `latest` after a barrier. Loading rebuilds the same state at any
 // ZeRO stage and world size, so training continues on the same trajectory.
 #include <cinttypes>
@@ -19,8 +20,8 @@ namespace {
 // What must not change across a resume: the model's shape and the training data (corpus and the
 // order drawn from train.seed). Everything else (world size, ZeRO stage, offload, batch layout,
 // steps, cadence, optimizer hyper-parameters, precision, the validation data) may legitimately
-// change. Ordered key/value
-// pairs; stored in client_state.plan_identity so a mismatch names the fields.
+// change. Ordered key/value pairs; stored in client_state.plan_identity so a mismatch names the
+// fields.
 std::vector<std::pair<std::string, std::string>> planIdentity(const Plan& p) {
   const auto& m = p.model;
   const auto& d = p.data;
