@@ -1,8 +1,8 @@
 // Trainer checkpoints (see trainer.h): every rank writes its optimizer shard, rank 0 the full fp32
 // model and the client state (global step, optimizer steps, samples consumed, loss scaler, the
-// plan identity a resume must match), then
-// runtime/checkpoint publishes `latest` after a barrier. Loading rebuilds the same state at any
-// ZeRO stage and world size, so training continues on the same trajectory.
+// plan identity a resume must match), then runtime/checkpoint publishes `latest` after a barrier.
+// Loading refuses another model/data configuration and rebuilds the same state at any ZeRO stage
+// and world size, so training continues on the same trajectory.
 #include <cinttypes>
 
 #include <fmt/format.h>
