@@ -7,8 +7,9 @@
 // has it; "bf16w" rows force the older path (widen bf16 weights to fp32, OpenBLAS sgemm) in the
 // same run. Debian's OpenBLAS 0.3.21 is built without BUILD_BFLOAT16 (cblas_sbgemm is declared in
 // cblas.h but absent from the library), hence our own kernel.
-// Usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME]  (best of R steps per
-// row; --only keeps the models whose name contains NAME, e.g. "GPT-2")
+// Usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME] [--memory]  (best of R
+// steps per row; --only keeps the models whose name contains NAME, e.g. "GPT-2"; --memory: one
+// forward per fp32/bf16 row, only the activation bytes, no timing)
 #include <cblas.h>
 
 #include <algorithm>
@@ -71,7 +72,8 @@ struct Row {
   size_t act = 0;
 };
 
-Row runModel(ModelConfig cfg, int B, int T, int reps) {
+// memoryOnly: one forward (allocates everything backward needs), no backward, no timing.
+Row runModel(ModelConfig cfg, int B, int T, int reps, bool memoryOnly = false) {
   auto m = makeModel(cfg);
   const size_t n = m->numParamsTotal();
   std::vector<float> flat(n), grad(n);
@@ -94,6 +96,11 @@ Row runModel(ModelConfig cfg, int B, int T, int reps) {
   }
   NoHooks hooks;
   Row best{1e30, 1e30, 0};
+  if (memoryOnly) {
+    m->forward(in.data(), tg.data(), B, T, t, hooks);
+    best.act = m->activationBytes();
+    return best;
+  }
   for (int r = 0; r < reps + 1; ++r) {  // first step allocates
     double t0 = now();
     m->forward(in.data(), tg.data(), B, T, t, hooks);
@@ -112,7 +119,7 @@ Row runModel(ModelConfig cfg, int B, int T, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, memory = false;
   int reps = 3, threads = 0;
   std::string only;  // substring of the model name; empty: all
   for (int i = 1; i < argc; ++i) {
@@ -121,8 +128,10 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--memory") memory = true;
     else {
-      std::fprintf(stderr, "usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME]\n");
+      std::fprintf(stderr, "usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME] "
+                   "[--memory]\n");
       return 2;
     }
   }
@@ -135,6 +144,22 @@ int main(int argc, char** argv) {
   if (quick) shapes = {{"tiny GPT (L2 C64 H2)", 2, 64, 2, 64, 512, 2}};
   if (!only.empty()) {
     std::erase_if(shapes, [&](const Shape& s) { return std::string(s.name).find(only) == std::string::npos; });
+  }
+  if (memory) {
+    std::printf("%-28s %-5s %-4s %12s\n", "model", "dtype", "ckpt", "act MiB");
+    for (const Shape& s : shapes)
+      for (DType dt : {DType::kF32, DType::kBF16})
+        for (bool ck : {false, true}) {
+          ModelConfig c;
+          c.nLayer = s.L; c.nEmbd = s.C; c.nHead = s.NH; c.seqLen = s.T; c.vocabSize = s.V;
+          c.compute = dt;
+          c.activationCheckpointing = ck;
+          Row r = runModel(c, s.B, s.T, 0, true);
+          std::printf("%-28s %-5s %-4s %12.1f\n", s.name, std::string(dtypeName(dt)).c_str(),
+                      ck ? "on" : "off", r.act / 1048576.0);
+          std::fflush(stdout);
+        }
+    return 0;
   }
   // sgemm at the shapes the model spends most time in: [B*T, C] x [C, 4C].
   for (const Shape& s : shapes) {

@@ -81,6 +81,9 @@ struct DsConfig {
 
 struct Plan {
   ModelConfig model;   // kind gpt2|mlp; compute/activationCheckpointing copied from deepspeed
+  // model.gpt.init_from: an llm.c gpt2_*.bin whose weights start a fresh run (not a resume); its
+  // header must describe model (checked by the Trainer). Resolved against the plan's directory.
+  std::string initFrom;
   DataPlan data;
   TrainPlan train;
   DsConfig deepspeed;

@@ -7,7 +7,7 @@
 
 namespace ds::runtime {
 
-ModelConfig readModel(NodeReader& r) {
+ModelConfig readModel(NodeReader& r, std::string* initFrom) {
   ModelConfig m;
   bool gpt = r.has("gpt"), mlp = r.has("mlp");
   if (gpt == mlp) r.fail("", "give exactly one of model.gpt or model.mlp");
@@ -20,6 +20,9 @@ ModelConfig readModel(NodeReader& r) {
     m.seqLen = int(g->getInt("seq_len", 0, 1, 1 << 20));
     m.vocabSize = int(g->getInt("vocab_size", 0, 2, 65536));
     m.paddedVocab = int(g->getInt("padded_vocab_size", 0, 0, 1 << 20));
+    std::string from = g->getString("init_from", "");
+    if (g->has("init_from") && from.empty()) g->fail("init_from", "expected a file path, got ''");
+    if (initFrom) *initFrom = from;
     for (const char* k : {"n_layer", "n_head", "n_embd", "seq_len", "vocab_size"})
       if (!g->has(k)) g->fail(k, "required");
     if (m.nEmbd % m.nHead != 0)

@@ -7,7 +7,8 @@
 
 namespace ds::runtime {
 
-ModelConfig readModel(NodeReader& model);
+// initFrom (when given) receives model.gpt.init_from as written ("" when absent).
+ModelConfig readModel(NodeReader& model, std::string* initFrom = nullptr);
 DataPlan readData(NodeReader& data, const ModelConfig& model);
 TrainPlan readTrain(NodeReader& train);
 

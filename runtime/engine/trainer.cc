@@ -10,6 +10,7 @@
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/engine/init_from.h"
 #include "runtime/monitor/step_line.h"
 
 namespace ds::runtime {
@@ -22,8 +23,9 @@ double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The model and ZeroEngine compute dtype. fp16 is emulated: fp32 compute with DeepSpeed's
-// dynamic loss scaler (the model has no fp16 kernels; see the report in trainer.h's users).
+// The model and ZeroEngine compute dtype. fp16 is emulated: fp32 kernels reading fp16-rounded
+// weights, gradients rounded to fp16 (so they overflow where fp16's would) and DeepSpeed's
+// dynamic loss scaler (fp16_hooks.h; docs/plan.md "fp16 on CPU").
 DType computeDtype(const Plan& p) { return p.deepspeed.bf16 ? DType::kBF16 : DType::kF32; }
 
 int dataVocab(const ModelConfig& m) {
@@ -54,10 +56,21 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   z.compute = mc.compute;
   eng_ = std::make_unique<zero::ZeroEngine>(model_->params(), model_->numBlocks(), group_, z,
                                             plan_.deepspeed.optimizer);
-  std::vector<float> flat(model_->numParamsTotal());
-  model_->initParams(flat.data(), plan_.train.seed);
+  // A resume overwrites them; a fresh start takes model.gpt.init_from's weights when set.
+  std::vector<float> flat;
+  if (!plan_.initFrom.empty() && opts_.resume.empty()) {
+    flat = loadInitWeights(plan_);
+    logLine(fmt::format("initialized from llm.c checkpoint {}", plan_.initFrom));
+  } else {
+    flat.resize(model_->numParamsTotal());
+    model_->initParams(flat.data(), plan_.train.seed);
+  }
   eng_->setParams(flat.data());
   hooks_ = std::make_unique<TimedHooks>(*eng_);
+  if (plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
+    fp16Hooks_ = std::make_unique<Fp16Hooks>(*hooks_, [e = eng_.get()]() -> zero::ParamTable& {
+      return e->table();
+    }, model_->params(), model_->numBlocks());
 
   corpora_ = openCorpora(plan_.data, dataVocab(plan_.model));
   LoaderOptions lo;
@@ -130,14 +143,14 @@ StepRecord Trainer::trainStep() {
     eng_->beginStep(k == gas - 1);
     auto ta = Clock::now();
     lossSum += model_->forward(batch_.inputs.data(), batch_.targets.data(), batch_.B, batch_.T,
-                               eng_->table(), *hooks_);
+                               eng_->table(), modelHooks());
     double h = hooks_->take();
     rec.fwdMs += msSince(ta) - h;
     hookMs += h;
     auto tb = Clock::now();
     // DeepSpeed scales the loss by 1/gas so the accumulated gradient is the step's mean. (A scale
     // beyond fp32's range stays inf here, so its gradients overflow and the step is skipped.)
-    model_->backward(float(scale) / float(gas), eng_->table(), *hooks_);
+    model_->backward(float(scale) / float(gas), eng_->table(), modelHooks());
     h = hooks_->take();
     rec.bwdMs += msSince(tb) - h;
     hookMs += h;
@@ -159,9 +172,27 @@ StepRecord Trainer::trainStep() {
   summary_.steps.push_back(rec);
 
   monitors_->write(trainEvents(samples_, rec.loss, lr, scale, rec.gradNorm));
+  const bool breakdown = plan_.deepspeed.wallClockBreakdown;
+  if (breakdown) {
+    monitors_->write(timingEvents(samples_, rec.fwdMs, rec.bwdMs, rec.commMs, rec.optimMs));
+    timers_.steps += 1;
+    timers_.fwdMs += rec.fwdMs;
+    timers_.bwdMs += rec.bwdMs;
+    timers_.commMs += rec.commMs;
+    timers_.optimMs += rec.optimMs;
+  }
   if (res.skipped && !scaler_->lastMessage().empty()) logLine(scaler_->lastMessage());
   const int64_t every = plan_.logEvery();
   if (step_ == 1 || step_ == plan_.train.steps || (every > 0 && step_ % every == 0)) {
+    if (breakdown && timers_.steps > 0) {
+      // DeepSpeed's wall_clock_breakdown line (engine timers), per-step means since the last one.
+      const double n = double(timers_.steps);
+      logLine(fmt::format("time (ms) | forward: {:.2f} | backward: {:.2f} | backward_allreduce: "
+                          "{:.2f} | step: {:.2f} (mean of {} step(s))",
+                          timers_.fwdMs / n, timers_.bwdMs / n, timers_.commMs / n,
+                          timers_.optimMs / n, timers_.steps));
+      timers_ = {};
+    }
     StepMetrics m;
     m.step = step_;
     m.totalSteps = plan_.train.steps;
@@ -191,7 +222,8 @@ double Trainer::evaluate() {
   Batch b;
   for (int64_t i = 0; i < n; ++i) {
     valLoader_->next(b);
-    sum += model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, eng_->table(), *hooks_);
+    sum += model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, eng_->table(),
+                           modelHooks());
   }
   hooks_->take();
   double loss = allreduceMean(sum / double(n));

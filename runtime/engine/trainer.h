@@ -16,6 +16,7 @@
 #include "runtime/config/plan.h"
 #include "runtime/data/corpora.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/engine/fp16_hooks.h"
 #include "runtime/engine/run_summary.h"
 #include "runtime/engine/timed_hooks.h"
 #include "runtime/model/model.h"
@@ -78,6 +79,11 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<zero::ZeroEngine> eng_;
   std::unique_ptr<TimedHooks> hooks_;
+  std::unique_ptr<Fp16Hooks> fp16Hooks_;  // fp16 mode: around hooks_ (fp16_hooks.h)
+  zero::BlockHooks& modelHooks() {
+    if (fp16Hooks_) return *fp16Hooks_;
+    return *hooks_;
+  }
   Corpora corpora_;
   std::unique_ptr<DataLoader> loader_, valLoader_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -86,6 +92,10 @@ class Trainer {
   Batch batch_;
   int64_t step_ = 0;
   int64_t samples_ = 0;  // global training samples consumed
+  struct Timers {  // wall_clock_breakdown: sums since the last printed breakdown line
+    int64_t steps = 0;
+    double fwdMs = 0, bwdMs = 0, commMs = 0, optimMs = 0;
+  } timers_;
   RunSummary summary_;
 };
 

@@ -1,7 +1,8 @@
 // Trainer checkpoints (see trainer.h): every rank writes its optimizer shard, rank 0 the full fp32
-// model and the client state (global step, optimizer steps, samples consumed, loss scaler), then
-// runtime/checkpoint publishes `latest` after a barrier. Loading rebuilds the same state at any
-// ZeRO stage and world size, so training continues on the same trajectory.
+// model and the client state (global step, optimizer steps, samples consumed, loss scaler, the
+// plan identity a resume must match), then runtime/checkpoint publishes `latest` after a barrier.
+// Loading refuses another model/data configuration and rebuilds the same state at any ZeRO stage
+// and world size, so training continues on the same trajectory.
 #include <cinttypes>
 
 #include <fmt/format.h>
@@ -16,15 +17,69 @@ namespace ds::runtime {
 
 namespace {
 
-// FNV-1a over what must not change across a resume: the model's shape and the data.
+// What must not change across a resume: the model's shape and the training data (corpus and the
+// order drawn from train.seed). Everything else (world size, ZeRO stage, offload, batch layout,
+// steps, cadence, optimizer hyper-parameters, precision, the validation data) may legitimately
+// change. Ordered key/value pairs; stored in client_state.plan_identity so a mismatch names the
+// fields.
+std::vector<std::pair<std::string, std::string>> planIdentity(const Plan& p) {
+  const auto& m = p.model;
+  const auto& d = p.data;
+  std::vector<std::pair<std::string, std::string>> v = {{"model.kind", m.kind}};
+  if (m.kind == "mlp") {
+    v.push_back({"model.mlp.sizes", fmt::format("{}", fmt::join(m.sizes, ","))});
+    v.push_back({"model.mlp.seq_len", std::to_string(m.seqLen)});
+  } else {
+    v.push_back({"model.gpt.n_layer", std::to_string(m.nLayer)});
+    v.push_back({"model.gpt.n_head", std::to_string(m.nHead)});
+    v.push_back({"model.gpt.n_embd", std::to_string(m.nEmbd)});
+    v.push_back({"model.gpt.seq_len", std::to_string(m.seqLen)});
+    v.push_back({"model.gpt.vocab_size", std::to_string(m.vocabSize)});
+    v.push_back({"model.gpt.padded_vocab_size",
+                 std::to_string(m.paddedVocab ? m.paddedVocab : m.vocabSize)});
+  }
+  if (d.kind == "shards") {
+    v.push_back({"data.shards", d.shards});
+  } else {
+    v.push_back({"data.synthetic.seed", std::to_string(d.syntheticSeed)});
+    v.push_back({"data.synthetic.tokens", std::to_string(d.syntheticTokens)});
+    v.push_back({"data.synthetic.branching", std::to_string(d.syntheticBranching)});
+  }
+  v.push_back({"train.seed", std::to_string(p.train.seed)});
+  return v;
+}
+
+// FNV-1a over the identity pairs.
 std::string planHash(const Plan& p) {
-  std::string s = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", p.model.kind, p.model.nLayer,
-                              p.model.nHead, p.model.nEmbd, p.model.seqLen, p.model.vocabSize,
-                              fmt::join(p.model.sizes, ","), p.data.kind, p.data.shards,
-                              p.data.syntheticSeed);
+  std::string s;
+  for (const auto& [k, val] : planIdentity(p)) s += k + "=" + val + "\n";
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return fmt::format("{:016x}", h);
+}
+
+// Refuses a checkpoint written for another model/data configuration (info.planHash empty: a
+// checkpoint written without one, accepted).
+void checkPlanHash(const Plan& p, const CheckpointInfo& info, const nlohmann::json& cs) {
+  const std::string mine = planHash(p);
+  if (info.planHash.empty() || info.planHash == mine) return;
+  std::vector<std::string> diffs;
+  if (cs.contains("plan_identity") && cs["plan_identity"].is_object()) {
+    const auto& saved = cs["plan_identity"];
+    for (const auto& [k, val] : planIdentity(p)) {
+      std::string was = saved.contains(k) && saved[k].is_string() ? saved[k].get<std::string>()
+                                                                  : "(absent)";
+      if (was != val) diffs.push_back(fmt::format("{}: checkpoint {}, plan {}", k, was, val));
+    }
+  }
+  const std::string detail =
+      diffs.empty() ? std::string() : fmt::format(" ({})", fmt::join(diffs, "; "));
+  throw ConfigError(fmt::format(
+      "checkpoint {}: written for plan hash {} but this plan hashes to {}: its model or data "
+      "configuration differs{}. Resume with the plan that wrote it (world size, ZeRO stage, "
+      "offload, batch layout, steps and cadence may change), or start a fresh run without "
+      "--resume or with another train.checkpoint.dir",
+      info.dir, info.planHash, mine, detail));
 }
 
 }  // namespace
@@ -52,11 +107,13 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
         {"optimizer_steps", eng_->stepCount()},
         {"global_samples", samples_},
         {"train_batch_size", plan_.deepspeed.trainBatchSize},
+        {"plan_identity", nlohmann::json::object()},
         {"loss_scaler",
          {{"cur_scale", s.curScale},
           {"cur_iter", s.curIter},
           {"last_overflow_iter", s.lastOverflowIter},
           {"cur_hysteresis", s.curHysteresis}}}};
+    for (const auto& [k, v] : planIdentity(plan_)) cs["plan_identity"][k] = v;
     req.clientState = cs.dump();
   }
   req.barrier = [this] { barrier(); };
@@ -68,12 +125,6 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
 void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
   auto reader = CheckpointReader::open(root, tag == "latest" ? "" : tag);
   const CheckpointInfo& info = reader->info();
-  const auto& params = model_->params();
-  reader->checkParams(params);
-  std::vector<float> flat(model_->numParamsTotal());
-  reader->readModel(params, flat.data());
-  eng_->setParams(flat.data());
-
   nlohmann::json cs;
   try {
     cs = nlohmann::json::parse(info.clientState.empty() ? "{}" : info.clientState);
@@ -81,6 +132,12 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
     throw ConfigError(fmt::format("checkpoint {}: client state is not JSON: {}", info.dir,
                                   e.what()));
   }
+  checkPlanHash(plan_, info, cs);
+  const auto& params = model_->params();
+  reader->checkParams(params);
+  std::vector<float> flat(model_->numParamsTotal());
+  reader->readModel(params, flat.data());
+  eng_->setParams(flat.data());
   const int64_t optSteps = cs.value("optimizer_steps", info.step);
   eng_->loadOptimizerState(reader->rangeReader(), optSteps);
 

@@ -387,15 +387,17 @@ void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
   // dres_ now holds d(x), the gradient of the previous block's output.
 }
 
+// Includes layerWork_/headWork_: the fp32 block workspace that activation checkpointing (the
+// recompute target) and bf16 (the widened copy) keep allocated for the whole step.
 size_t Gpt2Model::activationBytes() const {
   size_t n = (tokens_.size() + targets_.size()) * sizeof(int32_t);
   for (const ActSet& r : resid_) n += r.bytes();
   for (const ActSet& a : layer_) n += a.bytes();
-  return n + head_.bytes();
+  return n + head_.bytes() + layerWork_.bytes() + headWork_.bytes();
 }
 
 size_t Gpt2Model::workspaceBytes() const {
-  size_t n = layerWork_.bytes() + headWork_.bytes() + access_.scratchBytes();
+  size_t n = access_.scratchBytes();
   for (const auto* v : {&xin_, &xout_, &tmp_, &dres_, &dln_, &dqkv_, &datty_, &dfch_, &dfchGelu_,
                         &dtt_, &dlogits_}) {
     n += v->size() * sizeof(float);

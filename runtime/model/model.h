@@ -51,9 +51,11 @@ class Model {
   // ACCUMULATES d(lossScale * loss)/dparam into p.grad (fp32); calls hooks.beforeBackward(b) /
   // afterBackward(b) from the last block to 0; reads values of block b only between them.
   virtual void backward(float lossScale, zero::ParamTable& p, zero::BlockHooks& hooks) = 0;
-  // Bytes of activations held for backward at the last forward's B, T (0 before any forward).
+  // Bytes of activations held for backward at the last forward's B, T (0 before any forward),
+  // including the per-block buffers the backward needs while it holds them (GPT-2: the fp32
+  // block workspace that activation checkpointing recomputes into and bf16 widens into).
   virtual size_t activationBytes() const = 0;
-  // Bytes of transient working memory (one block's recompute/gradient scratch, bf16 widening).
+  // Bytes of other transient working memory (gradient scratch, bf16 weight widening).
   virtual size_t workspaceBytes() const { return 0; }
   // fwd+bwd FLOPs per token at sequence length seqLen: 6N (N without wpe) + attention 6*L*C*T.
   virtual double flopsPerToken() const = 0;

@@ -42,6 +42,10 @@ TEST_CASE("batch triangle: DeepSpeed's messages", "[unit]") {
   CHECK(errorOf({32, 0, 0}, 3) ==
         "Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
         "gradient_acc_step * world_size 32 != 10 * 1 * 3");
+  // The plan schema already refuses train_batch_size < 1, so this check is only reachable through
+  // the resolver itself (as in DeepSpeed, which asserts after filling in the triangle).
+  CHECK(errorOf({-4, 0, 0}, 1) == "Train batch size: -4 has to be greater than 0");
+  CHECK(errorOf({0, -2, 3}, 2) == "Train batch size: -12 has to be greater than 0");
   CHECK(errorOf({4, 0, 0}, 8) == "Micro batch size per gpu: 0 has to be greater than 0");
   CHECK(errorOf({32, 16, 0}, 4) == "Gradient accumulation steps: 0 has to be greater than 0");
 }

@@ -231,3 +231,23 @@ TEST_CASE("plan: a run shorter than the cosine warmup is fine, an explicit short
              Catch::Contains("total_num_steps: WarmupCosineLR needs total_num_steps > "
                              "warmup_num_steps"));
 }
+
+TEST_CASE("plan: model.gpt.init_from resolves against the plan's folder and is a string",
+          "[unit]") {
+  const std::string yaml = R"(model:
+  gpt: {n_layer: 1, n_head: 2, n_embd: 16, seq_len: 8, vocab_size: 32, init_from: w/gpt2.bin}
+deepspeed:
+  train_batch_size: 8
+)";
+  CHECK(parsePlan(kMini, "plan.yaml").initFrom.empty());
+  CHECK(parsePlan(yaml, "plan.yaml", {}, 1, "/plans").initFrom == "/plans/w/gpt2.bin");
+  CHECK(parsePlan(yaml, "plan.yaml", {"model.gpt.init_from=/abs/gpt2_124M.bin"}, 1, "/plans")
+            .initFrom == "/abs/gpt2_124M.bin");
+  CHECK(errorOf(kMini, {"model.gpt.init_from=[a]"}) ==
+        "--set model.gpt.init_from: expected a string, got a list");
+  CHECK(errorOf(kMini, {"model.gpt.init_from=''"}) ==
+        "--set model.gpt.init_from: expected a file path, got ''");
+  CHECK_THAT(errorOf("model:\n  mlp: {sizes: [16, 8, 16], init_from: x.bin}\n"
+                     "deepspeed: {train_batch_size: 8}\n"),
+             Contains("model.mlp.init_from: unknown key"));
+}

@@ -1,9 +1,12 @@
 // Trainer on one rank (no comm): the MLP and a tiny GPT-2 learn the synthetic corpus, step lines
 // and the run summary come out, resuming from a checkpoint continues the same loss trajectory
-// bit for bit (fp32), and bad set-ups are refused with errors naming what is wrong.
+// bit for bit (fp32 and bf16), wall_clock_breakdown reports timers, and bad set-ups are refused
+// with errors naming what is wrong.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -153,13 +156,15 @@ TEST_CASE("trainer: the default plan gets within a stated margin of the entropy 
   CHECK(gap > -0.02);  // cannot beat the floor (beyond sampling noise of the val stream)
 }
 
-// fp16 runs the fp32 kernels under DeepSpeed's dynamic loss scaler (the CPU model has no fp16
-// kernels). A power-of-two scale is exact in fp32, so without overflow the losses equal the fp32
-// run bit for bit. Overflow is therefore only reachable through the scale itself here: 2^130 is
-// inf in fp32, the gradients become inf/nan, the step is skipped (hysteresis 2: the first
-// overflow only spends hysteresis) and the scale halves until it is finite (2^127).
-TEST_CASE("trainer: fp16 dynamic loss scaling scales exactly and skips overflowing steps",
-          "[unit]") {
+// fp16 mode reads fp16-rounded weights and rounds the gradients to fp16 (fp16_hooks.h) under
+// DeepSpeed's dynamic loss scaler. Without overflow it tracks the fp32 run closely but not
+// bitwise: every weight moves by up to 2^-11 relative (fp16's half ulp), which shifts the loss by
+// much less than that in the mean (measured: at most 2.7e-5 relative over 8 steps); 1e-3 leaves
+// room for other BLAS builds while a missing unscale (a factor 65536) or a skipped step would be
+// far outside.
+// An initial scale of 2^40 overflows fp16 gradients (trainer_numerics_test checks where): the
+// step is skipped, the scaler says so and scales down.
+TEST_CASE("trainer: fp16 dynamic loss scaling tracks fp32 and skips overflowing steps", "[unit]") {
   Plan p = test::mlpPlan(1, 2, 2, 8);
   TrainerOptions o;
   o.out = nullptr;
@@ -172,22 +177,28 @@ TEST_CASE("trainer: fp16 dynamic loss scaling scales exactly and skips overflowi
   {
     Trainer t(p, nullptr, o);
     const auto& s = t.run();
-    CHECK(lossesOf(s) == fp32);
+    auto fp16 = lossesOf(s);
+    REQUIRE(fp16.size() == fp32.size());
+    double worst = 0;
+    for (size_t i = 0; i < fp16.size(); ++i) worst = std::max(worst, test::relDiff(fp16[i], fp32[i]));
+    std::printf("fp16 vs fp32 over %zu steps: worst relative loss difference %.3g\n", fp16.size(),
+                worst);
+    INFO("worst relative difference fp16 vs fp32 " << worst);
+    CHECK(worst < 1e-3);
+    CHECK(fp16 != fp32);  // the rounding is applied
     CHECK(s.steps.front().lossScale == 65536.0);
+    for (const auto& r : s.steps) CHECK_FALSE(r.skipped);
     CHECK(s.dtype == "fp16");
   }
-  p.deepspeed.fp16.initialScalePower = 130;
-  p.deepspeed.gradientAccumulationSteps = 1;
-  p.deepspeed.microBatchPerGpu = p.deepspeed.trainBatchSize;
-  p.train.steps = 12;
+  p.deepspeed.fp16.initialScalePower = 40;
+  p.train.steps = 30;
   Captured out;
   o.out = out.f;
   Trainer t(p, nullptr, o);
   const auto& s = t.run();
   int skipped = 0;
   for (const auto& r : s.steps) skipped += r.skipped;
-  CHECK(skipped == 4);  // 2^130 (hysteresis), 2^130, 2^129, 2^128
-  CHECK(s.steps.back().lossScale == std::ldexp(1.0, 127));
+  CHECK(skipped >= 2);
   CHECK(s.steps.front().skipped);
   CHECK_FALSE(s.steps.back().skipped);
   CHECK(s.steps.back().lossScale < s.steps.front().lossScale);
@@ -196,4 +207,68 @@ TEST_CASE("trainer: fp16 dynamic loss scaling scales exactly and skips overflowi
   std::string text = out.text();
   CHECK(text.find("SKIPPED (overflow)") != std::string::npos);
   CHECK(text.find("OVERFLOW!") != std::string::npos);
+}
+
+// bf16: the checkpoint holds the fp32 masters; on resume the bf16 working copy is rounded from
+// them exactly as the optimizer pass rounds it, so the trajectory continues bit for bit too.
+TEST_CASE("trainer: resuming a bf16 run continues the same trajectory", "[unit]") {
+  for (int stage : {0, 3}) {
+    TempDir dir;
+    Plan p = test::gptPlan(1, stage, 2, 8);
+    p.deepspeed.bf16 = true;
+    p.train.checkpointDir = dir.path();
+    p.train.checkpointEvery = 3;
+    TrainerOptions o;
+    o.out = nullptr;
+    std::vector<double> full;
+    {
+      Trainer t(p, nullptr, o);
+      full = lossesOf(t.run());
+    }
+    o.resume = "global_step3";
+    Trainer r(p, nullptr, o);
+    CHECK(r.step() == 3);
+    auto resumed = lossesOf(r.run());
+    REQUIRE(resumed.size() == 5);
+    INFO("stage " << stage);
+    for (size_t i = 0; i < 5; ++i) CHECK(resumed[i] == full[3 + i]);
+  }
+}
+
+// wall_clock_breakdown: DeepSpeed's "time (ms) | forward ..." line with each step line (the mean
+// since the previous one) and the elapsed_time_ms_* monitor events; nothing of it when off.
+TEST_CASE("trainer: wall_clock_breakdown prints the timer line and writes timer events",
+          "[unit]") {
+  for (bool on : {true, false}) {
+    TempDir dir;
+    Plan p = test::mlpPlan(1, 0, 2, 10);
+    p.train.logEvery = 5;
+    p.deepspeed.wallClockBreakdown = on;
+    p.deepspeed.csvMonitor = {true, dir.path(), "job"};
+    Captured out;
+    TrainerOptions o;
+    o.out = out.f;
+    {
+      Trainer t(p, nullptr, o);
+      t.run();
+    }
+    const std::string text = out.text();
+    const std::string csv = dir.file("job/Train_Samples_elapsed_time_ms_forward.csv");
+    INFO(text);
+    if (!on) {
+      CHECK(text.find("time (ms)") == std::string::npos);
+      CHECK_FALSE(std::filesystem::exists(csv));
+      continue;
+    }
+    CHECK(text.find("time (ms) | forward: ") != std::string::npos);
+    CHECK(text.find("| backward_allreduce: ") != std::string::npos);
+    CHECK(text.find("(mean of 1 step(s))") != std::string::npos);  // before step 1's line
+    CHECK(text.find("(mean of 4 step(s))") != std::string::npos);  // steps 2-5
+    CHECK(text.find("(mean of 5 step(s))") != std::string::npos);  // steps 6-10
+    CHECK(text.find("time (ms)") < text.find("step       1/10"));
+    REQUIRE(std::filesystem::exists(csv));
+    const std::string rows = test::readFile(csv);
+    CHECK(rows.rfind("step,elapsed_time_ms_forward\n16,", 0) == 0);  // x = samples (16 per step)
+    CHECK(std::count(rows.begin(), rows.end(), '\n') == 11);
+  }
 }
