@@ -1,31 +1,38 @@
 // NcclWork: a Work completed by a CUDA event recorded on the group's stream after the kernel.
-// wait() polls the event and the communicator's async error until the timeout; on a NCCL error
-// or a timeout the communicator is aborted, so a dead peer can never hang the waiter.
+// wait() polls the event, the group's abort state and the communicator's async error until the
+// timeout. A failure names its cause: the watchdog's abort names the dead peer; a NCCL error
+// first gives the watchdog a grace period to name one; a timeout aborts the communicator, so a
+// dead peer can never hang the waiter.
 #pragma once
 
 #include <cuda_runtime.h>
-#include <nccl.h>
 
-#include <atomic>
+#include <chrono>
 #include <memory>
 
+#include "comm/nccl/nccl_comm.h"
 #include "comm/work.h"
 
 namespace ds::comm::nccl_impl {
 
 class NcclWork final : public Work {
  public:
-  // `aborted` is shared with the backend: set once the communicator has been aborted.
-  NcclWork(std::string what, cudaStream_t stream, ncclComm_t comm,
-           std::shared_ptr<std::atomic<bool>> aborted);
+  // Records the event on `stream`. `grace`: how long a NCCL async error waits for the watchdog
+  // to name a dead peer before the communicator is aborted anonymously.
+  NcclWork(std::string what, cudaStream_t stream, std::shared_ptr<NcclComm> comm,
+           std::chrono::milliseconds grace);
   ~NcclWork() override;
   void wait(std::chrono::milliseconds timeout) override;
 
+  // With the comm's lock held: true once settled (completes the Work if the event fired).
+  bool pollLocked();
+  // With the comm's lock held: completes the Work if its event fired, else fails it.
+  void settleLocked(std::exception_ptr reason);
+
  private:
   cudaEvent_t event_ = nullptr;
-  ncclComm_t comm_;
-  std::shared_ptr<std::atomic<bool>> aborted_;
-  void abort();
+  std::shared_ptr<NcclComm> comm_;
+  std::chrono::milliseconds grace_;
 };
 
 }  // namespace ds::comm::nccl_impl
