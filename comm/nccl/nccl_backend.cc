@@ -76,14 +76,20 @@ class NcclBackend final : public Backend {
     grace_ = lo.peerTimeout + 3 * lo.beat;
     int me = globalRanks_[rank_];
     std::weak_ptr<NcclComm> weak = comm_;
+    int dev = device_;
+    // Both run on the watchdog thread, which makes this group's device current first (so that
+    // polling events never creates a context on device 0).
     watch_ = watchdog_->watch(
         globalRanks_,
-        [weak] {
+        [weak, dev] {
           auto c = weak.lock();
-          return c && c->anyPending();
+          if (!c) return false;
+          cudaSetDevice(dev);
+          return c->tryAnyPending();
         },
-        [weak, me](const PeerFailure& f) {
+        [weak, me, dev](const PeerFailure& f) {
           if (auto c = weak.lock()) {
+            cudaSetDevice(dev);
             c->abort(std::make_exception_ptr(CommError(
                 fmt::format("nccl collective on rank {} failed: {}; communicator aborted", me,
                             f.message),

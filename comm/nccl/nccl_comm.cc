@@ -45,6 +45,12 @@ bool NcclComm::anyPending() {
   return !aborted_ && anyPendingLocked();
 }
 
+bool NcclComm::tryAnyPending() {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return true;
+  return !aborted_ && anyPendingLocked();
+}
+
 void NcclComm::abort(std::exception_ptr reason) {
   std::lock_guard<std::mutex> lock(mu_);
   abortLocked(std::move(reason));

@@ -34,6 +34,9 @@ class NcclComm {
 
   // Locking forms (the watchdog's callbacks).
   bool anyPending();
+  // Never blocks: a lock held by an enqueue in progress counts as pending (so the watchdog
+  // thread keeps beating whatever the issuing thread does).
+  bool tryAnyPending();
   void abort(std::exception_ptr reason);
 
  private:
