@@ -7,7 +7,9 @@
 // fp16/bf16 sum/avg are widened into an fp32 staging buffer, reduced in fp32 and narrowed once
 // (half_staging.h); fp16/bf16 max/min stay native (exact in 16 bit: the result is one of the
 // inputs). A PeerWatchdog (peer_liveness.h), shared by the world group and its subgroups, aborts
-// a group whose member died while it has Work pending, naming that member.
+// a group whose member died while it has Work pending, naming that member. send/recv are queued
+// and enqueued together in one ncclGroup (NCCL runs ungrouped p2p in stream order, so a recv
+// posted before its send would block it).
 #include "comm/nccl/nccl_backend.h"
 
 #include <algorithm>
@@ -99,6 +101,8 @@ class NcclBackend final : public Backend {
   }
 
   ~NcclBackend() override {
+    flush();  // queued p2p calls are enqueued, never dropped
+    flusher_.reset();
     // Let issued work finish (bounded; the watchdog still watches, so a dead peer ends it by
     // aborting), then stop watching and abort what is left rather than wait on it.
     auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -242,19 +246,8 @@ class NcclBackend final : public Backend {
     });
   }
 
-  WorkPtr send(BufferView buf, int dst, int) override {
-    onDevice("send", buf);
-    return issue(fmt::format("nccl send to rank {}", dst), [&](ncclComm_t c) {
-      ncclCheck(ncclSend(buf.data, buf.count, ncclType(buf.dtype), dst, c, stream_), "ncclSend");
-    });
-  }
-
-  WorkPtr recv(BufferView buf, int src, int) override {
-    onDevice("recv", buf);
-    return issue(fmt::format("nccl recv from rank {}", src), [&](ncclComm_t c) {
-      ncclCheck(ncclRecv(buf.data, buf.count, ncclType(buf.dtype), src, c, stream_), "ncclRecv");
-    });
-  }
+  WorkPtr send(BufferView buf, int dst, int) override { return queueP2P(true, buf, dst); }
+  WorkPtr recv(BufferView buf, int src, int) override { return queueP2P(false, buf, src); }
 
   std::unique_ptr<Backend> newSubgroup(const std::vector<int>& ranks) override {
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
@@ -263,6 +256,7 @@ class NcclBackend final : public Backend {
     {
       std::lock_guard<std::mutex> lock(comm_->mu());
       if (comm_->aborted()) std::rethrow_exception(comm_->reason());
+      flushLocked();
       ncclCheck(ncclCommSplit(comm_->get(), color, static_cast<int>(it - ranks.begin()), &sub,
                               nullptr),
                 "ncclCommSplit");
@@ -321,6 +315,7 @@ class NcclBackend final : public Backend {
       w->markFailed(comm_->reason());
       return w;
     }
+    flushLocked();  // queued p2p calls come first, as issued
     afterCaller();
     try {
       enqueue(comm_->get());
@@ -332,6 +327,76 @@ class NcclBackend final : public Backend {
     comm_->track(w);
     return w;
   }
+
+  // Queues a send/recv (see NcclDeferredWork): ordered after the caller's stream now, enqueued
+  // with the other queued p2p calls as one NCCL group at the first wait or the next collective.
+  WorkPtr queueP2P(bool isSend, BufferView buf, int peer) {
+    onDevice(isSend ? "send" : "recv", buf);
+    std::string what = fmt::format("nccl {} rank {}", isSend ? "send to" : "recv from", peer);
+    std::lock_guard<std::mutex> lock(comm_->mu());
+    if (comm_->aborted()) {
+      auto w = std::make_shared<Work>(std::move(what));
+      w->markFailed(comm_->reason());
+      return w;
+    }
+    ncclType(buf.dtype);  // refuse an unsupported dtype now, not at the flush
+    afterCaller();
+    auto w = std::make_shared<NcclDeferredWork>(std::move(what), flusher_);
+    p2p_.push_back(P2POp{isSend, buf, peer, w});
+    return w;
+  }
+
+  void flush() {
+    std::lock_guard<std::mutex> lock(comm_->mu());
+    flushLocked();
+  }
+
+  // With the comm's lock held: enqueues the queued p2p calls as one group and binds their Works.
+  void flushLocked() {
+    if (p2p_.empty()) return;
+    std::vector<P2POp> ops;
+    ops.swap(p2p_);
+    WorkPtr real;
+    if (comm_->aborted()) {
+      real = std::make_shared<Work>("nccl send/recv group");
+      real->markFailed(comm_->reason());
+    } else {
+      try {
+        cudaCheck(cudaSetDevice(device_), "cudaSetDevice");
+        ncclCheck(ncclGroupStart(), "ncclGroupStart");
+        for (auto& op : ops) {
+          auto t = ncclType(op.buf.dtype);
+          if (op.isSend) {
+            ncclCheck(ncclSend(op.buf.data, op.buf.count, t, op.peer, comm_->get(), stream_),
+                      "ncclSend");
+          } else {
+            ncclCheck(ncclRecv(op.buf.data, op.buf.count, t, op.peer, comm_->get(), stream_),
+                      "ncclRecv");
+          }
+        }
+        ncclCheck(ncclGroupEnd(), "ncclGroupEnd");
+        auto w = std::make_shared<NcclWork>(
+            fmt::format("nccl send/recv group of {} call(s) on rank {}", ops.size(), rank_),
+            stream_, comm_, grace_);
+        comm_->track(w);
+        real = w;
+      } catch (...) {
+        real = std::make_shared<Work>("nccl send/recv group");
+        real->markFailed(std::current_exception());
+      }
+    }
+    for (auto& op : ops) op.work->bind(real);
+  }
+
+  struct P2POp {
+    bool isSend;
+    BufferView buf;
+    int peer;
+    std::shared_ptr<NcclDeferredWork> work;
+  };
+  std::vector<P2POp> p2p_;  // under comm_->mu()
+  std::shared_ptr<std::function<void()>> flusher_ =
+      std::make_shared<std::function<void()>>([this] { flush(); });
 
   std::shared_ptr<NcclComm> comm_;
   int device_;

@@ -73,4 +73,36 @@ void NcclWork::wait(std::chrono::milliseconds timeout) {
   Work::wait(timeout);
 }
 
+void NcclDeferredWork::bind(WorkPtr real) {
+  std::lock_guard<std::mutex> lock(mu_);
+  real_ = std::move(real);
+}
+
+void NcclDeferredWork::wait(std::chrono::milliseconds timeout) {
+  WorkPtr real;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    real = real_;
+  }
+  if (!real) {
+    if (auto flush = flush_.lock()) (*flush)();
+    std::lock_guard<std::mutex> lock(mu_);
+    real = real_;
+  }
+  if (!isCompleted()) {
+    if (!real) {
+      markFailed(std::make_exception_ptr(CommError(fmt::format(
+          "{}: never enqueued (its group was destroyed first)", what()))));
+    } else {
+      try {
+        real->wait(timeout);
+        markCompleted();
+      } catch (...) {  // a timeout too: NcclWork has aborted the communicator by then
+        markFailed(std::current_exception());
+      }
+    }
+  }
+  Work::wait(timeout);
+}
+
 }  // namespace ds::comm::nccl_impl

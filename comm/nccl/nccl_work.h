@@ -8,7 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 
 #include "comm/nccl/nccl_comm.h"
 #include "comm/work.h"
@@ -33,6 +35,25 @@ class NcclWork final : public Work {
   cudaEvent_t event_ = nullptr;
   std::shared_ptr<NcclComm> comm_;
   std::chrono::milliseconds grace_;
+};
+
+// A send or recv waiting to be enqueued. NCCL runs ungrouped point-to-point calls in stream
+// order, so a recv posted before a send would block the send behind it (and every rank of a ring
+// would wait on its recv): the backend queues p2p calls and enqueues them as one ncclGroup when
+// one of them is first waited, or before the next collective. wait() first flushes (through
+// `flush`, which does nothing once the backend is gone), then waits on the group's NcclWork.
+class NcclDeferredWork final : public Work {
+ public:
+  NcclDeferredWork(std::string what, std::weak_ptr<std::function<void()>> flush)
+      : Work(std::move(what)), flush_(std::move(flush)) {}
+  void wait(std::chrono::milliseconds timeout) override;
+  // Called by the flush: the Work that completes this one.
+  void bind(WorkPtr real);
+
+ private:
+  std::weak_ptr<std::function<void()>> flush_;
+  std::mutex mu_;
+  WorkPtr real_;
 };
 
 }  // namespace ds::comm::nccl_impl

@@ -1,7 +1,8 @@
 // DeviceMirror: a test-only Backend over the nccl backend that accepts host buffers, so the
 // host-buffer conformance checks (tests/comm/conformance_check.h: runAll, runHalfAccumulation)
-// run unchanged against nccl on device memory. Each call copies its inputs to fresh device
-// buffers, runs the collective, waits, copies the outputs back and returns a completed Work.
+// run unchanged against nccl on device memory. Each collective copies its inputs to fresh device
+// buffers, runs, waits, copies the outputs back and returns a completed Work; send/recv return a
+// Work that does the wait and the copy back when waited.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -61,16 +62,15 @@ class DeviceMirror final : public comm::Backend {
     inner_->barrier()->wait();
     return done("barrier");
   }
+  // Point-to-point stays asynchronous (a ring posts its recv and send before waiting on either):
+  // the device copy lives in the returned Work, which copies back when waited.
   comm::WorkPtr send(comm::BufferView b, int dst, int tag) override {
-    Dev d(b);
-    inner_->send(d.view, dst, tag)->wait();
-    return done("send");
+    auto d = std::make_shared<Dev>(b);
+    return std::make_shared<MirrorWork>("send", inner_->send(d->view, dst, tag), d, b, false);
   }
   comm::WorkPtr recv(comm::BufferView b, int src, int tag) override {
-    Dev d(b);
-    inner_->recv(d.view, src, tag)->wait();
-    d.back(b);
-    return done("recv");
+    auto d = std::make_shared<Dev>(b);
+    return std::make_shared<MirrorWork>("recv", inner_->recv(d->view, src, tag), d, b, true);
   }
   std::unique_ptr<comm::Backend> newSubgroup(const std::vector<int>& ranks) override {
     auto sub = inner_->newSubgroup(ranks);
@@ -99,6 +99,32 @@ class DeviceMirror final : public comm::Backend {
     comm::BufferView view;
   };
   comm::WorkPtr done(const char* what) { return comm::completedWork(what); }
+
+  class MirrorWork final : public comm::Work {
+   public:
+    MirrorWork(const char* what, comm::WorkPtr inner, std::shared_ptr<Dev> dev,
+               comm::BufferView host, bool copyBack)
+        : Work(what), inner_(std::move(inner)), dev_(std::move(dev)), host_(host),
+          copyBack_(copyBack) {}
+    void wait(std::chrono::milliseconds timeout) override {
+      if (!isCompleted()) {
+        try {
+          inner_->wait(timeout);
+          if (copyBack_) dev_->back(host_);
+          markCompleted();
+        } catch (...) {
+          markFailed(std::current_exception());
+        }
+      }
+      Work::wait(timeout);
+    }
+
+   private:
+    comm::WorkPtr inner_;
+    std::shared_ptr<Dev> dev_;
+    comm::BufferView host_;
+    bool copyBack_;
+  };
 
   std::unique_ptr<comm::Backend> inner_;
 };
