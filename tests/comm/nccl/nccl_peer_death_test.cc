@@ -92,6 +92,9 @@ TEST_CASE("nccl child: a rank of the peer-death test", "[.][nccl-child]") {
     } catch (const CommError& e) {
       result = fmt::format("CommError peer={} at={} what={}", e.peer(),
                            Clock::now().time_since_epoch().count(), e.what());
+      // Written before the group's teardown, which must not hang either (the parent's deadline
+      // would then show it as a timed-out rank).
+      ds::test::writeFile(dir + "/result" + std::to_string(r), result);
     }
   } catch (const std::exception& e) {
     result = fmt::format("other exception: {}", e.what());
