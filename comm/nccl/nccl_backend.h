@@ -2,6 +2,8 @@
 // ("nccl/uid", set by rank 0), each group has one CUDA stream, and every Work completes when the
 // CUDA event recorded after its kernel fires. Device buffers only (BufferView::device == kCuda);
 // host buffers are refused with a hint to use gloo. The device is LOCAL_RANK % device count.
+// fp16/bf16 sum/avg are accumulated in fp32; send/recv are enqueued as one NCCL group at the
+// first wait or the next collective; a liveness watchdog names a dead peer (docs/comm.md).
 #pragma once
 
 #include <memory>

@@ -1,0 +1,164 @@
+// A peer SIGKILLed mid-allreduce on the nccl backend [gpu]: every survivor fails within seconds
+// with a CommError naming it (the liveness watchdog aborts the communicator), both for an
+// ordinary rank and for rank 0, whose death also takes the store down. Mirrors the conformance
+// test of the CPU backends. Needs two CUDA devices (one NCCL rank per GPU); skips otherwise.
+// Ranks are fresh processes (this binary re-run on a hidden test case), since a process that has
+// initialised CUDA cannot use it in a forked child; the parent never touches CUDA.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "comm/nccl/nccl_backend.h"
+#include "comm/process_group.h"
+#include "comm/registry.h"
+#include "comm/store/tcp_store.h"
+#include "core/error.h"
+#include "tests/comm/conformance_procs.h"
+#include "tests/support/spawn_ranks.h"
+
+#include <cuda_runtime.h>
+
+using namespace ds;
+using namespace ds::comm;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const char* kChildTest = "nccl child: a rank of the peer-death test";
+const char* kProbeTest = "nccl child: device count probe";
+
+std::string selfExe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// CUDA devices, counted in a fresh process so this one stays CUDA-free.
+int deviceCountInChild() {
+  ds::test::TempDir dir;
+  std::string out;
+  int rc = ds::test::runCommand(fmt::format("DS_NCCL_CHILD_DIR={} '{}' '{}'", dir.path(),
+                                            selfExe(), kProbeTest),
+                                &out, std::chrono::seconds(60));
+  if (rc != 0) return 0;
+  try {
+    return std::stoi(ds::test::readFile(dir.file("devices")));
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("nccl child: device count probe", "[.][nccl-child]") {
+  ds::test::writeFile(env("DS_NCCL_CHILD_DIR") + "/devices", std::to_string(cudaDeviceCount()));
+}
+
+// One rank: a warm-up allreduce, "ready", then allreduces until one fails; the result file says
+// how (and when, on the steady clock shared by the processes of this host).
+TEST_CASE("nccl child: a rank of the peer-death test", "[.][nccl-child]") {
+  std::string dir = env("DS_NCCL_CHILD_DIR");
+  int r = std::stoi(env("DS_NCCL_CHILD_RANK")), n = std::stoi(env("DS_NCCL_CHILD_SIZE"));
+  std::string result;
+  try {
+    TcpStoreOptions so;
+    so.host = "127.0.0.1";
+    so.port = std::stoi(env("DS_NCCL_CHILD_PORT"));
+    so.isServer = r == 0;
+    so.token = "nccl-death-test";
+    so.timeout = std::chrono::seconds(60);
+    GroupOptions go;
+    go.timeout = std::chrono::seconds(60);
+    ProcessGroup pg(createBackend("nccl", std::make_shared<TcpStore>(so), r, n, go));
+    const size_t count = size_t{16} << 20;  // 64 MiB of fp32: each allreduce takes a while
+    float* d = nullptr;
+    if (cudaMalloc(&d, count * sizeof(float)) != cudaSuccess) throw Error("cudaMalloc");
+    BufferView v{d, count, DType::kF32, Device::kCuda};
+    pg.allreduce(v, ReduceOp::kSum)->wait();
+    ds::test::writeFile(dir + "/ready" + std::to_string(r), "1");
+    auto start = Clock::now();
+    try {
+      while (Clock::now() - start < std::chrono::seconds(60)) {
+        pg.allreduce(v, ReduceOp::kSum)->wait(std::chrono::seconds(60));
+      }
+      result = "no failure seen";
+    } catch (const CommError& e) {
+      result = fmt::format("CommError peer={} at={} what={}", e.peer(),
+                           Clock::now().time_since_epoch().count(), e.what());
+      // Written before the group's teardown, which must not hang either (the parent's deadline
+      // would then show it as a timed-out rank).
+      ds::test::writeFile(dir + "/result" + std::to_string(r), result);
+    }
+  } catch (const std::exception& e) {
+    result = fmt::format("other exception: {}", e.what());
+  }
+  ds::test::writeFile(dir + "/result" + std::to_string(r), result);
+}
+
+TEST_CASE("nccl: a peer SIGKILLed mid-allreduce fails every survivor with CommError naming it",
+          "[gpu]") {
+  int devices = deviceCountInChild();
+  if (devices < 2) {
+    WARN("needs two CUDA devices (NCCL allows one rank per GPU): skipped");
+    return;
+  }
+  const int n = std::min(devices, 4);
+  const auto bound = std::chrono::seconds(10);
+  for (int victim : {n - 1, 0}) {
+    INFO("world " << n << ", victim rank " << victim);
+    ds::test::TempDir dir;
+    int port = ds::test::freePort();
+    std::string exe = selfExe();
+    int64_t killedAt = 0;
+    auto res = ds::test::conformance::forkRanks(
+        n,
+        [&](int r) -> std::string {
+          ::setenv("DS_NCCL_CHILD_DIR", dir.path().c_str(), 1);
+          ::setenv("DS_NCCL_CHILD_RANK", std::to_string(r).c_str(), 1);
+          ::setenv("DS_NCCL_CHILD_SIZE", std::to_string(n).c_str(), 1);
+          ::setenv("DS_NCCL_CHILD_PORT", std::to_string(port).c_str(), 1);
+          ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+          ::setenv("DS_NCCL_PEER_TIMEOUT", "3", 1);
+          ::execl(exe.c_str(), exe.c_str(), kChildTest, static_cast<char*>(nullptr));
+          return "exec failed";
+        },
+        std::chrono::seconds(150),
+        [&](const std::vector<pid_t>& pids) {
+          auto deadline = Clock::now() + std::chrono::seconds(90);
+          auto allReady = [&] {
+            for (int r = 0; r < n; ++r)
+              if (!std::filesystem::exists(dir.file("ready" + std::to_string(r)))) return false;
+            return true;
+          };
+          while (!allReady() && Clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          killedAt = Clock::now().time_since_epoch().count();
+          ::kill(pids[victim], SIGKILL);
+        });
+    CHECK(res[victim].signal == SIGKILL);
+    for (int r = 0; r < n; ++r) {
+      if (r == victim) continue;
+      std::string text;
+      try {
+        text = ds::test::readFile(dir.file("result" + std::to_string(r)));
+      } catch (...) {
+      }
+      INFO("rank " << r << ": " << text);
+      CHECK_FALSE(res[r].timedOut);
+      REQUIRE_THAT(text, Catch::StartsWith(fmt::format("CommError peer={} ", victim)));
+      CHECK_THAT(text, Catch::Contains(fmt::format("rank {}", victim)));
+      auto atPos = text.find("at=") + 3;
+      auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+          Clock::duration(std::stoll(text.substr(atPos)) - killedAt));
+      CHECK(took < bound);
+    }
+  }
+}
