@@ -37,6 +37,14 @@ void validate(const std::vector<ParamInfo>& params, int numBlocks, const ZeroOpt
   if (z.offloadOptimizer.device != "none" && z.stage == 0)
     throw ConfigError("zero_optimization.offload_optimizer: needs ZeRO stage 1, 2 or 3 (stage is 0)");
   if (z.reduceBucketSize == 0) throw ConfigError("zero_optimization.reduce_bucket_size: must be > 0");
+  if (!z.reduceScatter && z.stage == 3)
+    throw ConfigError(
+        "zero_optimization.reduce_scatter: false is supported at stages 0-2 only (stage 3 always "
+        "reduce-scatters its per-parameter gradients)");
+  if (!z.contiguousGradients)
+    throw ConfigError(
+        "zero_optimization.contiguous_gradients: false is not supported (stages 2 and 3 always "
+        "copy finished gradients into contiguous bucket buffers; use true)");
   if (numBlocks < 1) throw ConfigError("ZeroEngine: numBlocks must be >= 1");
   for (const auto& p : params) {
     if (p.numel == 0) throw ConfigError("ZeroEngine: parameter '" + p.name + "' has 0 elements");
