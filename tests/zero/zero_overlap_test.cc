@@ -98,7 +98,7 @@ ptrdiff_t indexOf(const std::vector<TraceEvent>& t, Kind k, int64_t id) {
 
 std::string show(const std::vector<TraceEvent>& t) {
   static const char* names[] = {"F<", "F>", "B<", "B>", "issue", "wait", "gather", "gwait",
-                                "read", "rwait"};
+                                "read", "rwait", "release"};
   std::string s;
   for (const auto& e : t)
     s += fmt::format("{}{}{} ", names[int(e.kind)], e.id, e.completedBeforeWait ? "*" : "");
