@@ -1,5 +1,5 @@
 // ZeroEngine on 1-4 thread ranks over real gloo: stages 1-3, with and without optimizer offload
-// (cpu, nvme into a TempDir), small buckets (several reduce/allgather buckets per backward),
+// (cpu, nvme into a TempDir), reduce_scatter=false at stages 1/2, small buckets (several reduce/allgather buckets per backward),
 // overlap_comm on and off, stage-3 prefetch / persistence / max-live limits and the ToyModel's
 // tied parameter E (blocks 0 and L-1), all against stage 0 at the same world size.
 #include <catch2/catch.hpp>
