@@ -102,6 +102,8 @@ struct TraceEvent {
   // k*Waited: the backend (comm worker / file I/O) had already completed it when the training
   // thread began to wait.
   bool completedBeforeWait = false;
+  // kBucketIssued: the bucket is allreduced (stage 0, reduce_scatter=false), not reduce-scattered.
+  bool allreduce = false;
 };
 
 // A snapshot of what is in flight right now (any thread's view; Work completion is set by the

@@ -102,7 +102,7 @@ void ZeroEngine::Impl::emitFlat(size_t a, size_t b) {
   const size_t n = b - a;
   if (z.stage == 0) {
     auto w = comm.allreduceSum(fullGrad.data() + a, n);
-    pushBucket(w, nullptr, -1);
+    pushBucket(w, nullptr, -1, true);
   } else {
     const Shard mine = intersect({a, n}, flat->paddedShard(rank));
     const auto counts = flat->counts({a, n});
@@ -138,7 +138,7 @@ void ZeroEngine::Impl::emitFlat(size_t a, size_t b) {
           float* g = gradPart.data() + dst;
           for (size_t i = 0; i < sz; ++i) g[i] += buf[src + i];
         };
-      pushBucket(w, fin, slot);
+      pushBucket(w, fin, slot, true);
       if (!z.overlapComm) drainAll();
       return;
     }
