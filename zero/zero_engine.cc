@@ -231,10 +231,14 @@ void ZeroEngine::Impl::gatherPersistent() {
 
 void ZeroEngine::Impl::partWrite(size_t off, size_t n, const float* src) {
   if (pswap) {
-    if (bf16) {
-      std::vector<uint16_t> h(n);
-      convertTo16(src, {z.compute, h.data()}, n);
-      pswap->write(off * 2, n * 2, h.data());
+    if (bf16) {  // converted in pieces: no transient copy of the whole range (n can be Lp)
+      constexpr size_t kPiece = size_t(1) << 19;
+      std::vector<uint16_t> h(std::min(n, kPiece));
+      for (size_t d = 0; d < n; d += kPiece) {
+        const size_t k = std::min(kPiece, n - d);
+        convertTo16(src + d, {z.compute, h.data()}, k);
+        pswap->write((off + d) * 2, k * 2, h.data());
+      }
     } else {
       pswap->write(off * 4, n * 4, src);
     }
