@@ -181,10 +181,11 @@ RankOut runRank(const Args& a, int rank, int port) {
 
 // Model states per rank in bytes (params + grads + optimizer states, device + host), the ZeRO
 // formula with this engine's terms (tests/zero/memory_report_test.cc states them): e = 4 or 2,
-// grads fp32, K = 12 (8 for fp32 without offload, the master being the model's fp32 params).
+// grads fp32, K = 12 (8 for fp32 with the master in memory and aliased to the model's fp32
+// params: no optimizer offload and no parameter nvme swap).
 double formulaBytes(const Args& a) {
   const double psi = double(a.params), N = a.world, e = a.bf16 ? 2 : 4;
-  const bool off = a.offload != "none";
+  const bool off = a.offload != "none" || a.paramOffload == "nvme";
   const double K = (!a.bf16 && !off) ? 8 : 12;
   const double Kmem = a.offload == "nvme" ? 0 : K;  // nvme states are not in RAM
   switch (a.stage) {
@@ -192,6 +193,19 @@ double formulaBytes(const Args& a) {
     case 1: return (e + 4) * psi + Kmem * psi / N;
     case 2: return e * psi + (4 + Kmem) * psi / N;
     default: return ((a.paramOffload == "nvme" ? 0 : e) + 4 + Kmem) * psi / N;
+  }
+}
+
+// The ZeRO paper's model states per rank (Rajbhandari et al. 2020, §5: mixed precision with fp16
+// params and grads, K = 12 bytes of fp32 master + Adam states per parameter, nothing offloaded):
+// stage 0 (2+2+K)Psi, stage 1 2Psi+2Psi+K*Psi/N, stage 2 2Psi+(2+K)Psi/N, stage 3 (2+2+K)Psi/N.
+double paperBytes(const Args& a) {
+  const double psi = double(a.params), N = a.world, K = 12;
+  switch (a.stage) {
+    case 0: return (2 + 2 + K) * psi;
+    case 1: return 2 * psi + 2 * psi + K * psi / N;
+    case 2: return 2 * psi + (2 + K) * psi / N;
+    default: return (2 + 2 + K) * psi / N;
   }
 }
 
@@ -249,10 +263,13 @@ int main(int argc, char** argv) {
   }
   // Per rank (max over ranks): VmHWM range over ranks, RSS before the engine existed, the
   // engine's report (model states | buffers) and the formula for the model states.
+  // paper: the ZeRO paper's formula for the stage (no offload, fp16 params and grads).
+  const std::string po = a.paramOffload == "none" ? "" : " +params " + a.paramOffload;
   std::printf("stage %d %-4s offload %-4s%s world %d params %zu | step_ms %8.1f | VmHWM_MiB %6.0f..%-6.0f"
-              " | base_RSS %4.0f | report states %6.0f + buffers %5.0f | formula states %6.0f\n",
-              a.stage, a.bf16 ? "bf16" : "fp32", a.offload.c_str(),
-              a.paramOffload == "nvme" ? " +params nvme" : "", a.world, a.params, step,
-              hwmMin, hwm, base, rep, buf, formulaBytes(a) / (1 << 20));
+              " | base_RSS %4.0f | report states %6.0f + buffers %5.0f | formula states %6.0f"
+              " | paper %6.0f\n",
+              a.stage, a.bf16 ? "bf16" : "fp32", a.offload.c_str(), po.c_str(), a.world,
+              a.params, step, hwmMin, hwm, base, rep, buf, formulaBytes(a) / (1 << 20),
+              paperBytes(a) / (1 << 20));
   return 0;
 }

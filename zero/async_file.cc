@@ -5,12 +5,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -63,33 +66,55 @@ struct AsyncFile::Impl {
   int fd = -1;
   bool direct = false;
   bool uring = false;
+  size_t maxReq = kMaxIoRequest;
   uint64_t next = 1;
-  std::map<uint64_t, int> done;  // ticket -> result (bytes or -errno)
-  std::map<uint64_t, size_t> expect;
+  std::atomic<uint64_t> requests{0};
+
+  // One read or write request of at most maxReq bytes, part of ticket t.
+  struct Piece { uint64_t t; bool write; char* buf; size_t n; size_t off; };
+  // A ticket until waited for: bytes wanted and moved, the first error (-errno), and how many of
+  // its pieces are queued or in flight.
+  struct Req { size_t want = 0, got = 0; int err = 0; size_t open = 0; bool shortEof = false; };
+  std::map<uint64_t, Req> reqs;
+
 #ifdef DS_HAVE_URING
+  static constexpr unsigned kDepth = 64;
   io_uring ring{};
+  std::deque<Piece> queued;              // pieces not yet submitted
+  std::map<uint64_t, Piece> inflight;    // by user_data
+  uint64_t nextPiece = 1;
 #endif
-  // Fallback: one worker thread running the queued pread/pwrite in order.
+  // Fallback: one worker thread running the queued tickets in order, piece by piece.
   std::thread worker;
   std::mutex mu;
   std::condition_variable cv;
-  struct Op { uint64_t t; bool write; void* buf; size_t n; size_t off; };
+  struct Op { uint64_t t; bool write; char* buf; size_t n; size_t off; };
   std::deque<Op> queue;
+  std::map<uint64_t, Req> finished;  // guarded by mu
   bool stop = false;
 
-  int runSync(const Op& op) {
-    size_t doneBytes = 0;
-    while (doneBytes < op.n) {
-      ssize_t r = op.write ? pwrite(fd, static_cast<char*>(op.buf) + doneBytes, op.n - doneBytes,
-                                    off_t(op.off + doneBytes))
-                           : pread(fd, static_cast<char*>(op.buf) + doneBytes, op.n - doneBytes,
-                                   off_t(op.off + doneBytes));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return -errno;
-      if (r == 0) return -EIO;
-      doneBytes += size_t(r);
+  // Fallback: the whole op, at most maxReq bytes per call, retrying short counts; stops at the
+  // first error or at end of file (a read returning 0).
+  Req runSync(const Op& op) {
+    Req r;
+    r.want = op.n;
+    while (r.got < op.n) {
+      const size_t n = std::min(op.n - r.got, maxReq);
+      requests.fetch_add(1, std::memory_order_relaxed);
+      ssize_t k = op.write ? ::pwrite(fd, op.buf + r.got, n, off_t(op.off + r.got))
+                           : ::pread(fd, op.buf + r.got, n, off_t(op.off + r.got));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) {
+        r.err = -errno;
+        break;
+      }
+      if (k == 0) {
+        r.shortEof = true;
+        break;
+      }
+      r.got += size_t(k);
     }
-    return int(doneBytes);
+    return r;
   }
 
   void workerLoop() {
@@ -100,9 +125,9 @@ struct AsyncFile::Impl {
       Op op = queue.front();
       queue.pop_front();
       lk.unlock();
-      int r = runSync(op);
+      Req r = runSync(op);
       lk.lock();
-      done[op.t] = r;
+      finished[op.t] = r;
       cv.notify_all();
     }
   }
@@ -110,92 +135,158 @@ struct AsyncFile::Impl {
   uint64_t submit(bool write, void* buf, size_t n, size_t off) {
     DS_CHECK(off + n <= bytes, "{}: I/O [{}, {}) past the file end {}", path, off, off + n, bytes);
     uint64_t t = next++;
-    expect[t] = n;
+    Req& r = reqs[t];
+    r.want = n;
+    char* p = static_cast<char*>(buf);
+    if (n == 0) return t;  // nothing to move: complete at once
 #ifdef DS_HAVE_URING
     if (uring) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (!sqe) {  // queue full: reap one completion first
-        reapOne();
-        sqe = io_uring_get_sqe(&ring);
+      for (size_t d = 0; d < n; d += maxReq) {
+        queued.push_back({t, write, p + d, std::min(n - d, maxReq), off + d});
+        ++r.open;
       }
-      DS_CHECK(sqe != nullptr);
-      if (write) io_uring_prep_write(sqe, fd, buf, unsigned(n), off);
-      else io_uring_prep_read(sqe, fd, buf, unsigned(n), off);
-      io_uring_sqe_set_data64(sqe, t);
-      int r = io_uring_submit(&ring);
-      if (r < 0) throw SystemError("io_uring_submit on " + path, -r);
+      pump();
       return t;
     }
 #endif
+    r.open = 1;
     std::lock_guard<std::mutex> lk(mu);
-    queue.push_back({t, write, buf, n, off});
+    queue.push_back({t, write, p, n, off});
     cv.notify_all();
     return t;
   }
 
 #ifdef DS_HAVE_URING
-  void reapOne() {
+  // Submits queued pieces while fewer than kDepth are in flight (reaping to make room).
+  void pump() {
+    while (!queued.empty()) {
+      if (inflight.size() >= kDepth) {
+        reapOne(true);
+        continue;
+      }
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      if (!sqe) {  // submission queue full: hand what is there to the kernel
+        int r = io_uring_submit(&ring);
+        if (r < 0) throw SystemError("io_uring_submit on " + path, -r);
+        continue;
+      }
+      Piece pc = queued.front();
+      queued.pop_front();
+      if (pc.write) io_uring_prep_write(sqe, fd, pc.buf, unsigned(pc.n), pc.off);
+      else io_uring_prep_read(sqe, fd, pc.buf, unsigned(pc.n), pc.off);
+      const uint64_t id = nextPiece++;
+      io_uring_sqe_set_data64(sqe, id);
+      inflight.emplace(id, pc);
+      requests.fetch_add(1, std::memory_order_relaxed);
+      int r = io_uring_submit(&ring);
+      if (r < 0) throw SystemError("io_uring_submit on " + path, -r);
+    }
+  }
+
+  // A piece finished with `res` (bytes or -errno): a short count queues the rest as a new piece.
+  void onComplete(uint64_t id, int res) {
+    auto it = inflight.find(id);
+    if (it == inflight.end()) return;
+    Piece pc = it->second;
+    inflight.erase(it);
+    Req& r = reqs[pc.t];
+    if (res < 0) {
+      if (res == -EINTR || res == -EAGAIN) {
+        queued.push_front(pc);
+        return;
+      }
+      if (!r.err) r.err = res;
+    } else if (res == 0 && pc.n > 0) {
+      r.shortEof = true;
+    } else {
+      r.got += size_t(res);
+      if (size_t(res) < pc.n && !r.err && !r.shortEof) {
+        queued.push_front({pc.t, pc.write, pc.buf + res, pc.n - size_t(res), pc.off + size_t(res)});
+        return;  // the piece stays open
+      }
+    }
+    --r.open;
+  }
+
+  // Waits (bounded: defaultTimeout) for one completion, or only peeks when !block; false when
+  // a peek found none.
+  bool reapOne(bool block) {
     io_uring_cqe* cqe = nullptr;
-    __kernel_timespec ts{};
-    ts.tv_sec = defaultTimeout().count() / 1000;
-    int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
-    if (r == -ETIME)
-      throw TimeoutError(fmt::format("nvme swap: no I/O completion on {} within {} ms", path,
-                                     defaultTimeout().count()));
-    if (r < 0) throw SystemError("io_uring_wait_cqe on " + path, -r);
-    done[io_uring_cqe_get_data64(cqe)] = cqe->res;
+    if (!block) {
+      if (io_uring_peek_cqe(&ring, &cqe) != 0 || !cqe) return false;
+    } else {
+      __kernel_timespec ts{};
+      ts.tv_sec = defaultTimeout().count() / 1000;
+      ts.tv_nsec = (defaultTimeout().count() % 1000) * 1000000;
+      int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
+      if (r == -ETIME)
+        throw TimeoutError(fmt::format("nvme swap: no I/O completion on {} within {} ms", path,
+                                       defaultTimeout().count()));
+      if (r < 0) throw SystemError("io_uring_wait_cqe on " + path, -r);
+    }
+    const uint64_t id = io_uring_cqe_get_data64(cqe);
+    const int res = cqe->res;
     io_uring_cqe_seen(&ring, cqe);
+    onComplete(id, res);
+    return true;
   }
 #endif
 
   bool completed(uint64_t t) {
-    if (!expect.count(t)) return true;
+    auto it = reqs.find(t);
+    if (it == reqs.end()) return true;
 #ifdef DS_HAVE_URING
     if (uring) {
-      io_uring_cqe* cqe = nullptr;
-      while (!done.count(t) && io_uring_peek_cqe(&ring, &cqe) == 0 && cqe) {
-        done[io_uring_cqe_get_data64(cqe)] = cqe->res;
-        io_uring_cqe_seen(&ring, cqe);
+      while (it->second.open > 0 && reapOne(false)) {
       }
-      return done.count(t) > 0;
+      pump();  // resubmissions of short completions
+      return it->second.open == 0;
     }
 #endif
     std::lock_guard<std::mutex> lk(mu);
-    return done.count(t) > 0;
+    return finished.count(t) > 0;
   }
 
   void wait(uint64_t t) {
-    auto it = expect.find(t);
-    if (it == expect.end()) return;
-    size_t want = it->second;
-    int r;
+    auto it = reqs.find(t);
+    if (it == reqs.end()) return;
+    Req r;
 #ifdef DS_HAVE_URING
     if (uring) {
-      while (!done.count(t)) reapOne();
-      r = done[t];
-      done.erase(t);
+      while (it->second.open > 0) {
+        pump();
+        if (it->second.open > 0) reapOne(true);
+      }
+      r = it->second;
     } else
 #endif
-    {
+    if (it->second.open == 0) {
+      r = it->second;  // an empty I/O
+    } else {
       std::unique_lock<std::mutex> lk(mu);
-      if (!cv.wait_for(lk, defaultTimeout(), [&] { return done.count(t) > 0; }))
+      if (!cv.wait_for(lk, defaultTimeout(), [&] { return finished.count(t) > 0; }))
         throw TimeoutError(fmt::format("nvme swap: I/O on {} not done within {} ms", path,
                                        defaultTimeout().count()));
-      r = done[t];
-      done.erase(t);
+      r = finished[t];
+      finished.erase(t);
     }
-    expect.erase(it);
-    if (r < 0) throw SystemError("nvme swap I/O on " + path, -r);
-    if (size_t(r) != want)
-      throw SystemError(fmt::format("nvme swap: short I/O on {} ({} of {} bytes)", path, r, want),
+    reqs.erase(it);
+    if (r.err < 0) throw SystemError("nvme swap I/O on " + path, -r.err);
+    if (r.got != r.want)
+      throw SystemError(fmt::format("nvme swap: short I/O on {} ({} of {} bytes{})", path, r.got,
+                                    r.want, r.shortEof ? ", end of file" : ""),
                         EIO);
   }
 };
 
-AsyncFile::AsyncFile(const std::string& path, size_t bytes) : impl_(std::make_unique<Impl>()) {
+AsyncFile::AsyncFile(const std::string& path, size_t bytes) : AsyncFile(path, bytes, Options{}) {}
+
+AsyncFile::AsyncFile(const std::string& path, size_t bytes, Options opts)
+    : impl_(std::make_unique<Impl>()) {
   DS_CHECK(bytes % kIoAlign == 0, "swap file size {} not a multiple of {}", bytes, kIoAlign);
   impl_->path = path;
   impl_->bytes = bytes;
+  impl_->maxReq = std::max(kIoAlign, std::min(opts.maxRequestBytes, kMaxIoRequest) / kIoAlign * kIoAlign);
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
   if (fd >= 0) {
     impl_->direct = true;
@@ -211,15 +302,19 @@ AsyncFile::AsyncFile(const std::string& path, size_t bytes) : impl_(std::make_un
     ::close(fd);
     throw SystemError("ftruncate swap file " + path, e);
   }
+  const bool allow = opts.allowUring && !getEnvBool("DS_ZERO_NO_URING", false);
 #ifdef DS_HAVE_URING
-  int r = io_uring_queue_init(64, &impl_->ring, 0);
-  if (r == 0) {
-    impl_->uring = true;
-  } else {
-    DS_LOG_INFO("zero", "nvme swap: io_uring unavailable ({}); using a pread/pwrite thread",
-                std::strerror(-r));
+  if (allow) {
+    int r = io_uring_queue_init(Impl::kDepth, &impl_->ring, 0);
+    if (r == 0) {
+      impl_->uring = true;
+    } else {
+      DS_LOG_INFO("zero", "nvme swap: io_uring unavailable ({}); using a pread/pwrite thread",
+                  std::strerror(-r));
+    }
   }
 #endif
+  if (!allow) DS_LOG_DEBUG("zero", "nvme swap: io_uring disabled; using a pread/pwrite thread");
   if (!impl_->uring) impl_->worker = std::thread([p = impl_.get()] { p->workerLoop(); });
 }
 
@@ -251,11 +346,31 @@ uint64_t AsyncFile::writeAsync(const void* buf, size_t bytes, size_t offset) {
 }
 void AsyncFile::wait(uint64_t ticket) { impl_->wait(ticket); }
 void AsyncFile::waitAll() {
-  while (!impl_->expect.empty()) impl_->wait(impl_->expect.begin()->first);
+  // every ticket is waited for even when one fails (their buffers must not be freed mid-I/O)
+  std::exception_ptr first;
+  while (!impl_->reqs.empty()) {
+    const uint64_t t = impl_->reqs.begin()->first;
+    try {
+      impl_->wait(t);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+      if (impl_->reqs.count(t)) break;  // still in flight (a timeout): nothing more to reap
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 bool AsyncFile::completed(uint64_t ticket) { return impl_->completed(ticket); }
 bool AsyncFile::direct() const { return impl_->direct; }
 bool AsyncFile::usingUring() const { return impl_->uring; }
+bool AsyncFile::uringBuilt() {
+#ifdef DS_HAVE_URING
+  return true;
+#else
+  return false;
+#endif
+}
+uint64_t AsyncFile::requestsIssued() const { return impl_->requests.load(); }
+int AsyncFile::fd() const { return impl_->fd; }
 const std::string& AsyncFile::path() const { return impl_->path; }
 size_t AsyncFile::bytes() const { return impl_->bytes; }
 

@@ -2,8 +2,10 @@
 // permitted by the kernel; otherwise a worker thread doing pread/pwrite, with a logged note).
 // Opened with O_DIRECT where the filesystem allows it (else buffered, with a logged note); then
 // buffers, offsets and sizes must be multiples of kIoAlign, which callers guarantee by using
-// AlignedBuffer and aligned tiles. Owns the fd (RAII, file unlinked on close). Not thread-safe:
-// one thread submits and waits.
+// AlignedBuffer and aligned tiles. Every I/O is cut into requests of at most maxRequestBytes
+// (Linux moves at most 0x7ffff000 bytes per read/write) and a short completion is resubmitted for
+// the rest, so one ticket may cover any size. Owns the fd (RAII, file unlinked on close). Not
+// thread-safe: one thread submits and waits.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,8 @@
 namespace ds::zero {
 
 constexpr size_t kIoAlign = 4096;
+// The most bytes Linux transfers in one read/write (MAX_RW_COUNT), a multiple of kIoAlign.
+constexpr size_t kMaxIoRequest = 0x7ffff000;
 
 // A page-aligned heap buffer (posix_memalign); optionally mlock'ed (pin_memory, best effort).
 class AlignedBuffer {
@@ -34,8 +38,17 @@ class AlignedBuffer {
 
 class AsyncFile {
  public:
+  struct Options {
+    // Bytes per read/write request (rounded down to kIoAlign, at least kIoAlign); tests lower it
+    // to exercise the split path with small files.
+    size_t maxRequestBytes = kMaxIoRequest;
+    // false: the pread/pwrite thread even where io_uring works. The environment variable
+    // DS_ZERO_NO_URING=1 forces the same for every swap file.
+    bool allowUring = true;
+  };
   // Creates (truncates) path of `bytes` bytes (a multiple of kIoAlign).
   AsyncFile(const std::string& path, size_t bytes);
+  AsyncFile(const std::string& path, size_t bytes, Options opts);
   ~AsyncFile();
   AsyncFile(const AsyncFile&) = delete;
   AsyncFile& operator=(const AsyncFile&) = delete;
@@ -51,6 +64,10 @@ class AsyncFile {
 
   bool direct() const;
   bool usingUring() const;
+  static bool uringBuilt();  // compiled with liburing
+  // Read/write requests handed to the kernel (or the thread) so far, resubmissions included.
+  uint64_t requestsIssued() const;
+  int fd() const;  // diagnostics/tests (e.g. truncate under it to provoke a short read)
   const std::string& path() const;
   size_t bytes() const;
 

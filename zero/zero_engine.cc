@@ -37,6 +37,14 @@ void validate(const std::vector<ParamInfo>& params, int numBlocks, const ZeroOpt
   if (z.offloadOptimizer.device != "none" && z.stage == 0)
     throw ConfigError("zero_optimization.offload_optimizer: needs ZeRO stage 1, 2 or 3 (stage is 0)");
   if (z.reduceBucketSize == 0) throw ConfigError("zero_optimization.reduce_bucket_size: must be > 0");
+  if (!z.reduceScatter && z.stage == 3)
+    throw ConfigError(
+        "zero_optimization.reduce_scatter: false is supported at stages 0-2 only (stage 3 always "
+        "reduce-scatters its per-parameter gradients)");
+  if (!z.contiguousGradients)
+    throw ConfigError(
+        "zero_optimization.contiguous_gradients: false is not supported (stages 2 and 3 always "
+        "copy finished gradients into contiguous bucket buffers; use true)");
   if (numBlocks < 1) throw ConfigError("ZeroEngine: numBlocks must be >= 1");
   for (const auto& p : params) {
     if (p.numel == 0) throw ConfigError("ZeroEngine: parameter '" + p.name + "' has 0 elements");
@@ -223,10 +231,14 @@ void ZeroEngine::Impl::gatherPersistent() {
 
 void ZeroEngine::Impl::partWrite(size_t off, size_t n, const float* src) {
   if (pswap) {
-    if (bf16) {
-      std::vector<uint16_t> h(n);
-      convertTo16(src, {z.compute, h.data()}, n);
-      pswap->write(off * 2, n * 2, h.data());
+    if (bf16) {  // converted in pieces: no transient copy of the whole range (n can be Lp)
+      constexpr size_t kPiece = size_t(1) << 19;
+      std::vector<uint16_t> h(std::min(n, kPiece));
+      for (size_t d = 0; d < n; d += kPiece) {
+        const size_t k = std::min(kPiece, n - d);
+        convertTo16(src + d, {z.compute, h.data()}, k);
+        pswap->write((off + d) * 2, k * 2, h.data());
+      }
     } else {
       pswap->write(off * 4, n * 4, src);
     }

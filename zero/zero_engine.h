@@ -8,9 +8,10 @@
 //   for each micro-step k: eng.beginStep(k == gas-1); model fwd/bwd calling the hooks and reading
 //   eng.table() inside each block (values and grads: the model ADDS (+=) into table().grad[i]);
 //   then eng.step(lr, lossScale, clipNorm).
-// Gradient reduction timing: stage 0/1 reduce (allreduce) only on the last micro-step, stages 2/3
-// reduce (reduce-scatter) every micro-step as blocks finish backward and accumulate into the
-// gradient partition. Both sum over ranks then multiply by 1/world.
+// Gradient reduction: stage 0 allreduces and stage 1 reduce-scatters, both only on the last
+// micro-step; stages 2/3 reduce-scatter every micro-step as blocks finish backward and accumulate
+// into the gradient partition. reduce_scatter=false (stages 1/2, as DeepSpeed) allreduces each
+// bucket instead and keeps this rank's slice. All sum over ranks then multiply by 1/world.
 // Dtypes: compute=kF32: table().value = fp32 full tensors, value16 = null.
 //         compute=kBF16: table().value16 = bf16 full tensors (written by the optimizer in the same
 //         pass as the fp32 master update), table().value = null. Grads are fp32 in both modes.
@@ -47,7 +48,9 @@ struct ZeroOptions {
   size_t reduceBucketSize = 500000000;         // elements
   size_t allgatherBucketSize = 500000000;      // elements (stage 1/2 param allgather chunks)
   bool overlapComm = false;                    // buckets are reduced asynchronously
-  bool contiguousGradients = true;             // copy grads into the bucket buffer (stage 2/3)
+  bool reduceScatter = true;                   // false: stage 1/2 buckets are allreduced
+  bool contiguousGradients = true;             // only true: grads are copied into the bucket
+                                               // buffer (stage 2/3); false is a ConfigError
   size_t prefetchBucketSize = 50000000;        // stage 3: elements prefetched ahead
   size_t paramPersistenceThreshold = 100000;   // stage 3: params <= this stay gathered
   size_t maxLiveParameters = 1000000000;       // stage 3: cap on gathered (non-persistent) elems
@@ -92,12 +95,15 @@ struct TraceEvent {
     kBucketIssued, kBucketWaited,   // id = bucket number (per engine, from 0)
     kGatherIssued, kGatherWaited,   // id = parameter index (stage 3)
     kSwapReadIssued, kSwapReadWaited,  // id = parameter index (stage 3, offload_param nvme)
+    kReleased,                      // id = parameter index (stage 3: gathered copy freed)
   };
   Kind kind;
   int64_t id;
   // k*Waited: the backend (comm worker / file I/O) had already completed it when the training
   // thread began to wait.
   bool completedBeforeWait = false;
+  // kBucketIssued: the bucket is allreduced (stage 0, reduce_scatter=false), not reduce-scattered.
+  bool allreduce = false;
 };
 
 // A snapshot of what is in flight right now (any thread's view; Work completion is set by the

@@ -100,11 +100,11 @@ struct ZeroEngine::Impl {
   // --- diagnostics ---
   bool tracing = false;
   std::vector<TraceEvent> trace;
-  void note(TraceEvent::Kind k, int64_t id, bool early = false) {
-    if (tracing) trace.push_back({k, id, early});
+  void note(TraceEvent::Kind k, int64_t id, bool early = false, bool allreduce = false) {
+    if (tracing) trace.push_back({k, id, early, allreduce});
   }
-  void pushBucket(comm::WorkPtr w, std::function<void()> fin, int slot) {
-    note(TraceEvent::Kind::kBucketIssued, bucketSeq);
+  void pushBucket(comm::WorkPtr w, std::function<void()> fin, int slot, bool allreduce = false) {
+    note(TraceEvent::Kind::kBucketIssued, bucketSeq, false, allreduce);
     pending.push_back({std::move(w), std::move(fin), slot, bucketSeq++});
   }
 

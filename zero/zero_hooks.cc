@@ -1,5 +1,5 @@
-// ZeroEngine's per-block work: gradient buckets (allreduce for stage 0, reduce-scatter for 1-3,
-// issued as blocks finish backward; with overlap_comm two bucket slots are in flight while
+// ZeroEngine's per-block work: gradient buckets (allreduce for stage 0, reduce-scatter for 1-3 or
+// allreduce with reduce_scatter=false at stages 1/2, issued as blocks finish backward; with overlap_comm two bucket slots are in flight while
 // backward continues), stage-3 parameter gather / prefetch / release, the offload_param nvme
 // read-ahead (the swap reads of the block after the prefetched one run while the current block
 // computes), and the diagnostics trace.
@@ -102,7 +102,7 @@ void ZeroEngine::Impl::emitFlat(size_t a, size_t b) {
   const size_t n = b - a;
   if (z.stage == 0) {
     auto w = comm.allreduceSum(fullGrad.data() + a, n);
-    pushBucket(w, nullptr, -1);
+    pushBucket(w, nullptr, -1, true);
   } else {
     const Shard mine = intersect({a, n}, flat->paddedShard(rank));
     const auto counts = flat->counts({a, n});
@@ -128,6 +128,19 @@ void ZeroEngine::Impl::emitFlat(size_t a, size_t b) {
         }
       }
       in = buf;
+    }
+    if (!z.reduceScatter) {  // allreduce the bucket in place; keep this rank's slice
+      float* buf = z.stage == 1 ? fullGrad.data() + a : bucketIn[size_t(slot)].data();
+      auto w = comm.allreduceSum(buf, n);
+      std::function<void()> fin;
+      if (z.stage == 2 && mine.size)
+        fin = [this, buf, src = mine.offset - a, dst = mine.offset - partStart, sz = mine.size] {
+          float* g = gradPart.data() + dst;
+          for (size_t i = 0; i < sz; ++i) g[i] += buf[src + i];
+        };
+      pushBucket(w, fin, slot, true);
+      if (!z.overlapComm) drainAll();
+      return;
     }
     auto w = comm.reduceScatterSum(in, out, counts);
     std::function<void()> fin;
@@ -309,6 +322,7 @@ void ZeroEngine::Impl::release(size_t p) {
   if (persistent[p]) return;
   if (gathering[p]) waitGathered(p);
   if (!table.value[p] && !table.value16[p]) return;
+  note(TraceEvent::Kind::kReleased, int64_t(p));
   liveElems -= bf16 ? live16[p].size() : live32[p].size();
   giveBuffer(pool32, live32[p]);
   giveBuffer(pool16, live16[p]);

@@ -127,7 +127,14 @@ void readZero(NodeReader& ds, DsConfig& c) {
   zo.reduceBucketSize = size_t(z->getInt("reduce_bucket_size", 500000000, 1, kBig));
   zo.allgatherBucketSize = size_t(z->getInt("allgather_bucket_size", 500000000, 1, kBig));
   zo.overlapComm = z->getBool("overlap_comm", zo.stage == 3);  // null: true iff stage 3
+  zo.reduceScatter = z->getBool("reduce_scatter", true);
+  if (!zo.reduceScatter && zo.stage == 3)
+    z->fail("reduce_scatter", "false is supported at stages 0-2 only (stage 3 always "
+                              "reduce-scatters its per-parameter gradients)");
   zo.contiguousGradients = z->getBool("contiguous_gradients", true);
+  if (!zo.contiguousGradients)
+    z->fail("contiguous_gradients", "false is not supported (stages 2 and 3 always copy finished "
+                                    "gradients into contiguous bucket buffers; use true)");
   auto alias = [&](const char* a, const char* b, int64_t dflt) {
     if (z->has(a) && z->has(b)) z->fail(b, std::string("given twice (also as ") + a + ")");
     z->accept(a);
@@ -146,12 +153,20 @@ void readZero(NodeReader& ds, DsConfig& c) {
     z->fail("offload_param", "offload_param is only supported with ZeRO stage 3");
   if (zo.offloadOptimizer.device != "none" && zo.stage == 0)
     z->fail("offload_optimizer", "offload_optimizer needs ZeRO stage 1, 2 or 3");
-  // Accepted DeepSpeed keys with no effect here (docs/plan.md).
-  for (const char* k : {"reduce_scatter", "allgather_partitions", "load_from_fp32_weights",
-                        "round_robin_gradients", "ignore_unused_parameters",
-                        "use_multi_rank_bucket_allreduce", "memory_efficient_linear",
-                        "stage3_gather_16bit_weights_on_model_save"})
-    z->getBool(k, true);
+  // DeepSpeed keys whose DeepSpeed default is what the engine does: another value is refused.
+  if (!z->getBool("allgather_partitions", true))
+    z->fail("allgather_partitions", "false (broadcast-based parameter gathering) is not "
+                                    "supported; parameters are always allgathered (use true)");
+  if (!z->getBool("load_from_fp32_weights", true))
+    z->fail("load_from_fp32_weights", "false is not supported; checkpoints always restore the "
+                                      "fp32 master weights (use true)");
+  if (!z->getBool("ignore_unused_parameters", true))
+    z->fail("ignore_unused_parameters", "false is not supported; a parameter without a gradient "
+                                        "always counts as a zero gradient (use true)");
+  // Performance-only DeepSpeed keys, accepted with no effect (docs/zero.md "Not implemented").
+  for (const char* k : {"round_robin_gradients", "use_multi_rank_bucket_allreduce",
+                        "memory_efficient_linear", "stage3_gather_16bit_weights_on_model_save"})
+    z->getBool(k, false);
   z->getInt("stage3_max_reuse_distance", 1000000000, 0, kBig);
   z->finish();
 }
@@ -248,6 +263,7 @@ std::string dsConfigToJson(const DsConfig& c) {
         {"reduce_bucket_size", c.zero.reduceBucketSize},
         {"allgather_bucket_size", c.zero.allgatherBucketSize},
         {"overlap_comm", c.zero.overlapComm},
+        {"reduce_scatter", c.zero.reduceScatter},
         {"contiguous_gradients", c.zero.contiguousGradients},
         {"stage3_prefetch_bucket_size", c.zero.prefetchBucketSize},
         {"stage3_param_persistence_threshold", c.zero.paramPersistenceThreshold},

@@ -1,6 +1,7 @@
 // End to end through the real binaries: `dsrun --num_gpus 2 train` on the built-in default plan
 // (shortened with --set) exits 0 and prints step lines; a rank killed with SIGKILL during
-// training ends the whole job with status 137, and the latest checkpoint resumes.
+// training at ZeRO stage 3 (and stage 2 with cpu optimizer offload) ends the whole job with
+// status 137, and the latest checkpoint resumes on the killed run's trajectory.
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -88,47 +90,99 @@ TEST_CASE("e2e: dsrun --num_gpus 2 train runs the default plan and prints step l
   CHECK(exists(dir.file("run_summary.json")));
 }
 
-TEST_CASE("e2e: a rank killed during training ends the job with 137; latest resumes", "[e2e]") {
+namespace {
+
+// Whether `dir` holds a checkpoint tag (global_stepN, possibly being saved) newer than `saved`.
+bool newerTag(const std::string& dir, long saved) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool newer = false;
+  while (dirent* e = ::readdir(d))
+    if (std::strncmp(e->d_name, "global_step", 11) == 0 && std::atol(e->d_name + 11) > saved)
+      newer = true;
+  ::closedir(d);
+  return newer;
+}
+
+// Trains at the given ZeRO settings on 2 ranks with a checkpoint every 2 steps and SIGKILLs rank 1
+// at a moment when the killed run has provably logged the step after the checkpoint `latest`
+// names: both ranks are frozen (SIGSTOP), `latest` = S is read, the log must already show step
+// S+1 and no newer tag may be in the making (rank 0 publishes `latest` only after a barrier with
+// rank 1, so S stays the latest once rank 1 is dead); otherwise both continue and the check is
+// retried. Then the job must end with 137 naming rank 1, and `--resume latest` must reproduce the
+// killed run's loss at step S+1 (same trajectory), at the same ZeRO settings. Every wait is
+// bounded.
+void killAndResume(const std::string& zero) {
   TempDir dir;
-  const std::string marker = dir.path();
-  std::string out;
+  const std::string marker = dir.path(), log = dir.file("killed.log");
+  std::string ignored;
   int rc = -1;
   std::thread job([&] {
     rc = runCommand(trainCmd(marker, "--set train.steps=100000 --set train.checkpoint.every=2 "
                                      "--set train.eval_every=0 --set train.log_every=1" +
-                                         fixedSchedule()),
-                    &out, std::chrono::seconds(180));
+                                         fixedSchedule() + zero) +
+                        " >" + log + " 2>&1",
+                    &ignored, std::chrono::seconds(240));
   });
-  // Wait (bounded) for a complete checkpoint, then SIGKILL rank 1.
+  long saved = -1;
+  bool killed = false;
   int victim = -1;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (exists(dir.file("latest")) && (victim = findRankPid(marker, 1)) > 0) break;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  while (!killed && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!exists(dir.file("latest"))) continue;
+    const int r0 = findRankPid(marker, 0), r1 = findRankPid(marker, 1);
+    if (r0 <= 0 || r1 <= 0) continue;
+    victim = r1;
+    ::kill(r0, SIGSTOP);
+    ::kill(r1, SIGSTOP);
+    const std::string tag = slurp(dir.file("latest"));
+    const long s = tag.rfind("global_step", 0) == 0 ? std::atol(tag.c_str() + 11) : -1;
+    const std::string next = " " + std::to_string(s + 1) + "/100000 | loss ";
+    if (s > 0 && !newerTag(marker, s) && slurp(log).find(next) != std::string::npos) {
+      ::kill(r1, SIGKILL);
+      killed = true;
+      saved = s;
+    }
+    ::kill(r0, SIGCONT);
+    if (!killed) ::kill(r1, SIGCONT);
   }
-  if (victim > 0) ::kill(victim, SIGKILL);
+  if (!killed && victim > 0) ::kill(victim, SIGKILL);  // end the job: the test fails below
   job.join();
+  const std::string out = slurp(log);
   INFO(out);
-  REQUIRE(victim > 0);
+  REQUIRE(killed);
   CHECK(rc == 137);
   CHECK(out.find("rank 1") != std::string::npos);
+  CHECK(slurp(dir.file("latest")) == "global_step" + std::to_string(saved) + "\n");
 
-  const std::string tag = slurp(dir.file("latest"));
-  REQUIRE(tag.rfind("global_step", 0) == 0);
-  const long saved = std::atol(tag.c_str() + 11);
   std::string out2;
   int rc2 = runCommand(trainCmd(marker, "--resume latest --set train.eval_every=0 " + fixedSchedule() +
-                                        "--set train.log_every=1 --set train.steps=" +
-                                            std::to_string(saved + 2)),
+                                            "--set train.log_every=1 --set train.steps=" +
+                                            std::to_string(saved + 2) + zero),
                        &out2, std::chrono::seconds(180));
   INFO(out2);
   CHECK(rc2 == 0);
   CHECK(out2.find("resumed from") != std::string::npos);
   const std::string next = std::to_string(saved + 1), last = std::to_string(saved + 2);
   CHECK(out2.find(" " + last + "/" + last + " | loss") != std::string::npos);
-  // Same trajectory: when the killed run got past the checkpoint, step saved+1's loss matches.
+  // Same trajectory: step saved+1's loss after the resume is the killed run's.
   const std::string before = lossAt(out, " " + next + "/100000 | loss ");
   const std::string after = lossAt(out2, " " + next + "/" + last + " | loss ");
-  CHECK_FALSE(after.empty());
-  if (!before.empty()) CHECK(before == after);
+  REQUIRE_FALSE(before.empty());
+  CHECK(before == after);
+}
+
+}  // namespace
+
+TEST_CASE("e2e: a rank killed during training ends the job with 137; latest resumes (ZeRO 3)",
+          "[e2e]") {
+  killAndResume(" --set deepspeed.zero_optimization.stage=3");
+}
+
+TEST_CASE("e2e: a rank killed during training ends the job with 137; latest resumes (ZeRO 2, "
+          "optimizer offload cpu)",
+          "[e2e]") {
+  killAndResume(" --set deepspeed.zero_optimization.stage=2"
+                " --set deepspeed.zero_optimization.offload_optimizer.device=cpu");
 }

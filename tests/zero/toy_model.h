@@ -1,7 +1,8 @@
 // A tiny synthetic model for ZeRO tests: L tanh-linear blocks with a hand-written backward that
 // calls the BlockHooks and reads/accumulates through the ParamTable exactly as the real model
 // must (values and grads looked up inside each block). Block 0 scales its input by a vector E
-// and the last block scales its output by the same E: a tied parameter (blocks {0, L-1}).
+// and the last block scales its output by the same E: a tied parameter (blocks {0, L-1}); with
+// tieNext block 1 also scales its input by E (blocks {0, 1, L-1}: adjacent and distant uses).
 // Deterministic: data depend only on (step, micro, row).
 #pragma once
 
@@ -25,8 +26,14 @@ struct ToyModel {
   // block has not ended yet); tests use it to observe or hold the engine mid-block.
   std::function<void(zero::ZeroEngine&, int block, bool backward)> inBlock;
 
-  ToyModel(int layers, int width, bool useBf16 = false) : L(layers), d(width), bf16(useBf16) {
-    zero::ParamInfo e{"E", {d}, size_t(d), {0, L - 1}, false};
+  bool tieNext = false;
+  bool scalesInput(int b) const { return b == 0 || (tieNext && b == 1); }
+
+  ToyModel(int layers, int width, bool useBf16 = false, bool tieNextBlock = false)
+      : L(layers), d(width), bf16(useBf16), tieNext(tieNextBlock) {
+    std::vector<int> eb{0, L - 1};
+    if (tieNext) eb = {0, 1, L - 1};
+    zero::ParamInfo e{"E", {d}, size_t(d), eb, false};
     params.push_back(e);
     for (int b = 0; b < L; ++b) {
       params.push_back({"W" + std::to_string(b), {d, d}, size_t(d) * size_t(d), {b}, true});
@@ -74,9 +81,9 @@ struct ToyModel {
     for (int b = 0; b < L; ++b) {
       eng.beforeForward(b);
       u[size_t(b)] = a[size_t(b)];
-      if (b == 0)
+      if (scalesInput(b))
         for (size_t r = 0; r < B; ++r)
-          for (size_t j = 0; j < D; ++j) u[0][r * D + j] *= value(eng, 0, j);
+          for (size_t j = 0; j < D; ++j) u[size_t(b)][r * D + j] *= value(eng, 0, j);
       for (size_t r = 0; r < B; ++r)
         for (size_t i = 0; i < D; ++i) {
           float z = value(eng, 2 + 2 * b, i);
@@ -117,10 +124,13 @@ struct ToyModel {
             du[r * D + j] += dz * value(eng, 1 + 2 * b, i * D + j);
           }
         }
-      if (b == 0) {
+      if (scalesInput(b)) {  // u = a * E: dE += du * a, da = du * E
         float* gE = t.grad[0];
         for (size_t r = 0; r < B; ++r)
-          for (size_t j = 0; j < D; ++j) gE[j] += du[r * D + j] * a[0][r * D + j];
+          for (size_t j = 0; j < D; ++j) {
+            gE[j] += du[r * D + j] * a[size_t(b)][r * D + j];
+            if (b > 0) du[r * D + j] *= value(eng, 0, j);
+          }
       }
       da = du;
       if (inBlock) inBlock(eng, b, true);

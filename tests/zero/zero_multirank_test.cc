@@ -1,5 +1,5 @@
 // ZeroEngine on 1-4 thread ranks over real gloo: stages 1-3, with and without optimizer offload
-// (cpu, nvme into a TempDir), small buckets (several reduce/allgather buckets per backward),
+// (cpu, nvme into a TempDir), reduce_scatter=false at stages 1/2, small buckets (several reduce/allgather buckets per backward),
 // overlap_comm on and off, stage-3 prefetch / persistence / max-live limits and the ToyModel's
 // tied parameter E (blocks 0 and L-1), all against stage 0 at the same world size.
 #include <catch2/catch.hpp>
@@ -26,10 +26,11 @@ struct Variant {
   size_t maxLive = 1000000000;
   size_t prefetch = 200;
   std::string paramOffload = "none";  // stage 3: none | cpu | nvme
+  bool reduceScatter = true;          // false: stage 1/2 buckets are allreduced
   std::string name() const {
     return fmt::format("stage {} offload {} param offload {} overlap {} bucket {} persist {} "
-                       "maxLive {}", stage, offload, paramOffload, overlap, bucket, persist,
-                       maxLive);
+                       "maxLive {} reduce_scatter {}", stage, offload, paramOffload, overlap,
+                       bucket, persist, maxLive, reduceScatter);
   }
 };
 
@@ -51,18 +52,24 @@ ZeroOptions options(const Variant& v, DType dt, const std::string& nvme) {
   }
   z.offloadParam.device = v.paramOffload;
   z.offloadParam.nvmePath = nvme;
+  z.reduceScatter = v.reduceScatter;
   return z;
 }
 
-// The default-CI set: every stage, every offload mode, overlap on and off, buckets smaller than
-// one parameter (W is 12x12 = 144 elements), a stage-3 run where even E (12 elements) is gathered
-// and released (persistence 0) under a live cap of one W, and one with large buckets.
+// The default-CI set: every stage x optimizer offload mode, overlap on and off, buckets smaller
+// than one parameter (W is 12x12 = 144 elements), a stage-3 run where even E (12 elements) is
+// gathered and released (persistence 0) under a live cap of one W, one with large buckets, and
+// reduce_scatter=false (allreduce-based reduction) at stages 1 and 2.
 std::vector<Variant> defaultVariants() {
   return {
       {1, "none", false, 50},
       {1, "cpu", true, 100},
+      {1, "nvme", true, 40},
+      {.stage = 1, .offload = "none", .overlap = true, .bucket = 50, .reduceScatter = false},
       {2, "none", true, 50},
+      {2, "cpu", true, 70},
       {2, "nvme", false, 64},
+      {.stage = 2, .offload = "cpu", .overlap = false, .bucket = 64, .reduceScatter = false},
       {2, "none", false, 1000000},
       {3, "none", true, 60, 0, 160, 150},
       {3, "cpu", false, 50, 8},
@@ -80,6 +87,9 @@ std::vector<Variant> allVariants() {
       for (bool ov : {false, true})
         for (size_t bucket : {size_t(37), size_t(1000000)}) {
           v.push_back({stage, off, ov, bucket});
+          if (stage < 3 && bucket == 37 && off == "none")
+            v.push_back({.stage = stage, .offload = off, .overlap = ov, .bucket = bucket,
+                         .reduceScatter = false});
           if (stage == 3 && bucket == 37) v.push_back({stage, off, ov, bucket, 0, 150, 100});
           if (stage == 3 && bucket == 37) v.push_back({stage, off, ov, bucket, 8, 300, 100, "nvme"});
         }
@@ -218,6 +228,7 @@ TEST_CASE("zero multirank: tiny parameters, empty shards, gas 3 and fp16 with a 
   }
   ToyModel half(3, 12, true);
   half.half = DType::kF16;
+  ds::test::TempDir nvme;
   std::vector<ZeroJob> jobs;
   for (int stage = 0; stage <= 3; ++stage) {
     ZeroJob j;
@@ -225,10 +236,17 @@ TEST_CASE("zero multirank: tiny parameters, empty shards, gas 3 and fp16 with a 
     j.z = options({stage, stage == 1 ? "cpu" : "none", true, 50}, DType::kF16, "");
     jobs.push_back(j);
   }
+  for (const Variant& v : {Variant{2, "nvme", false, 50},  // fp16 through the nvme swap files
+                           Variant{3, "nvme", true, 50, 0, 1000000000, 200, "nvme"}}) {
+    ZeroJob j;
+    j.lossScale = 1024.f;
+    j.z = options(v, DType::kF16, nvme.path());
+    jobs.push_back(j);
+  }
   auto runs = ds::test::runZeroJobs(half, 3, jobs);
   CHECK(runs[0].losses.back() < 0.9 * runs[0].losses.front());
   for (size_t i = 1; i < runs.size(); ++i) {
-    INFO("fp16 stage " << i);
+    INFO("fp16 job " << i);
     CHECK(ds::test::maxRelDiff(runs[i].losses, runs[0].losses) <= 1e-2);
   }
 }

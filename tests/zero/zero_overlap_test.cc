@@ -98,7 +98,7 @@ ptrdiff_t indexOf(const std::vector<TraceEvent>& t, Kind k, int64_t id) {
 
 std::string show(const std::vector<TraceEvent>& t) {
   static const char* names[] = {"F<", "F>", "B<", "B>", "issue", "wait", "gather", "gwait",
-                                "read", "rwait"};
+                                "read", "rwait", "release"};
   std::string s;
   for (const auto& e : t)
     s += fmt::format("{}{}{} ", names[int(e.kind)], e.id, e.completedBeforeWait ? "*" : "");
@@ -324,4 +324,36 @@ TEST_CASE("zero overlap: offload_param nvme reads the partition ahead, bitwise a
       }
     }
   }
+}
+
+// reduce_scatter=false (stages 1/2) allreduces every gradient bucket (the trace marks how each
+// bucket was reduced); the default reduce-scatters them, stage 0 allreduces; the trained params
+// are the same either way (world 2: bitwise).
+TEST_CASE("zero overlap: reduce_scatter false allreduces the buckets at stages 1 and 2",
+          "[multirank]") {
+  const ToyModel m(4, 10);
+  auto none = [](ZeroEngine&, int, bool, RankResult&) {};
+  const auto base = runTraced(m, 2, overlapOptions(0, false), 2, none);
+  for (int stage : {1, 2})
+    for (bool rs : {true, false}) {
+      INFO("stage " << stage << " reduce_scatter " << rs);
+      ZeroOptions z = overlapOptions(stage, stage == 2);
+      z.reduceScatter = rs;
+      const auto res = runTraced(m, 2, z, 2, none);
+      for (size_t r = 0; r < res.size(); ++r) {
+        size_t issued = 0, allreduced = 0;
+        for (const auto& t : res[r].steps)
+          for (const auto& e : t)
+            if (e.kind == Kind::kBucketIssued) {
+              ++issued;
+              allreduced += e.allreduce;
+            }
+        CHECK(issued >= 4);  // several buckets per step (bucket 37 elements)
+        CHECK(allreduced == (rs ? 0 : issued));
+        CHECK(res[r].params == base[r].params);
+      }
+    }
+  for (const auto& t : base[0].steps)
+    for (const auto& e : t)
+      if (e.kind == Kind::kBucketIssued) CHECK(e.allreduce);
 }
