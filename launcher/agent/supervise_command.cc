@@ -196,7 +196,7 @@ class Supervisor {
       auto f = so_.failureLine(line);
       if (!f) continue;
       failure_ = *f;
-      std::string where = so_.describeHost ? so_.describeHost(f->host) : "host " + f->host;
+      std::string where = so_.describe ? so_.describe(*f) : "host " + f->host;
       say(fmt::format("{} failed ({}): job status {}{}", where, f->detail, f->status,
                       so_.stopOnFailure ? "; stopping the job on every host" : ""));
       if (so_.stopOnFailure) beginStop(SIGTERM);
