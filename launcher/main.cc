@@ -142,7 +142,9 @@ int runJob(const JobPlan& plan, const BuildContext& ctx) {
     case RunnerKind::kSlurm: {
       requireTool("srun", "slurm", ctx.env);
       Invocation inv = slurmInvocation(spec, plan.hostfileGiven);
-      return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kSlurm));
+      SuperviseOptions o = watchFailures(spec, RunnerKind::kSlurm);
+      o.onAbandon = inv.cancelArgv;
+      return superviseCommand(inv.argv, inv.env, o);
     }
   }
   throw InternalError("unknown runner kind");

@@ -32,6 +32,9 @@ struct SuperviseOptions {
   // Stop signals also go to the child's descendants outside its group (pdsh's setsid'd ssh
   // clients), SIGTERM instead of pdsh's status-printing SIGINT.
   bool signalDescendants = false;
+  // Run by dsrun's guard when dsrun dies without tearing the job down (SIGKILL), after it killed
+  // the launcher: stops what the launcher's death leaves running (srun's Slurm step). Empty: none.
+  std::vector<std::string> onAbandon;
 };
 
 // Runs argv (pdsh, mpirun, srun) as a supervised child with `extraEnv` added to dsrun's

@@ -5,7 +5,7 @@
 // parser the child's stderr passes through dsrun line by line and the first reported remote
 // failure decides the job's status (and, for pdsh, stops the job). With signalDescendants every
 // signal also reaches the child's descendants in other sessions (pdsh's ssh clients: their exit
-// closes the remote pty, whose hangup stops the remote agent).
+// closes the remote pty, whose hangup stops the remote agent). options.onAbandon goes to the guard.
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +42,7 @@ class Supervisor {
 
   int run(const EnvMap& extraEnv) {
     SignalWatch signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
-    GroupGuard guard;
+    GroupGuard guard(so_.onAbandon);
     SpawnOptions sp;
     sp.argv = argv_;
     sp.env = currentEnv();

@@ -30,7 +30,7 @@ namespace {
 std::string slurmCommand(const TestSlurm& slurm, const TempDir& tmp, const std::string& script,
                          int port, const std::string& mode) {
   writeFile(tmp.file("hostfile"), slurm.node() + " slots=2\n");
-  return "cd " + tmp.path() + " && " + slurm.envPrefix() + dsrunPath() + " --hostfile " +
+  return "cd " + tmp.path() + " && " + slurm.envPrefix() + "exec " + dsrunPath() + " --hostfile " +
          tmp.file("hostfile") + " --launcher slurm --force_multi --master_addr 127.0.0.1 " +
          "--master_port " + std::to_string(port) + " --no_local_rank sh " + script + " " +
          tmp.path() + " " + mode;
@@ -104,4 +104,42 @@ TEST_CASE("slurm launch: rank 1 killed by SIGKILL -> job exits 137", "[e2e]") {
   INFO(out);
   CHECK(rc == 137);  // from srun's "task 1: Killed"
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
+}
+
+namespace {
+// The tasks run under slurmstepd, not under srun: dsrun's signal must reach them through Slurm
+// (srun cancels the step), and when dsrun dies by SIGKILL its guard cancels the step.
+void slurmSignalCase(int sig) {
+  if (auto why = TestSlurm::skipReason(); !why.empty()) {
+    WARN("skipped: " << why);
+    return;
+  }
+  TestSlurm slurm;
+  TempDir tmp;
+  std::string script = writeRankScript(tmp);
+  Background bg(slurmCommand(slurm, tmp, script, freePort(), "hang"), tmp.file("out"));
+  bool up = waitRanksUp(tmp, 2, std::chrono::seconds(60));
+  INFO(bg.output());
+  REQUIRE(up);
+  REQUIRE(processesWith(script).size() >= 2);
+  bg.signal(sig);
+  int rc = bg.wait(std::chrono::seconds(60));
+  CHECK(rc != 0);
+  CHECK(rc != -1);
+  auto left = waitNoProcesses(script, std::chrono::seconds(20));
+  INFO("left: " << left.size() << " process(es)");
+  CHECK(left.empty());
+}
+}  // namespace
+
+TEST_CASE("slurm launch: SIGTERM to dsrun leaves no rank, status non-zero", "[e2e]") {
+  slurmSignalCase(SIGTERM);
+}
+
+TEST_CASE("slurm launch: SIGINT to dsrun leaves no rank, status non-zero", "[e2e]") {
+  slurmSignalCase(SIGINT);
+}
+
+TEST_CASE("slurm launch: SIGKILL to dsrun leaves no rank after a few seconds", "[e2e]") {
+  slurmSignalCase(SIGKILL);
 }

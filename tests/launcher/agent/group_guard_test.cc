@@ -7,6 +7,7 @@
 #include "launcher/agent/child_process.h"
 #include "launcher/agent/group_guard.h"
 #include "tests/launcher/agent/process_probe.h"
+#include "tests/support/spawn_ranks.h"
 
 using namespace ds::launcher;
 
@@ -60,4 +61,51 @@ TEST_CASE("GroupGuard also kills a registered leader's descendants in other sess
   ::kill(owner, SIGKILL);
   ds::test::waitChild(owner);
   CHECK(ds::test::waitMarkerGone(marker).empty());
+}
+
+namespace {
+// Waits up to 5 s for path to exist.
+bool waitFile(const std::string& path) {
+  for (int i = 0; i < 250; ++i) {
+    if (::access(path.c_str(), F_OK) == 0) return true;
+    ::usleep(20 * 1000);
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("GroupGuard runs the owner-death command only when its owner dies", "[multiproc]") {
+  ds::test::TempDir dir;
+  // The command writes the file after the registered group is dead (the guard kills first).
+  std::string marker = ds::test::uniqueMarker("guard_cmd");
+  std::string script = "if grep -qs " + marker + " /proc/[0-9]*/environ; then echo alive; else "
+                       "echo dead; fi > " + dir.file("ran.tmp") + " && mv " + dir.file("ran.tmp") +
+                       " " + dir.file("ran");
+  pid_t owner = fork();
+  if (owner == 0) {
+    GroupGuard guard({"/bin/sh", "-c", script});
+    SpawnOptions o;
+    o.dieWithParent = false;
+    o.argv = {"/bin/sleep", "60"};
+    o.env = {{"MARK", marker}, {"PATH", "/usr/bin:/bin"}};
+    guard.add(spawnChild(o));
+    ::pause();
+    _exit(0);
+  }
+  REQUIRE(ds::test::waitMarkerCount(marker, 1));
+  ::kill(owner, SIGKILL);
+  ds::test::waitChild(owner);
+  REQUIRE(waitFile(dir.file("ran")));
+  CHECK(ds::test::slurp(dir.file("ran")) == "dead\n");
+  CHECK(ds::test::waitMarkerGone(marker).empty());
+
+  // A normal end (the destructor ran): no command.
+  pid_t owner2 = fork();
+  if (owner2 == 0) {
+    { GroupGuard guard({"/bin/sh", "-c", "touch " + dir.file("ran2")}); }
+    _exit(0);
+  }
+  CHECK(ds::test::waitChild(owner2) == std::optional<int>(0));
+  ::usleep(500 * 1000);  // the command, were it started, would have touched the file by now
+  CHECK(::access(dir.file("ran2").c_str(), F_OK) != 0);
 }
