@@ -143,3 +143,46 @@ TEST_CASE("slurm launch: SIGINT to dsrun leaves no rank, status non-zero", "[e2e
 TEST_CASE("slurm launch: SIGKILL to dsrun leaves no rank after a few seconds", "[e2e]") {
   slurmSignalCase(SIGKILL);
 }
+
+// Inside an allocation (salloc) srun only adds a step: the guard cancels the step squeue lists
+// under the job's name, not the allocation.
+TEST_CASE("slurm launch: inside salloc, SIGKILL to dsrun leaves no rank", "[e2e]") {
+  if (auto why = TestSlurm::skipReason(); !why.empty()) {
+    WARN("skipped: " << why);
+    return;
+  }
+  TestSlurm slurm;
+  TempDir tmp;
+  std::string script = writeRankScript(tmp);
+  std::string dsrun = slurmCommand(slurm, tmp, script, freePort(), "hang");
+  dsrun = dsrun.substr(dsrun.find("exec ") + 5);  // the dsrun command line alone
+  std::string pidFile = tmp.file("dsrun.pid");
+  // salloc runs a shell that starts dsrun and records its pid; dsrun is then SIGKILLed. The shell
+  // holds the allocation (whose end would kill the tasks anyway) until the test is done.
+  std::string done = tmp.file("done");
+  std::string cmd = "cd " + tmp.path() + " && " + slurm.envPrefix() + "exec salloc -n 2 sh -c '" +
+                    dsrun + " & echo $! > " + pidFile + "; wait; i=0; while [ ! -e " + done +
+                    " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done'";
+  Background bg(cmd, tmp.file("out"));
+  bool up = waitRanksUp(tmp, 2, std::chrono::seconds(60));
+  INFO(bg.output());
+  REQUIRE(up);
+  int pid = std::stoi(readFile(pidFile));
+  REQUIRE(kill(pid, SIGKILL) == 0);
+  // The tasks, not the salloc shell (whose command line holds dsrun's, script included).
+  auto tasks = [&] {
+    std::vector<int> out;
+    for (int p : processesWith(script))
+      if (readFile("/proc/" + std::to_string(p) + "/cmdline").find("--launcher") ==
+          std::string::npos)
+        out.push_back(p);
+    return out;
+  };
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (!tasks().empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  INFO("left: " << tasks().size() << " task(s)");
+  CHECK(tasks().empty());
+  writeFile(done, "");
+  CHECK(bg.wait(std::chrono::seconds(30)) == 0);
+}
