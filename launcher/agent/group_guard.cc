@@ -1,8 +1,9 @@
 // The watchdog process behind GroupGuard (see group_guard.h). Records on the pipe are 8 bytes
-// ({op, pgid}), below PIPE_BUF, so each write is atomic. On EOF it stops every registered group,
-// collects the leaders' descendants (those that left the group: pdsh's setsid'd ssh clients), and
-// SIGKILLs both; then, unless the owner said "normal end" first, it starts the owner-death
-// command (argv built before the fork: nothing is allocated in the watchdog).
+// ({op, pgid}), below PIPE_BUF, so each write is atomic. On EOF it collects the leaders'
+// descendants (those that left the group: pdsh's setsid'd ssh clients), stops every registered
+// group, collects them again, and SIGKILLs all of them; then, unless the owner said "normal end"
+// first, it starts the owner-death command (argv built before the fork: nothing is allocated in
+// the watchdog).
 #include "launcher/agent/group_guard.h"
 
 #include <fcntl.h>
@@ -66,14 +67,21 @@ void startDetached(char* const* argv) {
         if (groups[i] == r.pgid) groups[i] = groups[--count];
     }
   }
-  // Stopped first, the leaders can neither fork nor reap while their trees are collected.
-  for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGSTOP);
+  // The trees are collected twice. Before the stop: the owner may still be exiting, and a group
+  // it leaves orphaned while one of its members is stopped gets SIGHUP (then SIGCONT) from the
+  // kernel; a leader dying of that hands its setsid'd children to init before a later scan could
+  // see them. After the stop: the leaders can neither fork nor reap while it runs. A pid in the
+  // first set that exited in between (microseconds) could in principle have been reused.
   static ProcTable table;
-  static pid_t descendants[ProcTable::kMax];
-  size_t n = count > 0 ? findDescendants(groups, static_cast<size_t>(count), &table, descendants,
-                                         ProcTable::kMax)
-                       : 0;
-  for (size_t i = 0; i < n; ++i) ::kill(descendants[i], SIGKILL);
+  static pid_t before[ProcTable::kMax];
+  static pid_t after[ProcTable::kMax];
+  const auto nGroups = static_cast<size_t>(count);
+  size_t nBefore =
+      count > 0 ? findDescendants(groups, nGroups, &table, before, ProcTable::kMax) : 0;
+  for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGSTOP);
+  size_t nAfter = count > 0 ? findDescendants(groups, nGroups, &table, after, ProcTable::kMax) : 0;
+  for (size_t i = 0; i < nAfter; ++i) ::kill(after[i], SIGKILL);
+  for (size_t i = 0; i < nBefore; ++i) ::kill(before[i], SIGKILL);
   for (int i = 0; i < count; ++i) ::kill(-groups[i], SIGKILL);
   if (!normalEnd && onOwnerDeath != nullptr) startDetached(onOwnerDeath);
   ::_exit(0);

@@ -6,9 +6,9 @@
 // without ending normally: what killing the groups cannot reach (srun's Slurm step, which runs
 // under slurmstepd, is cancelled by scancel). Not a reaper (rank leaders die by PDEATHSIG, init
 // reaps them); not the normal teardown path.
-// Invariant: a group is registered right after its leader exec'd (before that gap closes the
-// leader is covered by its PDEATHSIG) and removed only while its leader is an unreaped zombie,
-// so a group id the watchdog kills cannot have been reused.
+// Invariant: a group is registered right after its leader's fork (both sides set the group, so
+// it exists from then on) and removed only while its leader is an unreaped zombie, or at once
+// after a failed exec was reaped, so a group id the watchdog kills cannot have been reused.
 #pragma once
 
 #include <sys/types.h>

@@ -85,8 +85,9 @@ TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]")
   INFO(out);
   CHECK(rc == 3);
   CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30);  // rank 0 waits 120 s
-  CHECK(out.find("task 1: Exited with exit code 3") != std::string::npos);
-  CHECK(out.find("dsrun: host " + slurm.node()) != std::string::npos);
+  checkSummaryLines(out, {"srun: error: " + slurm.node() + ": task 1: Exited with exit code 3",
+                          "dsrun: host " + slurm.node() + " (node 0, ranks 0-1) failed (task 1: "
+                          "Exited with exit code 3): job status 3"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }
 
@@ -103,6 +104,8 @@ TEST_CASE("slurm launch: rank 1 killed by SIGKILL -> job exits 137", "[e2e]") {
                       std::chrono::seconds(60));
   INFO(out);
   CHECK(rc == 137);  // from srun's "task 1: Killed"
+  checkSummaryLines(out, {"dsrun: host " + slurm.node() + " (node 0, ranks 0-1) failed (task 1: "
+                          "Killed): job status 137"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }
 

@@ -45,6 +45,7 @@ TEST_CASE("GroupGuard kills registered groups when its owner is SIGKILLed", "[mu
 TEST_CASE("GroupGuard also kills a registered leader's descendants in other sessions",
           "[multiproc]") {
   std::string marker = ds::test::uniqueMarker("guarded_setsid");
+  Pipe ready = makePipe("test");
   pid_t owner = fork();
   if (owner == 0) {
     GroupGuard guard;
@@ -54,13 +55,19 @@ TEST_CASE("GroupGuard also kills a registered leader's descendants in other sess
     o.argv = {"/bin/sh", "-c", "setsid sleep 60 & setsid sleep 60 & wait"};
     o.env = {{"MARK", marker}, {"PATH", "/usr/bin:/bin"}};
     guard.add(spawnChild(o));
+    (void)!::write(ready.write.get(), "r", 1);  // registered: the test may kill us now
     ::pause();
     _exit(0);
   }
+  ready.write.reset();
+  char r = 0;
+  REQUIRE(::read(ready.read.get(), &r, 1) == 1);
   REQUIRE(ds::test::waitMarkerCount(marker, 3));
   ::kill(owner, SIGKILL);
   ds::test::waitChild(owner);
-  CHECK(ds::test::waitMarkerGone(marker).empty());
+  auto left = ds::test::waitMarkerGone(marker);
+  INFO("left:\n" << ds::test::describePids(left));
+  CHECK(left.empty());
 }
 
 namespace {
@@ -76,28 +83,32 @@ bool waitFile(const std::string& path) {
 
 TEST_CASE("GroupGuard runs the owner-death command only when its owner dies", "[multiproc]") {
   ds::test::TempDir dir;
-  // The command writes the file after the registered group is dead (the guard kills first).
   std::string marker = ds::test::uniqueMarker("guard_cmd");
-  std::string script = "if grep -qs " + marker + " /proc/[0-9]*/environ; then echo alive; else "
-                       "echo dead; fi > " + dir.file("ran.tmp") + " && mv " + dir.file("ran.tmp") +
-                       " " + dir.file("ran");
+  Pipe ready = makePipe("test");
   pid_t owner = fork();
   if (owner == 0) {
-    GroupGuard guard({"/bin/sh", "-c", script});
+    GroupGuard guard({"/bin/sh", "-c", "echo ran > " + dir.file("ran.tmp") + " && mv " +
+                                           dir.file("ran.tmp") + " " + dir.file("ran")});
     SpawnOptions o;
     o.dieWithParent = false;
     o.argv = {"/bin/sleep", "60"};
     o.env = {{"MARK", marker}, {"PATH", "/usr/bin:/bin"}};
     guard.add(spawnChild(o));
+    (void)!::write(ready.write.get(), "r", 1);
     ::pause();
     _exit(0);
   }
+  ready.write.reset();
+  char r = 0;
+  REQUIRE(::read(ready.read.get(), &r, 1) == 1);
   REQUIRE(ds::test::waitMarkerCount(marker, 1));
   ::kill(owner, SIGKILL);
   ds::test::waitChild(owner);
   REQUIRE(waitFile(dir.file("ran")));
-  CHECK(ds::test::slurp(dir.file("ran")) == "dead\n");
-  CHECK(ds::test::waitMarkerGone(marker).empty());
+  CHECK(ds::test::slurp(dir.file("ran")) == "ran\n");
+  auto left = ds::test::waitMarkerGone(marker);
+  INFO("left:\n" << ds::test::describePids(left));
+  CHECK(left.empty());
 
   // A normal end (the destructor ran): no command.
   pid_t owner2 = fork();

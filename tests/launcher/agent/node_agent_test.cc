@@ -225,7 +225,9 @@ TEST_CASE("agent: SIGKILL of the agent leaves no rank behind", "[multiproc]") {
   REQUIRE(waitMarkerCount(marker, 8));
   ::kill(p.pid, SIGKILL);
   CHECK(waitChild(p.pid) == std::optional<int>(137));
-  CHECK(waitMarkerGone(marker).empty());
+  auto left = waitMarkerGone(marker);
+  INFO("left:\n" << describePids(left));
+  CHECK(left.empty());
 }
 
 TEST_CASE("agent --token_stdin: the token comes from stdin; EOF on stdin tears down",
