@@ -125,10 +125,10 @@ std::optional<RemoteFailure> OpenMpiFailureParser::operator()(std::string_view l
     int code = eatNumber(&t);
     int rank = abortRank_;
     abortRank_ = -1;
-    if (code < 0 || t != ".") return std::nullopt;
+    if (code <= 0 || t != ".") return std::nullopt;  // MPI_Abort(comm, 0): mpirun exits 0
     RemoteFailure f;
     f.rank = rank;
-    f.status = code == 0 ? 1 : code;  // mpirun exits 1 for MPI_Abort(comm, 0) as well
+    f.status = code;
     f.detail = fmt::format("called MPI_Abort with error code {}", code);
     return f;
   }

@@ -140,6 +140,10 @@ TEST_CASE("OpenMpiFailureParser: MPI_ABORT notice", "[unit]") {
   CHECK(f[0].status == 5);
   CHECK(f[0].detail == "called MPI_Abort with error code 5");
   CHECK(feedMpirun({"with errorcode 5."}).empty());
+  // MPI_Abort(comm, 0): mpirun itself exits 0, so no failure status is made up.
+  CHECK(feedMpirun({"MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD",
+                    "with errorcode 0."})
+            .empty());
 }
 
 TEST_CASE("openMpiDefaultPlacement: --launcher_args that move ranks", "[unit]") {
