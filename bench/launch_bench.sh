@@ -56,7 +56,7 @@ run_all() {
       t0=$(date +%s.%N)
       "case_$i" >/dev/null 2>&1
       t1=$(date +%s.%N)
-      times[$i]+="$(echo "$t1 - $t0" | bc -l) "
+      times[$i]+="$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }') "
     done
   done
   for i in $(seq 0 $((n - 1))); do

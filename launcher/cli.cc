@@ -15,7 +15,8 @@ namespace {
 
 constexpr const char* kFooter = R"(
 The program and its arguments come after dsrun's options and pass through untouched.
-`train`, `hello`, `comm-bench` and `prepare-data` run the dsrt next to this dsrun.
+`train`, `hello`, `comm-bench`, `prepare-data` and `export-checkpoint` run the dsrt next to this
+dsrun.
 
 Examples:
   dsrun --num_gpus 2 train                               2 ranks on this machine
@@ -30,7 +31,8 @@ Exit status: 0, else the first failing rank's code (128+signal when killed), nam
 and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
 as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
 Environment: DS_KILL_GRACE, DS_TIMEOUT; ssh runner: DS_SSH_CONFIG (like ssh -F),
-DS_SSH_CONNECT_TIMEOUT, DS_SSH_TEARDOWN_GRACE [15], DS_SSH_LOG_LEVEL; pdsh: PDSH_SSH_ARGS_APPEND.
+DS_SSH_CONNECT_TIMEOUT [ssh_config ConnectTimeout, else 10], DS_SSH_TEARDOWN_GRACE [15],
+DS_SSH_LOG_LEVEL [0, up to 4]; pdsh: PDSH_SSH_ARGS_APPEND.
 Documentation: docs/launcher.md)";
 
 // "--num_nodes,--num-nodes" for every underscore name.

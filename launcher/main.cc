@@ -22,6 +22,7 @@
 #include "launcher/local_host.h"
 #include "launcher/runner_commands.h"
 #include "launcher/runners.h"
+#include "launcher/shell_quote.h"
 
 namespace ds::launcher {
 namespace {
@@ -90,14 +91,23 @@ void requireDsrt(const CliOptions& opts, const JobSpec& spec) {
 // pdsh does not stop the other hosts when one fails, and leaves its ssh clients (each in its own
 // session) behind when it is killed: dsrun watches its "ssh exited with exit code N" lines and
 // stops the clients itself. srun --kill-on-bad-exit stops the other tasks; its own exit status is
-// that of a killed task, so the failing task's code comes from its "task N: Exited" line.
+// that of a killed task, so the failing task's code comes from its "task N: Exited" line. mpirun
+// aborts the job itself and exits with the rank's status; its report names the rank, whose host
+// comes from the hostfile dsrun wrote (mpirun fills its hosts in order unless --launcher_args
+// change the placement).
 SuperviseOptions watchFailures(const JobSpec& spec, RunnerKind kind) {
   SuperviseOptions o;
-  o.describeHost = [&spec](const std::string& host) { return describeJobHost(spec, host); };
+  bool placed = openMpiDefaultPlacement(shellSplit(spec.launcherArgs, "--launcher_args"));
+  o.describe = [&spec, placed](const RemoteFailure& f) {
+    return f.rank >= 0 ? describeJobRank(spec, f.rank, f.host, placed)
+                       : describeJobHost(spec, f.host);
+  };
   if (kind == RunnerKind::kPdsh) {
     o.failureLine = parsePdshFailure;
     o.stopOnFailure = true;
     o.signalDescendants = true;
+  } else if (kind == RunnerKind::kOpenMpi) {
+    o.failureLine = OpenMpiFailureParser();
   } else {
     o.failureLine = parseSrunFailure;
   }
@@ -120,7 +130,7 @@ int runJob(const JobPlan& plan, const BuildContext& ctx) {
       requireTool("mpirun", "openmpi", ctx.env);
       Invocation inv = openMpiInvocation(spec, openMpiHostfilePath(spec), ::geteuid() == 0);
       TempHostfile hostfile(inv.hostfilePath, inv.hostfileText);
-      return superviseCommand(inv.argv, inv.env);
+      return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kOpenMpi));
     }
     case RunnerKind::kMpich: {
       std::string mpiexec = mpichExecutable(ctx.env);
@@ -132,7 +142,9 @@ int runJob(const JobPlan& plan, const BuildContext& ctx) {
     case RunnerKind::kSlurm: {
       requireTool("srun", "slurm", ctx.env);
       Invocation inv = slurmInvocation(spec, plan.hostfileGiven);
-      return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kSlurm));
+      SuperviseOptions o = watchFailures(spec, RunnerKind::kSlurm);
+      o.onAbandon = inv.cancelArgv;
+      return superviseCommand(inv.argv, inv.env, o);
     }
   }
   throw InternalError("unknown runner kind");

@@ -153,7 +153,14 @@ Invocation slurmInvocation(const JobSpec& spec, bool withNodelist) {
   inv.argv.push_back("--export=ALL");
   inv.argv.push_back("--kill-on-bad-exit=1");  // one task failing stops the others
   append(&inv.argv, shellSplit(spec.launcherArgs, "--launcher_args"));
+  inv.argv.push_back("--job-name=" + spec.jobId);  // after --launcher_args: the cancel needs it
   append(&inv.argv, spec.program);
+  // The job srun allocated is named after the job; inside an allocation (salloc, sbatch) only the
+  // step is, and squeue lists it as "<job>.<step> <name>".
+  inv.cancelArgv = {"/bin/sh", "-c",
+                    "scancel --name=\"$1\"; squeue -h -s -o '%i %j' | while read -r step name; "
+                    "do [ \"$name\" = \"$1\" ] && scancel \"$step\"; done",
+                    "dsrun-slurm-cancel", spec.jobId};
   inv.env = jobEnv(spec);
   for (const auto& [k, v] : spec.exports) inv.env[k] = v;
   inv.env["DS_JOB_TOKEN"] = spec.jobToken;

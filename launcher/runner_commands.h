@@ -19,6 +19,9 @@ struct Invocation {
   EnvMap env;                // may hold DS_JOB_TOKEN: never print it (describeInvocation masks)
   std::string hostfilePath;  // openmpi: dsrun writes hostfileText there first
   std::string hostfileText;
+  // slurm: a command that cancels this job's step (srun --job-name=<DS_JOB_ID>), for when dsrun
+  // dies with srun (the tasks run under slurmstepd, which srun's death does not stop).
+  std::vector<std::string> cancelArgv;
 };
 
 // The agent command with the node rank split out: prefix + <node rank> + suffix is

@@ -1,4 +1,4 @@
-// pdsh/srun failure-line parsers (see runner_failures.h).
+// pdsh/srun/mpirun failure-line parsers (see runner_failures.h).
 #include "launcher/runner_failures.h"
 
 #include <cstring>
@@ -36,7 +36,132 @@ int signalStatus(std::string_view text) {
   return -1;
 }
 
+std::string_view trimStart(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return s;
+}
+
+// Removes `prefix` from *s; false (s untouched) when s does not start with it.
+bool eat(std::string_view* s, std::string_view prefix) {
+  if (s->substr(0, prefix.size()) != prefix) return false;
+  s->remove_prefix(prefix.size());
+  return true;
+}
+
+// The decimal (1-9 digits) at the start of *s, removed; or -1 (s untouched).
+int eatNumber(std::string_view* s) {
+  size_t n = 0;
+  int v = 0;
+  while (n < s->size() && (*s)[n] >= '0' && (*s)[n] <= '9') v = v * 10 + ((*s)[n++] - '0');
+  if (n == 0 || n > 9) return -1;
+  s->remove_prefix(n);
+  return v;
+}
+
+std::string signalDetail(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? fmt::format("was killed by signal {} (SIG{})", sig, abbrev)
+                : fmt::format("was killed by signal {}", sig);
+}
+
+// "<tool> noticed that process rank R with PID P on node H exited on signal N (Name)."
+std::optional<RemoteFailure> parseMpirunSignal(std::string_view line) {
+  auto at = line.find(" noticed that process rank ");
+  if (at == std::string_view::npos || at == 0 || line.substr(0, at).find(' ') != line.npos)
+    return std::nullopt;
+  std::string_view rest = line.substr(at + 27);
+  int rank = eatNumber(&rest);
+  if (rank < 0 || !eat(&rest, " with PID ") || eatNumber(&rest) < 0 || !eat(&rest, " on node "))
+    return std::nullopt;
+  constexpr std::string_view kSig = " exited on signal ";
+  auto sigAt = rest.find(kSig);
+  if (sigAt == std::string_view::npos || sigAt == 0) return std::nullopt;
+  std::string_view host = rest.substr(0, sigAt);
+  rest.remove_prefix(sigAt + kSig.size());
+  int sig = eatNumber(&rest);
+  if (sig <= 0 || sig > 64 || host.find(' ') != std::string_view::npos) return std::nullopt;
+  RemoteFailure f;
+  f.host = std::string(host);
+  f.rank = rank;
+  f.status = 128 + sig;
+  f.detail = signalDetail(sig);
+  return f;
+}
+
 }  // namespace
+
+std::optional<RemoteFailure> OpenMpiFailureParser::operator()(std::string_view line) {
+  line = trimEnd(line);
+  std::string_view t = trimStart(line);
+  if (eat(&t, "Process name:")) {  // "[[21372,1],3]"
+    t = trimStart(t);
+    auto comma = t.rfind("],");
+    exitRank_ = -1;
+    if (t.substr(0, 2) == "[[" && comma != std::string_view::npos && t.back() == ']') {
+      std::string_view r = t.substr(comma + 2, t.size() - comma - 3);
+      int rank = eatNumber(&r);
+      if (r.empty()) exitRank_ = rank;
+    }
+    return std::nullopt;
+  }
+  if (exitRank_ >= 0 && eat(&t, "Exit code:")) {
+    t = trimStart(t);
+    int code = eatNumber(&t);
+    int rank = exitRank_;
+    exitRank_ = -1;
+    if (code <= 0 || !t.empty()) return std::nullopt;
+    RemoteFailure f;
+    f.rank = rank;
+    f.status = code;
+    f.detail = fmt::format("exited with code {}", code);
+    return f;
+  }
+  if (eat(&t, "MPI_ABORT was invoked on rank ")) {  // "... in communicator MPI_COMM_WORLD"
+    abortRank_ = eatNumber(&t);
+    if (!eat(&t, " in communicator ")) abortRank_ = -1;
+    return std::nullopt;
+  }
+  if (abortRank_ >= 0 && eat(&t, "with errorcode ")) {  // "5."
+    int code = eatNumber(&t);
+    int rank = abortRank_;
+    abortRank_ = -1;
+    if (code <= 0 || t != ".") return std::nullopt;  // MPI_Abort(comm, 0): mpirun exits 0
+    RemoteFailure f;
+    f.rank = rank;
+    f.status = code;
+    f.detail = fmt::format("called MPI_Abort with error code {}", code);
+    return f;
+  }
+  return parseMpirunSignal(t);
+}
+
+bool openMpiDefaultPlacement(const std::vector<std::string>& args) {
+  for (std::string a : args) {
+    while (!a.empty() && a[0] == '-') a.erase(0, 1);
+    a = a.substr(0, a.find('='));
+    for (const char* opt : {"map-by", "rank-by", "rankfile", "rf", "npernode", "N", "pernode",
+                            "npersocket", "ppr", "bynode", "byslot", "cpus-per-proc",
+                            "cpus-per-rank", "H", "host", "hostfile", "machinefile",
+                            "default-hostfile", "app"})
+      if (a == opt) return false;
+    if (a == "mca" || a == "gmca") continue;
+    if (a.rfind("rmaps", 0) == 0 || a.rfind("orte_rankfile", 0) == 0) return false;
+  }
+  return true;
+}
+
+std::string describeJobRank(const JobSpec& spec, int rank, const std::string& host,
+                            bool placedBySpec) {
+  if (placedBySpec && rank >= 0 && rank < spec.worldSize()) {
+    int node = 0;
+    while (rank >= spec.firstRank(node + 1)) ++node;
+    const std::string& h = spec.hosts[static_cast<size_t>(node)].host;
+    if (host.empty() || host == h)
+      return fmt::format("rank {} (local rank {}) on host {} (node {})", rank,
+                         rank - spec.firstRank(node), h, node);
+  }
+  return host.empty() ? fmt::format("rank {}", rank) : fmt::format("rank {} on host {}", rank, host);
+}
 
 std::optional<RemoteFailure> parsePdshFailure(std::string_view line) {
   line = trimEnd(line);

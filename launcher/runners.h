@@ -24,13 +24,17 @@ struct SuperviseOptions {
   // Set: the child's stderr is piped through dsrun (each line forwarded unchanged) and given to
   // this; the first RemoteFailure (before any stop) becomes the job's status.
   std::function<std::optional<RemoteFailure>(std::string_view)> failureLine;
-  // Names a failing host in the summary line ("host h (node 1, ranks 2-3)").
-  std::function<std::string(const std::string&)> describeHost;
+  // Names where a failure happened in the summary line ("host h (node 1, ranks 2-3)", "rank 3
+  // (local rank 1) on host h (node 1)"); unset: "host <f.host>".
+  std::function<std::string(const RemoteFailure&)> describe;
   // A failure line stops the job (pdsh does not stop the other hosts; srun -K does it itself).
   bool stopOnFailure = false;
   // Stop signals also go to the child's descendants outside its group (pdsh's setsid'd ssh
   // clients), SIGTERM instead of pdsh's status-printing SIGINT.
   bool signalDescendants = false;
+  // Run by dsrun's guard when dsrun dies without tearing the job down (SIGKILL), after it killed
+  // the launcher: stops what the launcher's death leaves running (srun's Slurm step). Empty: none.
+  std::vector<std::string> onAbandon;
 };
 
 // Runs argv (pdsh, mpirun, srun) as a supervised child with `extraEnv` added to dsrun's

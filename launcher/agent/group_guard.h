@@ -2,13 +2,19 @@
 // process group as soon as its parent (the agent, or dsrun) dies, however it dies: it blocks on a
 // pipe whose only write end the parent holds, and the kernel closes that end on SIGKILL too.
 // The group leaders' descendants in other groups or sessions (pdsh's ssh clients) die with them.
-// Not a reaper (rank leaders die by PDEATHSIG, init reaps them); not the normal teardown path.
-// Invariant: a group is registered right after its leader exec'd (before that gap closes the
-// leader is covered by its PDEATHSIG) and removed only while its leader is an unreaped zombie,
-// so a group id the watchdog kills cannot have been reused.
+// Optionally it then starts one command (detached, stdio on /dev/null) when the owner died
+// without ending normally: what killing the groups cannot reach (srun's Slurm step, which runs
+// under slurmstepd, is cancelled by scancel). Not a reaper (rank leaders die by PDEATHSIG, init
+// reaps them); not the normal teardown path.
+// Invariant: a group is registered right after its leader's fork (both sides set the group, so
+// it exists from then on) and removed only while its leader is an unreaped zombie, or at once
+// after a failed exec was reaped, so a group id the watchdog kills cannot have been reused.
 #pragma once
 
 #include <sys/types.h>
+
+#include <string>
+#include <vector>
 
 #include "launcher/agent/unique_fd.h"
 
@@ -17,9 +23,11 @@ namespace ds::launcher {
 class GroupGuard {
  public:
   // Forks the watchdog. Thread-compatible: call from the thread that spawns the children.
-  GroupGuard();
-  // Normal end: closes the pipe (the watchdog kills what is still registered, then exits) and
-  // reaps the watchdog within a bounded time.
+  // onOwnerDeath (argv, PATH searched; empty: none) runs only when the owner dies without this
+  // destructor having run.
+  explicit GroupGuard(const std::vector<std::string>& onOwnerDeath = {});
+  // Normal end: tells the watchdog so (no onOwnerDeath), closes the pipe (the watchdog kills what
+  // is still registered, then exits) and reaps the watchdog within a bounded time.
   ~GroupGuard();
   GroupGuard(const GroupGuard&) = delete;
   GroupGuard& operator=(const GroupGuard&) = delete;

@@ -125,7 +125,9 @@ void NodeAgent::spawnAll() {
   std::vector<PendingRank> pending(static_cast<size_t>(localSize));
   for (int local = 0; local < localSize; ++local)
     prepareRank(&pending[local], local, base, cores, slices[static_cast<size_t>(local)], stamp);
-  // Fork every rank first, then confirm the execs: the ranks' start-up overlaps.
+  // Fork every rank first, then confirm the execs: the ranks' start-up overlaps. Each group is
+  // guarded from its fork on (both sides set the group): a rank that execs and forks before its
+  // exec is confirmed here leaves no child behind if the agent is SIGKILLed meanwhile.
   for (auto& p : pending) {
     try {
       p.child = startChild(p.opts);
@@ -133,6 +135,7 @@ void NodeAgent::spawnAll() {
       onSpawnFailure(p.proc, e);
       break;
     }
+    guard_.add(p.child.pid);
   }
   for (auto& p : pending) {
     p.out.write.reset();
@@ -142,10 +145,10 @@ void NodeAgent::spawnAll() {
     try {
       p.proc.pid = awaitExec(p.child);
     } catch (const Error& e) {
+      guard_.remove(p.child.pid);  // awaitExec reaped it
       onSpawnFailure(p.proc, e);
       continue;
     }
-    guard_.add(p.proc.pid);
     ranks_.push_back(p.proc);
     if (stamp.empty()) {
       std::string prefix = fmt::format("[{}] ", p.proc.globalRank);

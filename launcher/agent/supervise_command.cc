@@ -5,7 +5,7 @@
 // parser the child's stderr passes through dsrun line by line and the first reported remote
 // failure decides the job's status (and, for pdsh, stops the job). With signalDescendants every
 // signal also reaches the child's descendants in other sessions (pdsh's ssh clients: their exit
-// closes the remote pty, whose hangup stops the remote agent).
+// closes the remote pty, whose hangup stops the remote agent). options.onAbandon goes to the guard.
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +42,7 @@ class Supervisor {
 
   int run(const EnvMap& extraEnv) {
     SignalWatch signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
-    GroupGuard guard;
+    GroupGuard guard(so_.onAbandon);
     SpawnOptions sp;
     sp.argv = argv_;
     sp.env = currentEnv();
@@ -196,7 +196,7 @@ class Supervisor {
       auto f = so_.failureLine(line);
       if (!f) continue;
       failure_ = *f;
-      std::string where = so_.describeHost ? so_.describeHost(f->host) : "host " + f->host;
+      std::string where = so_.describe ? so_.describe(*f) : "host " + f->host;
       say(fmt::format("{} failed ({}): job status {}{}", where, f->detail, f->status,
                       so_.stopOnFailure ? "; stopping the job on every host" : ""));
       if (so_.stopOnFailure) beginStop(SIGTERM);

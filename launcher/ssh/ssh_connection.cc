@@ -93,8 +93,9 @@ SshConnection::SshConnection(std::string host, const SshOptions& options)
   if (ssh_options_parse_config(s.session, config) != SSH_OK)
     throw ConfigError(fmt::format("ssh: cannot read ssh config '{}' for host '{}': {}",
                                   config ? config : "~/.ssh/config", host_, s.error()));
-  // libssh's own log goes to stderr (after the config: its LogLevel would turn it on) (e.g. a warning on OpenSSH's hostkeys global request):
-  // silent unless DS_SSH_LOG_LEVEL (0-4) asks for it; our errors carry ssh_get_error's text.
+  // libssh's own log goes to stderr (e.g. a warning on OpenSSH's hostkeys global request): set
+  // after the config, whose LogLevel would turn it on, and silent unless DS_SSH_LOG_LEVEL (0-4)
+  // asks for it; our errors carry ssh_get_error's text.
   int verbosity = static_cast<int>(getEnvInt("DS_SSH_LOG_LEVEL", SSH_LOG_NOLOG, 0, 4));
   ssh_options_set(s.session, SSH_OPTIONS_LOG_VERBOSITY, &verbosity);
   if (options.port > 0) {

@@ -30,7 +30,8 @@ using Clock = std::chrono::steady_clock;
 inline std::string dsrunPath() { return std::string(DS_BINARY_DIR) + "/dsrun"; }
 
 // The rank program: `sh <dir>/rank.sh <dir> <mode>`. Writes its whole environment to
-// <dir>/env.<rank>, then: ok -> exit 0; failN -> rank N exits 3 after 0.5 s, the others wait;
+// <dir>/env.<rank>, prints one "probe r=<rank> up" line (worded so that no check for a failure
+// summary, "rank 3 ... on host 127.0.0.3", can match it), then: ok -> exit 0; failN -> rank N exits 3 after 0.5 s, the others wait;
 // killN -> rank N SIGKILLs itself after 0.5 s, the others wait; hang -> every rank waits.
 // Waiting ranks loop on short sleeps so that a signal ends them.
 inline std::string writeRankScript(const TempDir& dir) {
@@ -40,7 +41,7 @@ inline std::string writeRankScript(const TempDir& dir) {
             "out=$1; mode=$2\n"
             "r=${RANK:-${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-${SLURM_PROCID:-x}}}}\n"
             "env > \"$out/env.tmp.$$\" && mv \"$out/env.tmp.$$\" \"$out/env.$r\"\n"
-            "echo \"rank $r up on ${SSH_CONNECTION:-local}\"\n"
+            "echo \"probe r=$r up, ssh ${SSH_CONNECTION:-none}\"\n"
             "case $mode in\n"
             "  ok) exit 0 ;;\n"
             "  fail*) if [ \"$r\" = \"${mode#fail}\" ]; then sleep 0.5; exit 3; fi ;;\n"
@@ -254,9 +255,29 @@ inline void caseRanks(const std::string& launcher, const std::vector<std::string
   checkRanks(readRankEnvs(job.tmp), job.addrs(), 2, job.masterAddr, job.masterPort, rawVars);
 }
 
-// Rank 3 (on the second host) exits 3: the job exits 3 within seconds and every rank is gone.
+// The lines of `out` that contain `needle`, for the failure messages below.
+inline std::string linesWith(const std::string& out, const std::string& needle) {
+  std::istringstream in(out);
+  std::string res;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(needle) != std::string::npos) res += line + "\n";
+  return res;
+}
+
+// Each expected summary line must appear as a whole line of out (a prefix such as pdsh's
+// "127.0.0.3: " is part of what the caller expects; a pty's "\r\n" counts as "\n").
+inline void checkSummaryLines(std::string out, const std::vector<std::string>& expected) {
+  std::erase(out, '\r');
+  for (const auto& want : expected) {
+    INFO("expected the whole line: " << want << "\ndsrun lines:\n" << linesWith(out, "dsrun"));
+    CHECK((out.rfind(want + "\n", 0) == 0 || out.find("\n" + want + "\n") != std::string::npos));
+  }
+}
+
+// Rank 3 (on the second host) exits 3: the job exits 3 within seconds, dsrun prints `summary`
+// (each a whole line of its output: rank, local rank, host, cause) and every rank is gone.
 inline void caseFail3(const std::string& launcher, const std::string& extraFlags,
-                      bool namesRank) {
+                      const std::vector<std::string>& summary) {
   RemoteJob job;
   std::string out;
   auto t0 = Clock::now();
@@ -266,22 +287,21 @@ inline void caseFail3(const std::string& launcher, const std::string& extraFlags
   INFO(out);
   CHECK(rc == 3);
   CHECK(secs < 60);  // the waiting ranks would take 120 s on their own
-  if (namesRank) {
-    CHECK(lower(out).find("rank 3") != std::string::npos);
-    CHECK(out.find("127.0.0.3") != std::string::npos);
-  }
+  checkSummaryLines(out, summary);
   CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
 }
 
-// Rank 3 (on the second host) dies by SIGKILL: the job exits 137 and every rank is gone.
-inline void caseKill9(const std::string& launcher, const std::string& extraFlags) {
+// Rank 3 (on the second host) dies by SIGKILL: the job exits 137, dsrun prints `summary`, and
+// every rank is gone.
+inline void caseKill9(const std::string& launcher, const std::string& extraFlags,
+                      const std::vector<std::string>& summary) {
   RemoteJob job;
   std::string out;
   int rc = runCommand(job.command(launcher, "kill3", job.addrs(), extraFlags), &out,
                       std::chrono::seconds(120));
   INFO(out);
   CHECK(rc == 137);
-  CHECK(out.find("127.0.0.3") != std::string::npos);
+  checkSummaryLines(out, summary);
   CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
 }
 

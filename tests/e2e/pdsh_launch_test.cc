@@ -16,12 +16,20 @@ TEST_CASE("pdsh launch: 2 hosts x 2 ranks, rank environment", "[e2e]") {
 // client closes the remote pty (ssh -tt), whose hangup stops the remote agent and its ranks.
 TEST_CASE("pdsh launch: rank 3 exits 3 -> job exits 3 naming rank and host", "[e2e]") {
   DS_NEED_CLUSTER();
-  caseFail3("pdsh", "", /*namesRank=*/true);
+  caseFail3("pdsh", "",
+            {"127.0.0.3: dsrun: rank 3 (local rank 1) on host 127.0.0.3 exited with code 3; "
+             "stopping the other 1 rank(s)",
+             "dsrun: host 127.0.0.3 (node 1, ranks 2-3) failed (ssh exited with exit code 3): job "
+             "status 3; stopping the job on every host"});
 }
 
 TEST_CASE("pdsh launch: rank 3 killed by SIGKILL -> job exits 137", "[e2e]") {
   DS_NEED_CLUSTER();
-  caseKill9("pdsh", "");
+  caseKill9("pdsh", "",
+            {"127.0.0.3: dsrun: rank 3 (local rank 1) on host 127.0.0.3 was killed by signal 9 "
+             "(SIGKILL); stopping the other 1 rank(s)",
+             "dsrun: host 127.0.0.3 (node 1, ranks 2-3) failed (ssh exited with exit code 137): "
+             "job status 137; stopping the job on every host"});
 }
 
 TEST_CASE("pdsh launch: SIGTERM to dsrun leaves no rank on any host", "[e2e]") {

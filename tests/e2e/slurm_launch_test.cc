@@ -30,7 +30,7 @@ namespace {
 std::string slurmCommand(const TestSlurm& slurm, const TempDir& tmp, const std::string& script,
                          int port, const std::string& mode) {
   writeFile(tmp.file("hostfile"), slurm.node() + " slots=2\n");
-  return "cd " + tmp.path() + " && " + slurm.envPrefix() + dsrunPath() + " --hostfile " +
+  return "cd " + tmp.path() + " && " + slurm.envPrefix() + "exec " + dsrunPath() + " --hostfile " +
          tmp.file("hostfile") + " --launcher slurm --force_multi --master_addr 127.0.0.1 " +
          "--master_port " + std::to_string(port) + " --no_local_rank sh " + script + " " +
          tmp.path() + " " + mode;
@@ -85,8 +85,9 @@ TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]")
   INFO(out);
   CHECK(rc == 3);
   CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30);  // rank 0 waits 120 s
-  CHECK(out.find("task 1: Exited with exit code 3") != std::string::npos);
-  CHECK(out.find("dsrun: host " + slurm.node()) != std::string::npos);
+  checkSummaryLines(out, {"srun: error: " + slurm.node() + ": task 1: Exited with exit code 3",
+                          "dsrun: host " + slurm.node() + " (node 0, ranks 0-1) failed (task 1: "
+                          "Exited with exit code 3): job status 3"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }
 
@@ -103,5 +104,88 @@ TEST_CASE("slurm launch: rank 1 killed by SIGKILL -> job exits 137", "[e2e]") {
                       std::chrono::seconds(60));
   INFO(out);
   CHECK(rc == 137);  // from srun's "task 1: Killed"
+  checkSummaryLines(out, {"dsrun: host " + slurm.node() + " (node 0, ranks 0-1) failed (task 1: "
+                          "Killed): job status 137"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
+}
+
+namespace {
+// The tasks run under slurmstepd, not under srun: dsrun's signal must reach them through Slurm
+// (srun cancels the step), and when dsrun dies by SIGKILL its guard cancels the step.
+void slurmSignalCase(int sig) {
+  if (auto why = TestSlurm::skipReason(); !why.empty()) {
+    WARN("skipped: " << why);
+    return;
+  }
+  TestSlurm slurm;
+  TempDir tmp;
+  std::string script = writeRankScript(tmp);
+  Background bg(slurmCommand(slurm, tmp, script, freePort(), "hang"), tmp.file("out"));
+  bool up = waitRanksUp(tmp, 2, std::chrono::seconds(60));
+  INFO(bg.output());
+  REQUIRE(up);
+  REQUIRE(processesWith(script).size() >= 2);
+  bg.signal(sig);
+  int rc = bg.wait(std::chrono::seconds(60));
+  CHECK(rc != 0);
+  CHECK(rc != -1);
+  auto left = waitNoProcesses(script, std::chrono::seconds(20));
+  INFO("left: " << left.size() << " process(es)");
+  CHECK(left.empty());
+}
+}  // namespace
+
+TEST_CASE("slurm launch: SIGTERM to dsrun leaves no rank, status non-zero", "[e2e]") {
+  slurmSignalCase(SIGTERM);
+}
+
+TEST_CASE("slurm launch: SIGINT to dsrun leaves no rank, status non-zero", "[e2e]") {
+  slurmSignalCase(SIGINT);
+}
+
+TEST_CASE("slurm launch: SIGKILL to dsrun leaves no rank after a few seconds", "[e2e]") {
+  slurmSignalCase(SIGKILL);
+}
+
+// Inside an allocation (salloc) srun only adds a step: the guard cancels the step squeue lists
+// under the job's name, not the allocation.
+TEST_CASE("slurm launch: inside salloc, SIGKILL to dsrun leaves no rank", "[e2e]") {
+  if (auto why = TestSlurm::skipReason(); !why.empty()) {
+    WARN("skipped: " << why);
+    return;
+  }
+  TestSlurm slurm;
+  TempDir tmp;
+  std::string script = writeRankScript(tmp);
+  std::string dsrun = slurmCommand(slurm, tmp, script, freePort(), "hang");
+  dsrun = dsrun.substr(dsrun.find("exec ") + 5);  // the dsrun command line alone
+  std::string pidFile = tmp.file("dsrun.pid");
+  // salloc runs a shell that starts dsrun and records its pid; dsrun is then SIGKILLed. The shell
+  // holds the allocation (whose end would kill the tasks anyway) until the test is done.
+  std::string done = tmp.file("done");
+  std::string cmd = "cd " + tmp.path() + " && " + slurm.envPrefix() + "exec salloc -n 2 sh -c '" +
+                    dsrun + " & echo $! > " + pidFile + "; wait; i=0; while [ ! -e " + done +
+                    " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done'";
+  Background bg(cmd, tmp.file("out"));
+  bool up = waitRanksUp(tmp, 2, std::chrono::seconds(60));
+  INFO(bg.output());
+  REQUIRE(up);
+  int pid = std::stoi(readFile(pidFile));
+  REQUIRE(kill(pid, SIGKILL) == 0);
+  // The tasks, not the salloc shell (whose command line holds dsrun's, script included).
+  auto tasks = [&] {
+    std::vector<int> out;
+    for (int p : processesWith(script))
+      if (readFile("/proc/" + std::to_string(p) + "/cmdline").find("--launcher") ==
+          std::string::npos)
+        out.push_back(p);
+    return out;
+  };
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (!tasks().empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  INFO("left: " << tasks().size() << " task(s)");
+  CHECK(tasks().empty());
+  writeFile(done, "");
+  CHECK(bg.wait(std::chrono::seconds(30)) == 0);
 }

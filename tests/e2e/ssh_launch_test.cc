@@ -13,17 +13,26 @@ TEST_CASE("ssh launch: 2 hosts x 2 ranks, rank environment, hosts named by ssh_c
 
 TEST_CASE("ssh launch: rank 3 exits 3 -> job exits 3 naming rank and host", "[e2e]") {
   DS_NEED_CLUSTER();
-  caseFail3("ssh", "", /*namesRank=*/true);
+  caseFail3("ssh", "",
+            {"dsrun: rank 3 (local rank 1) on host 127.0.0.3 exited with code 3; stopping the "
+             "other 1 rank(s)"});
 }
 
 TEST_CASE("ssh launch: rank 3 killed by SIGKILL -> job exits 137", "[e2e]") {
   DS_NEED_CLUSTER();
-  caseKill9("ssh", "");
+  caseKill9("ssh", "",
+            {"dsrun: rank 3 (local rank 1) on host 127.0.0.3 was killed by signal 9 (SIGKILL); "
+             "stopping the other 1 rank(s)"});
 }
 
 TEST_CASE("ssh launch: SIGTERM to dsrun leaves no rank on any host", "[e2e]") {
   DS_NEED_CLUSTER();
   caseSignal("ssh", SIGTERM, "");
+}
+
+TEST_CASE("ssh launch: SIGINT to dsrun leaves no rank on any host", "[e2e]") {
+  DS_NEED_CLUSTER();
+  caseSignal("ssh", SIGINT, "");
 }
 
 TEST_CASE("ssh launch: SIGKILL to dsrun leaves no rank after a few seconds", "[e2e]") {

@@ -183,7 +183,9 @@ TEST_CASE("dsrun binary: --dry_run prints each runner's exact command", "[e2e]")
     Result s = dsrun({"-H", c.hosts, "--launcher", "slurm", "--dry_run", "prog"}, c.dir.path());
     CHECK(s.rc == 0);
     CHECK(contains(s.out, "srun -n 4 --nodes 2 --ntasks-per-node 2 "
-                          "--nodelist=127.0.0.2,127.0.0.3 --export=ALL --kill-on-bad-exit=1 prog\n"));
+                          "--nodelist=127.0.0.2,127.0.0.3 --export=ALL --kill-on-bad-exit=1 "
+                          "--job-name=dsrun-"));
+    CHECK(contains(s.out, " prog\n"));
     CHECK_FALSE(showsToken(m.out + s.out));
   }
   SECTION("--no_ssh runs one node's share") {

@@ -333,5 +333,6 @@ TEST_CASE("dry run: openmpi, mpich and slurm print the launcher command", "[unit
 
   text = f.dryRun({"-H", two, "--launcher", "slurm", "x"});
   CHECK(contains(text, "srun -n 4 --nodes 2 --ntasks-per-node 2 --nodelist=127.0.0.2,127.0.0.3 "
-                       "--export=ALL --kill-on-bad-exit=1 x\n"));
+                       "--export=ALL --kill-on-bad-exit=1 --job-name=dsrun-"));
+  CHECK(contains(text, " x\n"));
 }

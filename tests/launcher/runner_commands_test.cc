@@ -217,7 +217,12 @@ TEST_CASE("slurm: srun -n, nodes, tasks per node, nodelist, exports by environme
   Invocation inv = slurmInvocation(s, /*withNodelist=*/true);
   CHECK(shellJoin(inv.argv) ==
         "srun -n 4 --nodes 2 --ntasks-per-node 2 --nodelist=127.0.0.2,127.0.0.3 --export=ALL "
-        "--kill-on-bad-exit=1 --partition debug /usr/bin/python3 x.py --lr 3e-4");
+        "--kill-on-bad-exit=1 --partition debug --job-name=dsrun-0123456789ab /usr/bin/python3 "
+        "x.py --lr 3e-4");
+  // The guard's cancel names the job by DS_JOB_ID (passed as an argument, never spliced).
+  REQUIRE(inv.cancelArgv.size() == 5);
+  CHECK(inv.cancelArgv[0] == "/bin/sh");
+  CHECK(inv.cancelArgv[4] == "dsrun-0123456789ab");
   CHECK(inv.env.at("MASTER_PORT") == "29555");
   CHECK(inv.env.at("NCCL_DEBUG") == "INFO");
   CHECK(inv.env.at("DS_JOB_TOKEN") == kToken);

@@ -36,6 +36,24 @@ int runAgent(const JobSpec& spec, int node, const TempDir& dir, const ds::EnvMap
 // Ranks that wait for a long time, leaving a background child in their group.
 const std::vector<std::string> kSleeper = {"/bin/sh", "-c", "sleep 60 & wait"};
 
+// Children of `parent` in state Z (exited, not reaped), from /proc/<pid>/stat.
+std::vector<pid_t> zombieChildren(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = slurp(e.path().string() + "/stat");
+    auto paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) continue;
+    std::istringstream rest(stat.substr(paren + 2));  // "<state> <ppid> ..."
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent && state == 'Z') out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("agent: each rank gets the rank environment and its --local_rank", "[multiproc]") {
@@ -176,6 +194,29 @@ TEST_CASE("agent: SIGTERM, SIGINT and SIGHUP stop every rank with a non-zero sta
   }
 }
 
+// A rank that ends while the others run is reaped at once: the agent keeps no zombie child.
+TEST_CASE("agent: a rank that exits 0 early is reaped (no zombie) while the others run",
+          "[multiproc]") {
+  TempDir dir;
+  std::string marker = uniqueMarker("zombie");
+  JobSpec spec = localSpec(3, {"/bin/sh", "-c",
+      "if [ \"$LOCAL_RANK\" = 1 ]; then exit 0; fi; sleep 60 & wait"}, marker, dir.path());
+  AgentProcess p = startAgent(spec, 0, false, dir.file("out"), dir.file("err"));
+  REQUIRE(waitMarkerCount(marker, 4));  // ranks 0 and 2: 2 shells + 2 sleeps
+  // Rank 1 has exited by now or soon; unreaped it would stay a zombie child of the agent.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::vector<pid_t> zombies = zombieChildren(p.pid);
+  while (!zombies.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    zombies = zombieChildren(p.pid);
+  }
+  CHECK(zombies.empty());
+  CHECK(::kill(p.pid, 0) == 0);  // the agent still runs ranks 0 and 2
+  ::kill(p.pid, SIGTERM);
+  CHECK(waitChild(p.pid) == std::optional<int>(128 + SIGTERM));
+  CHECK(waitMarkerGone(marker).empty());
+}
+
 TEST_CASE("agent: SIGKILL of the agent leaves no rank behind", "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("sigkill");
@@ -184,7 +225,9 @@ TEST_CASE("agent: SIGKILL of the agent leaves no rank behind", "[multiproc]") {
   REQUIRE(waitMarkerCount(marker, 8));
   ::kill(p.pid, SIGKILL);
   CHECK(waitChild(p.pid) == std::optional<int>(137));
-  CHECK(waitMarkerGone(marker).empty());
+  auto left = waitMarkerGone(marker);
+  INFO("left:\n" << describePids(left));
+  CHECK(left.empty());
 }
 
 TEST_CASE("agent --token_stdin: the token comes from stdin; EOF on stdin tears down",

@@ -58,6 +58,21 @@ inline std::vector<pid_t> waitMarkerGone(const std::string& marker,
   }
 }
 
+// "<stat line> | <cmdline>" per pid, for a failing check's message.
+inline std::string describePids(const std::vector<pid_t>& pids) {
+  std::string out;
+  for (pid_t p : pids) {
+    std::string base = "/proc/" + std::to_string(p);
+    std::string cmd = slurp(base + "/cmdline");
+    for (char& c : cmd)
+      if (c == '\0') c = ' ';
+    std::string stat = slurp(base + "/stat");
+    if (!stat.empty() && stat.back() == '\n') stat.pop_back();
+    out += stat + " | " + cmd + "\n";
+  }
+  return out;
+}
+
 // Polls until at least `n` processes carry `marker`; false at the deadline.
 inline bool waitMarkerCount(const std::string& marker, size_t n,
                             std::chrono::milliseconds timeout = std::chrono::seconds(20)) {

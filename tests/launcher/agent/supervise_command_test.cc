@@ -81,7 +81,9 @@ namespace {
 ds::launcher::SuperviseOptions pdshStyle() {
   ds::launcher::SuperviseOptions o;
   o.failureLine = ds::launcher::parsePdshFailure;
-  o.describeHost = [](const std::string& h) { return "host " + h + " (node 1, ranks 2-3)"; };
+  o.describe = [](const ds::launcher::RemoteFailure& f) {
+    return "host " + f.host + " (node 1, ranks 2-3)";
+  };
   o.stopOnFailure = true;
   o.signalDescendants = true;
   return o;
