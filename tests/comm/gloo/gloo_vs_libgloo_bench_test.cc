@@ -2,7 +2,9 @@
 // algorithms (as bench/raw_gloo.cc runs them) in the same forked processes, call by call: ours,
 // raw, ours, raw, ... so load drift on a shared VM hits both alike; prints the median and
 // quartiles of each side's per-call time on rank 0 (each call ends with the slowest rank's data,
-// so rank 0's time covers the collective). 1 MiB fp32 by default (DS_BENCH_BYTES).
+// so rank 0's time covers the collective). 1 MiB fp32 by default (DS_BENCH_BYTES); DS_BENCH_BLOCK=k
+// alternates blocks of k calls instead (each block's mean per call is one sample), as
+// bench/comm_bench.sh's back-to-back loops do.
 // Run: build/tests/test_comm_gloo "[.bench]" -c "ours vs libgloo"
 #include <catch2/catch.hpp>
 
@@ -42,7 +44,9 @@ std::string quartiles(std::vector<double> v) {
 TEST_CASE("ours vs libgloo, interleaved call by call", "[.bench]") {
   const char* env = std::getenv("DS_BENCH_BYTES");
   const size_t count = (env ? std::strtoull(env, nullptr, 10) : (size_t{1} << 20)) / 4;
-  const int iters = 300;
+  const char* blockEnv = std::getenv("DS_BENCH_BLOCK");
+  const int block = std::max(1, blockEnv ? std::atoi(blockEnv) : 1);
+  const int iters = std::max(300, 10 * block);
   for (int n : {2, 4}) {
     int port = ds::test::freePort();
     ds::test::TempDir dir;
@@ -91,14 +95,15 @@ TEST_CASE("ours vs libgloo, interleaved call by call", "[.bench]") {
               c.ours();
               c.libgloo();
             }
-            for (int i = 0; i < iters; ++i) {
-              auto t0 = Clock::now();
-              c.ours();
-              auto t1 = Clock::now();
-              c.libgloo();
-              auto t2 = Clock::now();
-              tOurs.push_back(std::chrono::duration<double>(t1 - t0).count());
-              tRaw.push_back(std::chrono::duration<double>(t2 - t1).count());
+            // Blocks of `block` calls of one side, then of the other (the mean per call of each
+            // block is one sample); block 1 alternates single calls.
+            for (int i = 0; i < iters / block; ++i) {
+              for (int side = 0; side < 2; ++side) {
+                auto t0 = Clock::now();
+                for (int k = 0; k < block; ++k) side == 0 ? c.ours() : c.libgloo();
+                double t = std::chrono::duration<double>(Clock::now() - t0).count() / block;
+                (side == 0 ? tOurs : tRaw).push_back(t);
+              }
             }
             if (r == 0) {
               std::printf("n=%d %-15s %zu B  ours %s | libgloo %s\n", n, c.name, count * 4,
