@@ -1,5 +1,5 @@
 // Two-rank allreduce in one round: each rank sends its whole buffer to the other, which lands in
-// the group's receive channel for this shape (posted one call ahead), and both reduce
+// the group's receive channel for this shape (posted ahead), and both reduce
 // op(rank 0's, rank 1's), so the result is bitwise identical on both. Same bytes on the wire as the
 // ring at n = 2 (two halves each way), but one message and no handshake on the critical path.
 #include "comm/gloo/collectives.h"
@@ -24,11 +24,10 @@ bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
   }
   UBuf sendBuf = link.buffer(mine, bytes);
   link.send(sendBuf, peer, GlooLink::channelSlot(*ch), 0, bytes, "allreduce");
-  link.waitRecv(ch->bufs[peer], peer, "allreduce");
+  const char* theirs = link.channelWait(*ch, peer, "allreduce");
   link.waitSend(sendBuf, peer, "allreduce");  // before `mine` is overwritten
-  const char* theirs = ch->region(peer);
   reduceFrom(mine, r == 0 ? mine : theirs, r == 0 ? theirs : mine, count, wt, op);
-  link.finishChannel(*ch, "allreduce");
+  link.finishChannel(*ch);
   finishAvg(mine, count, wt, op, 2);
   if (wt != t) fromWork(mine, t, data, count);
   return true;

@@ -1,5 +1,5 @@
 // Direct reduce-scatter for small buffers: every rank sends each peer that peer's block of its
-// input, all at once, into the group's receive channel for this shape (receives posted one call
+// input, all at once, into the group's receive channel for this shape (receives posted
 // ahead), and reduces the n-1 blocks it receives into its own: one round instead of the ring's
 // n-1 or halving's log2 n, the same (n-1)/n of the buffer sent per rank, no handshake on the
 // critical path. Order: this rank's block first, then the peers' in rank order (fixed per rank).
@@ -38,12 +38,12 @@ bool directReduceScatter(GlooLink& link, const void* input, void* out, DType t, 
     bool first = true;
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
-      link.waitRecv(ch->bufs[p], p, what);
-      reduceFrom(out, first ? own : out, ch->region(p), count, t, op);
+      const char* got = link.channelWait(*ch, p, what);
+      reduceFrom(out, first ? own : out, got, count, t, op);
       first = false;
     }
   }
-  link.finishChannel(*ch, what);  // on every rank, even one with an empty block: seqs stay aligned
+  link.finishChannel(*ch);  // on every rank, even one with an empty block: seqs stay aligned
   for (int p : sentTo) link.waitSend(inBuf, p, what);
   return true;
 }

@@ -29,7 +29,9 @@ GroupOptions opts() {
 }
 
 // Small integers: every sum, and every fp32-accumulated bf16 sum, is exact.
-int inputAt(int r, size_t i, int call) { return int((i * 7 + size_t(r) * 3 + size_t(call) * 5) % 23) - 11; }
+int inputAt(int r, size_t i, int call) {
+  return int((i * 7 + size_t(r) * 3 + size_t(call) * 5) % 23) - 11;
+}
 
 double reference(ReduceOp op, int n, size_t i, int call) {
   double acc = inputAt(0, i, call);
