@@ -23,13 +23,17 @@
 # ranks starve the one they wait for).
 # Usage: bench/comm_bench.sh [BUILD_DIR] [OUT_FILE]
 #   env: DS_BENCH_RANKS ("2 4"), DS_BENCH_REPS (5), DS_BENCH_TARGET_SECONDS (0.25),
-#        DS_BENCH_BACKENDS ("gloo mpi")
+#        DS_BENCH_BACKENDS ("gloo mpi"), DS_BENCH_SIZES ("1M 16M 128M", MiB only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
 OUT=${2:-bench/results/comm.txt}
-SIZES="1M,16M,128M"
-BYTES="1048576 16777216 134217728"
+SIZE_LIST=${DS_BENCH_SIZES:-"1M 16M 128M"}
+for s in $SIZE_LIST; do
+  [[ $s =~ ^[0-9]+M$ ]] || { echo "DS_BENCH_SIZES: '$s' is not a size in MiB like 16M" >&2; exit 2; }
+done
+SIZES=$(echo $SIZE_LIST | tr ' ' ',')
+BYTES=$(for s in $SIZE_LIST; do echo $(( ${s%M} << 20 )); done | xargs)
 OPS="allreduce,reduce_scatter,allgather"
 RANKS=${DS_BENCH_RANKS:-"2 4"}
 REPS=${DS_BENCH_REPS:-5}

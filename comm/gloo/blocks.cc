@@ -43,4 +43,16 @@ size_t ringSegmentBytes() {
   return v;
 }
 
+size_t pairAllreduceBytes() {
+  static const size_t v =
+      static_cast<size_t>(getEnvInt("DS_GLOO_PAIR_ALLREDUCE_BYTES", 4 << 20, 0, 1 << 30));
+  return v;
+}
+
+size_t directReduceScatterBytes() {
+  static const size_t v = static_cast<size_t>(
+      getEnvInt("DS_GLOO_DIRECT_REDUCE_SCATTER_BYTES", 4 << 20, 0, 1 << 30));
+  return v;
+}
+
 }  // namespace ds::comm::gloo_impl

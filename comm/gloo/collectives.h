@@ -29,6 +29,10 @@ Blocks blocksFrom(const std::vector<size_t>& counts);
 // halvingReduceScatter: the same contract for power-of-two worlds in log2(n) rounds (scratch 1).
 // reduceScatterBlocks picks: halving for n = 4, 8, ..., the ring otherwise (n = 2: one round
 // either way; the ring's segments pipeline it).
+// directReduceScatter: the same contract in one round, through a receive channel (small
+// buffers); false (nothing done) when the group's channel cache is full.
+bool directReduceScatter(GlooLink& link, const void* input, void* out, DType t, const Blocks& b,
+                         ReduceOp op, const char* what);
 void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t, const Blocks& b,
                           ReduceOp op, uint64_t slots, const char* what);
 void reduceScatterBlocks(GlooLink& link, const void* input, void* out, DType t, const Blocks& b,
@@ -50,6 +54,9 @@ void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blo
 // (everyone sends everyone its buffer, reduced in rank order) for small ones.
 void allreduceRing(GlooLink& link, void* data, size_t count, DType t, ReduceOp op);
 void allreduceDirect(GlooLink& link, void* data, size_t count, DType t, ReduceOp op);
+// n = 2 only: one exchange through a receive channel, op(rank 0's, rank 1's) on both ranks.
+// false (nothing done) when n != 2 or the group's channel cache is full.
+bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp op);
 // input: size() blocks of counts[i] elements; output: this rank's reduced block.
 void reduceScatterRing(GlooLink& link, const void* input, void* output,
                        const std::vector<size_t>& counts, DType t, ReduceOp op);
@@ -67,5 +74,7 @@ void barrierDissemination(GlooLink& link);
 size_t smallAllreduceBytes();  // DS_GLOO_SMALL_ALLREDUCE_BYTES, default 32 KiB
 size_t segmentBytes();         // DS_GLOO_SEGMENT_BYTES, default 1 MiB (broadcast pipeline)
 size_t ringSegmentBytes();     // DS_GLOO_RING_SEGMENT_BYTES, default 1 MiB (ring reduce-scatter)
+size_t pairAllreduceBytes();   // DS_GLOO_PAIR_ALLREDUCE_BYTES, default 4 MiB (allreducePair)
+size_t directReduceScatterBytes();  // DS_GLOO_DIRECT_REDUCE_SCATTER_BYTES, default 4 MiB
 
 }  // namespace ds::comm::gloo_impl

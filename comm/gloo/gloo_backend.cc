@@ -63,6 +63,10 @@ class GlooBackend final : public Backend {
     checkReducible("allreduce", buf.dtype);
     return run("allreduce", [this, buf, op] {
       size_t bytes = buf.count * dtypeSize(gloo_impl::workType(buf.dtype));
+      if (bytes <= gloo_impl::pairAllreduceBytes() &&
+          gloo_impl::allreducePair(*link_, buf.data, buf.count, buf.dtype, op)) {
+        return;
+      }
       if (bytes <= gloo_impl::smallAllreduceBytes()) {
         gloo_impl::allreduceDirect(*link_, buf.data, buf.count, buf.dtype, op);
       } else {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +22,24 @@
 namespace ds::comm::gloo_impl {
 
 using UBuf = std::unique_ptr<::gloo::transport::UnboundBuffer>;
+
+// A persistent receive area for one collective shape (recv_channel.cc): two regions per peer,
+// used alternately by successive calls, so the receive for the shape's next call is posted the
+// moment this call's message has arrived (before it is even reduced) and a peer's data never waits
+// for gloo's ready-to-receive notice once the shape has been seen (libgloo's old algorithms get
+// the same from bound buffers). Every member keys, numbers and uses channels identically.
+struct RecvChannel {
+  uint64_t id = 0;
+  uint64_t seq = 0;             // message number of the current call
+  std::vector<size_t> bytes;    // per peer: bytes received from it per call (0: none)
+  std::vector<size_t> offsets;  // per peer: offset of its region within one half of data
+  size_t half = 0;              // bytes of one half (all peers' regions)
+  std::unique_ptr<char[]> data;
+  std::vector<UBuf> bufs[2];    // per half, per peer (null where bytes is 0)
+  std::vector<char> posted[2];  // per half, per peer: its receive is posted
+  // This call's region for `peer` (valid after channelWait).
+  char* region(int peer) { return data.get() + (seq % 2) * half + offsets[peer]; }
+};
 
 class GlooLink {
  public:
@@ -51,6 +70,23 @@ class GlooLink {
   // block, 2: direct-allreduce copies). Kept between collectives: fresh pages per call cost more
   // than the transfer itself at 100 MiB sizes. Contents are unspecified; grows, never shrinks.
   char* scratch(int index, size_t bytes);
+
+  // The receive channel for `key` (a shape every member passes alike, e.g. {kind, elem size,
+  // counts...}); recvBytes[p]: what peer p sends this rank per call. Created on first use, its
+  // receives posted. nullptr when the cache is full (kMaxChannels, or kMaxChannelBytes of
+  // shapeBytes, a rank-independent size): every member then decides alike, and the caller runs an
+  // uncached algorithm. Peers send to channelSlot(). channelWait(c, p) waits for p's message of
+  // this call and posts p's receive for the next call into the other half; after the call the
+  // caller calls finishChannel (every member, every call, even with nothing received). A post that
+  // fails in channelWait (a peer that already left after the last collective) fails nothing:
+  // channel() posts it again at the next use, where a failure is the collective's, naming the peer.
+  RecvChannel* channel(const std::vector<size_t>& key, const std::vector<size_t>& recvBytes,
+                       size_t shapeBytes, const char* what);
+  static uint64_t channelSlot(const RecvChannel& c);
+  char* channelWait(RecvChannel& c, int peer, const char* what);
+  void finishChannel(RecvChannel& c);
+  static constexpr size_t kMaxChannels = 64;
+  static constexpr size_t kMaxChannelBytes = size_t{32} << 20;
 
   // Throws the failure that broke this group, if any (every collective starts with it).
   void checkUsable() const;
@@ -86,6 +122,11 @@ class GlooLink {
     size_t bytes = 0;
   };
   Scratch scratch_[3];
+  // Declared after ctx_: destroyed (posted receives and all) before the context.
+  std::map<std::vector<size_t>, RecvChannel> channels_;
+  size_t channelBytes_ = 0;
+  // Posts peer p's receive for message `seq` into half seq % 2 unless already posted.
+  void postChannel(RecvChannel& c, int peer, uint64_t seq, const char* what, bool quiet);
 };
 
 }  // namespace ds::comm::gloo_impl

@@ -1,5 +1,6 @@
-// Reduction kernels: plain loops the compiler vectorizes; one switch on (dtype, op) per call, never
-// per element. Max/min follow std::max/std::min (a NaN in acc propagates, one in `in` may not).
+// Reduction kernels: fixed-block loops the compiler vectorizes at -O2 (see below); one switch on
+// (dtype, op) per call, never per element. Max/min follow std::max/std::min (a NaN in acc
+// propagates, one in `in` may not).
 #include "comm/gloo/reduce_kernels.h"
 
 #include <algorithm>
@@ -11,43 +12,104 @@
 namespace ds::comm::gloo_impl {
 namespace {
 
+// The build's -O2 (GCC 12's "very cheap" vectorizer cost model) vectorizes no loop whose trip
+// count is unknown or that needs a run-time overlap check: the plain loops here ran scalar (addss,
+// ~15% of a 1 MiB 2-rank reduce_scatter's CPU time against libgloo's 1%). So every kernel walks
+// fixed blocks of kBlock elements (a known trip count, restrict pointers: vectorized) plus a
+// scalar tail, and reduceFrom's aliasing cases (dst == a, dst == b) get their own two-pointer
+// kernels. Results are unchanged: the same op on the same operands in the same order per element.
 template <typename T>
-void reduceTyped(T* __restrict acc, const T* __restrict in, size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      for (size_t i = 0; i < n; ++i) acc[i] += in[i];
-      return;
-    case ReduceOp::kMax:
-      for (size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], in[i]);
-      return;
-    case ReduceOp::kMin:
-      for (size_t i = 0; i < n; ++i) acc[i] = std::min(acc[i], in[i]);
-      return;
+constexpr size_t kBlock = 64 / sizeof(T);
+
+template <typename T>
+struct Sum {
+  T operator()(T a, T b) const { return a + b; }
+};
+template <typename T>
+struct Max {
+  T operator()(T a, T b) const { return std::max(a, b); }
+};
+template <typename T>
+struct Min {
+  T operator()(T a, T b) const { return std::min(a, b); }
+};
+
+// d[i] = f(a[i], b[i]), no overlap.
+template <typename T, typename F>
+void apply3(T* __restrict d, const T* __restrict a, const T* __restrict b, size_t n, F f) {
+  size_t i = 0;
+  for (; i + kBlock<T> <= n; i += kBlock<T>) {
+    for (size_t j = 0; j < kBlock<T>; ++j) d[i + j] = f(a[i + j], b[i + j]);
+  }
+  for (; i < n; ++i) d[i] = f(a[i], b[i]);
+}
+
+// d[i] = f(d[i], b[i]).
+template <typename T, typename F>
+void applyLeft(T* __restrict d, const T* __restrict b, size_t n, F f) {
+  size_t i = 0;
+  for (; i + kBlock<T> <= n; i += kBlock<T>) {
+    for (size_t j = 0; j < kBlock<T>; ++j) d[i + j] = f(d[i + j], b[i + j]);
+  }
+  for (; i < n; ++i) d[i] = f(d[i], b[i]);
+}
+
+// d[i] = f(a[i], d[i]).
+template <typename T, typename F>
+void applyRight(T* __restrict d, const T* __restrict a, size_t n, F f) {
+  size_t i = 0;
+  for (; i + kBlock<T> <= n; i += kBlock<T>) {
+    for (size_t j = 0; j < kBlock<T>; ++j) d[i + j] = f(a[i + j], d[i + j]);
+  }
+  for (; i < n; ++i) d[i] = f(a[i], d[i]);
+}
+
+template <typename T, typename F>
+void reduceFromWith(T* dst, const T* a, const T* b, size_t n, F f) {
+  if (dst == a) {
+    applyLeft(dst, b, n, f);
+  } else if (dst == b) {
+    applyRight(dst, a, n, f);
+  } else {
+    apply3(dst, a, b, n, f);
   }
 }
 
-// No __restrict: dst may alias a or b exactly (the compiler vectorizes behind an overlap check).
+template <typename T>
+void reduceTyped(T* acc, const T* in, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return applyLeft(acc, in, n, Sum<T>{});
+    case ReduceOp::kMax:
+      return applyLeft(acc, in, n, Max<T>{});
+    case ReduceOp::kMin:
+      return applyLeft(acc, in, n, Min<T>{});
+  }
+}
+
+// dst may alias a or b exactly (the ring reduces a received segment in place with it).
 template <typename T>
 void reduceFromTyped(T* dst, const T* a, const T* b, size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
-      for (size_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
-      return;
+      return reduceFromWith(dst, a, b, n, Sum<T>{});
     case ReduceOp::kMax:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::max(a[i], b[i]);
-      return;
+      return reduceFromWith(dst, a, b, n, Max<T>{});
     case ReduceOp::kMin:
-      for (size_t i = 0; i < n; ++i) dst[i] = std::min(a[i], b[i]);
-      return;
+      return reduceFromWith(dst, a, b, n, Min<T>{});
   }
 }
 
 template <typename T>
 void divideTyped(T* buf, size_t n, int size) {
   const T d = static_cast<T>(size);
-  for (size_t i = 0; i < n; ++i) buf[i] /= d;
+  size_t i = 0;
+  for (; i + kBlock<T> <= n; i += kBlock<T>) {
+    for (size_t j = 0; j < kBlock<T>; ++j) buf[i + j] /= d;
+  }
+  for (; i < n; ++i) buf[i] /= d;
 }
 
 }  // namespace
