@@ -21,15 +21,20 @@
 # same session). btl_vader_single_copy_mechanism none was tried and is slower (CMA stays on).
 # Open MPI: loopback only; mpi_yield_when_idle 1 since 4 ranks share 2 cores (busy-polling
 # ranks starve the one they wait for).
+# raw mpi initializes MPI at MPI_THREAD_MULTIPLE, the level our mpi backend needs (docs/comm.md);
+# DS_RAW_MPI_THREAD=single makes it plain MPI_Init (to measure that level's cost, not a record).
 # Usage: bench/comm_bench.sh [BUILD_DIR] [OUT_FILE]
 #   env: DS_BENCH_RANKS ("2 4"), DS_BENCH_REPS (5), DS_BENCH_TARGET_SECONDS (0.25),
-#        DS_BENCH_BACKENDS ("gloo mpi")
+#        DS_BENCH_BACKENDS ("gloo mpi"), DS_BENCH_SIZES ("1M 16M 128M"; K/M suffixes),
+#        DS_RAW_MPI_THREAD (multiple)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
 OUT=${2:-bench/results/comm.txt}
-SIZES="1M,16M,128M"
-BYTES="1048576 16777216 134217728"
+SIZE_LIST=${DS_BENCH_SIZES:-"1M 16M 128M"}
+SIZES=$(echo $SIZE_LIST | tr ' ' ',')
+BYTES=$(for s in $SIZE_LIST; do numfmt --from=iec "$s"; done | tr '\n' ' ')
+export DS_RAW_MPI_THREAD=${DS_RAW_MPI_THREAD:-multiple}
 OPS="allreduce,reduce_scatter,allgather"
 RANKS=${DS_BENCH_RANKS:-"2 4"}
 REPS=${DS_BENCH_REPS:-5}
@@ -57,7 +62,8 @@ run() {
     mpi/ours)  "${MPIRUN[@]}" -np "$n" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$((port + 10)) \
                  "$B/dsrt" comm-bench --comm_backend mpi --sizes "$SIZES" --ops "$OPS" \
                  --target_seconds "$DS_BENCH_TARGET_SECONDS" ;;
-    mpi/raw)   "${MPIRUN[@]}" -np "$n" -x DS_BENCH_TARGET_SECONDS "$B/bench/bench_raw_mpi" \
+    mpi/raw)   "${MPIRUN[@]}" -np "$n" -x DS_BENCH_TARGET_SECONDS -x DS_RAW_MPI_THREAD \
+                 "$B/bench/bench_raw_mpi" \
                  $BYTES ;;
   esac 2>>"$TMP/stderr" | strip | sed "s/^/$be $n $who $rep /" >> "$TMP/rows"
 }
@@ -68,6 +74,7 @@ run() {
        "$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo "# $REPS repetitions per side, interleaved; target ${DS_BENCH_TARGET_SECONDS} s per row;" \
        "busbw in GB/s (1e9 B/s), nccl-tests convention"
+  echo "# backends: $BACKENDS; ranks: $RANKS; sizes: $SIZES; raw MPI thread level: $DS_RAW_MPI_THREAD"
   echo "# load average (1/5/15 min) at start: $(loadavg)"
   for be in $BACKENDS; do
     for n in $RANKS; do
