@@ -25,6 +25,7 @@ struct SerialWorker::Queue {
   Clock::time_point startedAt;
   Clock::time_point lastSubmit;
   bool parked = true;  // the worker sleeps without a timeout: only a notify makes it look
+  bool awaitsRun = false;  // the worker sleeps until the task a waiter runs has finished
   bool stop = false;
   Stats stats;
 
@@ -57,7 +58,7 @@ struct SerialWorker::Queue {
       std::lock_guard<std::mutex> lock(mu);
       running = false;
       ++(byWorker ? stats.ranByWorker : stats.ranByWaiters);
-      wake = !byWorker && (!tasks.empty() || stop);  // the worker loops on by itself
+      wake = !byWorker && (!tasks.empty() || stop || awaitsRun);  // a worker loops on by itself
     }
     if (wake) cv.notify_all();
     if (error) {
@@ -150,7 +151,9 @@ SerialWorker::Stats SerialWorker::stats() const {
 void SerialWorker::loop() {
   Queue& q = *q_;
   std::unique_lock<std::mutex> lock(q.mu);
+  bool polledDuringRun = false;  // the last poll found a task running (run by a waiter)
   for (;;) {
+    if (!q.running) polledDuringRun = false;
     if (!q.running && !q.tasks.empty()) {
       Clock::time_point due = q.tasks.front().queuedAt + q.grace;
       if (!q.tasks.front().leftToWaiter || q.stop || Clock::now() >= due) {
@@ -164,8 +167,15 @@ void SerialWorker::loop() {
       q.cv.wait_until(lock, due);
     } else if (q.stop && !q.running) {
       return;  // stopping and drained
+    } else if (q.running && polledDuringRun) {
+      // A waiter's task outlasted one poll: rather than poll through a long collective, sleep
+      // until it ends (one notify then; short tasks end between polls and need none).
+      q.awaitsRun = true;
+      q.cv.wait(lock);
+      q.awaitsRun = false;
     } else if (q.defers() && Clock::now() - q.lastSubmit < kParkAfter) {
       q.parked = false;  // submits keep coming: poll rather than be woken by each
+      polledDuringRun = q.running;
       q.cv.wait_for(lock, q.grace);
     } else {
       q.parked = true;
