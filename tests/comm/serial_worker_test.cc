@@ -154,10 +154,11 @@ TEST_CASE("serial worker: without waiterRunsAfter the worker starts every task a
 TEST_CASE("serial worker: the worker does not poll through a long task a waiter runs", "[unit]") {
   SerialWorker w(1s, 1ms);
   std::thread::id ranOn;
-  w.submit("long", [&] {
-     ranOn = std::this_thread::get_id();
-     std::this_thread::sleep_for(300ms);
-   })->wait(10s);
+  auto work = w.submit("long", [&] {
+    ranOn = std::this_thread::get_id();
+    std::this_thread::sleep_for(300ms);
+  });
+  work->wait(10s);
   CHECK(ranOn == std::this_thread::get_id());
   // Polling at the 1 ms grace would be ~300 wakeups; it polls once, then sleeps until the end.
   CHECK(w.stats().workerWakeups <= 8);
