@@ -9,7 +9,7 @@
 # Method: for each (backend, N) ours and raw run REPS times each, interleaved and alternating who
 # goes first (ours,raw,raw,ours,ours,raw,...), so load drifting during the run hits both alike.
 # Every run times each row the same way (bench/raw_timing.h = runtime/cmd/comm_bench.cc): 2 warm-up
-# calls, a probe picks iters = clamp(TARGET / probe, 3, 200), the slowest rank's mean per
+# calls, a probe picks iters = clamp(TARGET / probe, 3, 5000), the slowest rank's mean per
 # iteration over one reused buffer; ours checks each result after its timed loop.
 # The table gives the median busbw over the repetitions of each side, ours/raw = the ratio of
 # the medians, and the spread (min-max) of each side; every repetition's busbw follows it.

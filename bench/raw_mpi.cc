@@ -35,10 +35,8 @@ int main(int argc, char** argv) {
     return m;
   };
   bool single = level && std::string(level) == "single";
-  if (rank == 0) {
-    ds::bench::printHeader(single ? "raw Open MPI (MPI_Init)" : "raw Open MPI (MPI_THREAD_MULTIPLE)",
-                           n);
-  }
+  const char* title = single ? "raw Open MPI (MPI_Init)" : "raw Open MPI (MPI_THREAD_MULTIPLE)";
+  if (rank == 0) ds::bench::printHeader(title, n);
   for (const char* op : {"allreduce", "reduce_scatter", "allgather"}) {
     for (int a = 1; a < argc; ++a) {
       size_t count = std::strtoull(argv[a], nullptr, 10) / 4;

@@ -26,8 +26,9 @@ class SerialWorker {
   // How long a task submitted to an idle queue is left for its issuer's wait() before the worker
   // thread starts it (the start delay of a collective nobody waits for).
   static constexpr std::chrono::microseconds kDefaultWaiterGrace{1000};
-  // How long the worker keeps polling after the last submit before it sleeps until woken.
-  static constexpr std::chrono::milliseconds kParkAfter{50};
+  // How long the worker keeps polling after the last submit before it sleeps until woken (a
+  // wakeup per collective costs little once collectives are this far apart).
+  static constexpr std::chrono::milliseconds kParkAfter{5};
 
   // waiterRunsAfter: a wait() with at least this timeout on a queued task that is next in line,
   // while no task runs, runs the task on the waiting thread instead of handing it to the worker
