@@ -7,6 +7,7 @@
 namespace ds::comm {
 namespace {
 using Clock = std::chrono::steady_clock;
+constexpr std::chrono::microseconds kMaxPoll{8000};
 }  // namespace
 
 struct SerialWorker::Queue {
@@ -122,11 +123,14 @@ WorkPtr SerialWorker::submit(std::string what, std::function<void()> fn) {
     Clock::time_point now = Clock::now();
     bool idle = !q_->running && q_->tasks.empty();
     bool leftToWaiter = idle && q_->defers();
+    // A submit behind a head still left to its waiter: that issuer did not wait, start it now.
+    bool endGrace = !q_->running && !q_->tasks.empty() && q_->tasks.front().leftToWaiter;
+    if (endGrace) q_->tasks.front().leftToWaiter = false;
     q_->tasks.push_back(Queue::Task{work, std::move(fn), now, leftToWaiter});
     q_->lastSubmit = now;
     // Behind a running or queued task it is started by whoever finishes that one; a task left
     // to its waiter is found by the worker's poll unless the worker is parked.
-    wake = q_->parked || (idle && !leftToWaiter);
+    wake = q_->parked || (idle && !leftToWaiter) || endGrace;
   }
   if (wake) q_->cv.notify_all();
   return work;
@@ -152,11 +156,13 @@ void SerialWorker::loop() {
   Queue& q = *q_;
   std::unique_lock<std::mutex> lock(q.mu);
   bool polledDuringRun = false;  // the last poll found a task running (run by a waiter)
+  std::chrono::microseconds poll = q.grace;
   for (;;) {
     if (!q.running) polledDuringRun = false;
     if (!q.running && !q.tasks.empty()) {
       Clock::time_point due = q.tasks.front().queuedAt + q.grace;
       if (!q.tasks.front().leftToWaiter || q.stop || Clock::now() >= due) {
+        poll = q.grace;  // tasks for the worker: poll at the grace period again
         Queue::Task t = q.start();
         lock.unlock();
         q.run(t, true);
@@ -176,7 +182,8 @@ void SerialWorker::loop() {
     } else if (q.defers() && Clock::now() - q.lastSubmit < kParkAfter) {
       q.parked = false;  // submits keep coming: poll rather than be woken by each
       polledDuringRun = q.running;
-      q.cv.wait_for(lock, q.grace);
+      q.cv.wait_for(lock, poll);
+      poll = std::min(poll * 2, kMaxPoll);  // polls that find nothing to do grow sparser
     } else {
       q.parked = true;
       q.cv.wait(lock);

@@ -2,7 +2,7 @@
 // the task it waits for itself when that task is next in line and nothing runs; a shorter wait
 // never does; failures are rethrown by wait() either way. Issue-then-wait neither wakes the worker
 // thread per task nor hands the task to it; a task nobody waits for still starts after the grace;
-// a waiter that cannot take the head ends the head's grace.
+// a second submit, or a waiter that cannot take the head, ends the head's grace.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -110,12 +110,13 @@ TEST_CASE("serial worker: a task nobody waits for starts on the worker after the
   CHECK(w.stats().ranByWorker == 3);
 }
 
-TEST_CASE("serial worker: a waiter that cannot take the head ends its grace", "[unit]") {
+TEST_CASE("serial worker: a second submit, or a waiter that cannot take the head, ends its grace",
+          "[unit]") {
   SerialWorker w(5s, std::chrono::hours(1));
   std::vector<int> order;
   auto a = w.submit("a", [&] { order.push_back(1); });
+  // Nobody waited for a before b was issued: the worker must start a now (not in 1 h).
   auto b = w.submit("b", [&] { order.push_back(2); });
-  // b is not next in line: its waiter cannot run it, so the worker must start a now (not in 1 h).
   b->wait(10s);
   CHECK(a->isCompleted());
   REQUIRE(order == std::vector<int>{1, 2});
