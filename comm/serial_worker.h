@@ -37,9 +37,11 @@ class SerialWorker {
   // starts every task at once.
   // waiterGrace: with waiterRunsAfter on, a task submitted while the queue is idle is left to its
   // waiter for this long; only then does the worker thread start it. While tasks keep coming the
-  // worker polls at this period instead of being woken by each submit (no wakeup per collective);
-  // after kParkAfter without a submit it sleeps until the next one. A waiter that cannot run the
-  // head itself (not next in line, or a short timeout) ends the grace at once.
+  // worker polls (every grace period, doubling up to 8 ms while polls find nothing to do)
+  // instead of being woken by each submit; after kParkAfter without a submit it sleeps until the
+  // next one. A second submit, or a waiter that cannot run the head itself (not next in line, or
+  // a short timeout), ends the grace at once. A task nobody waits for thus starts at most
+  // ~8 ms + grace late (grace when the worker is parked).
   explicit SerialWorker(
       std::chrono::milliseconds waiterRunsAfter = std::chrono::milliseconds::max(),
       std::chrono::microseconds waiterGrace = kDefaultWaiterGrace);
