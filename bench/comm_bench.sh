@@ -9,7 +9,7 @@
 # Method: for each (backend, N) ours and raw run REPS times each, interleaved and alternating who
 # goes first (ours,raw,raw,ours,ours,raw,...), so load drifting during the run hits both alike.
 # Every run times each row the same way (bench/raw_timing.h = runtime/cmd/comm_bench.cc): 2 warm-up
-# calls, a probe picks iters = clamp(TARGET / probe, 3, 200), the slowest rank's mean per
+# calls, a probe picks iters = clamp(TARGET / probe, 3, 5000), the slowest rank's mean per
 # iteration over one reused buffer; ours checks each result after its timed loop.
 # The table gives the median busbw over the repetitions of each side, ours/raw = the ratio of
 # the medians, and the spread (min-max) of each side; every repetition's busbw follows it.
@@ -21,19 +21,23 @@
 # same session). btl_vader_single_copy_mechanism none was tried and is slower (CMA stays on).
 # Open MPI: loopback only; mpi_yield_when_idle 1 since 4 ranks share 2 cores (busy-polling
 # ranks starve the one they wait for).
+# raw mpi initializes MPI at MPI_THREAD_MULTIPLE, the level our mpi backend needs (docs/comm.md);
+# DS_RAW_MPI_THREAD=single makes it plain MPI_Init (to measure that level's cost, not a record).
 # Usage: bench/comm_bench.sh [BUILD_DIR] [OUT_FILE]
 #   env: DS_BENCH_RANKS ("2 4"), DS_BENCH_REPS (5), DS_BENCH_TARGET_SECONDS (0.25),
-#        DS_BENCH_BACKENDS ("gloo mpi"), DS_BENCH_SIZES ("1M 16M 128M", MiB only)
+#        DS_BENCH_BACKENDS ("gloo mpi"), DS_BENCH_SIZES ("1M 16M 128M"; K/M suffixes),
+#        DS_RAW_MPI_THREAD (multiple)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
 OUT=${2:-bench/results/comm.txt}
 SIZE_LIST=${DS_BENCH_SIZES:-"1M 16M 128M"}
 for s in $SIZE_LIST; do
-  [[ $s =~ ^[0-9]+M$ ]] || { echo "DS_BENCH_SIZES: '$s' is not a size in MiB like 16M" >&2; exit 2; }
+  [[ $s =~ ^[0-9]+[KM]$ ]] || { echo "DS_BENCH_SIZES: '$s' is not a size like 64K or 16M" >&2; exit 2; }
 done
 SIZES=$(echo $SIZE_LIST | tr ' ' ',')
-BYTES=$(for s in $SIZE_LIST; do echo $(( ${s%M} << 20 )); done | xargs)
+BYTES=$(for s in $SIZE_LIST; do numfmt --from=iec "$s"; done | tr '\n' ' ')
+export DS_RAW_MPI_THREAD=${DS_RAW_MPI_THREAD:-multiple}
 OPS="allreduce,reduce_scatter,allgather"
 RANKS=${DS_BENCH_RANKS:-"2 4"}
 REPS=${DS_BENCH_REPS:-5}
@@ -61,7 +65,8 @@ run() {
     mpi/ours)  "${MPIRUN[@]}" -np "$n" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$((port + 10)) \
                  "$B/dsrt" comm-bench --comm_backend mpi --sizes "$SIZES" --ops "$OPS" \
                  --target_seconds "$DS_BENCH_TARGET_SECONDS" ;;
-    mpi/raw)   "${MPIRUN[@]}" -np "$n" -x DS_BENCH_TARGET_SECONDS "$B/bench/bench_raw_mpi" \
+    mpi/raw)   "${MPIRUN[@]}" -np "$n" -x DS_BENCH_TARGET_SECONDS -x DS_RAW_MPI_THREAD \
+                 "$B/bench/bench_raw_mpi" \
                  $BYTES ;;
   esac 2>>"$TMP/stderr" | strip | sed "s/^/$be $n $who $rep /" >> "$TMP/rows"
 }
@@ -72,6 +77,7 @@ run() {
        "$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo "# $REPS repetitions per side, interleaved; target ${DS_BENCH_TARGET_SECONDS} s per row;" \
        "busbw in GB/s (1e9 B/s), nccl-tests convention"
+  echo "# backends: $BACKENDS; ranks: $RANKS; sizes: $SIZES; raw MPI thread level: $DS_RAW_MPI_THREAD"
   echo "# load average (1/5/15 min) at start: $(loadavg)"
   for be in $BACKENDS; do
     for n in $RANKS; do

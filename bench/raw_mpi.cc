@@ -1,7 +1,9 @@
 // Raw Open MPI peer for bench/comm_bench.sh: the very MPI calls our mpi backend makes for these
 // collectives (comm/mpi/mpi_backend.cc) on fp32 sum: MPI_Allreduce (in place), MPI_Reduce_scatter
 // (per-rank counts), MPI_Allgatherv (counts, displacements), timed like `dsrt comm-bench`.
-// Run under mpirun; sizes (bytes) as args.
+// MPI is initialized at the thread level our backend needs (MPI_THREAD_MULTIPLE, see
+// comm/mpi/mpi_runtime.h); DS_RAW_MPI_THREAD=single makes it plain MPI_Init, to measure what
+// that level costs. Run under mpirun; sizes (bytes) as args.
 #include "ds/config.h"
 
 #if DS_HAVE_MPI
@@ -14,7 +16,13 @@
 #include "bench/raw_timing.h"
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  const char* level = std::getenv("DS_RAW_MPI_THREAD");
+  if (level && std::string(level) == "single") {
+    MPI_Init(&argc, &argv);
+  } else {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  }
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -26,7 +34,9 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&x, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
     return m;
   };
-  if (rank == 0) ds::bench::printHeader("raw Open MPI", n);
+  bool single = level && std::string(level) == "single";
+  const char* title = single ? "raw Open MPI (MPI_Init)" : "raw Open MPI (MPI_THREAD_MULTIPLE)";
+  if (rank == 0) ds::bench::printHeader(title, n);
   for (const char* op : {"allreduce", "reduce_scatter", "allgather"}) {
     for (int a = 1; a < argc; ++a) {
       size_t count = std::strtoull(argv[a], nullptr, 10) / 4;

@@ -1,6 +1,6 @@
 // Timing loop shared by the raw-library peers (raw_gloo, raw_mpi), the same method as
 // `dsrt comm-bench` (runtime/cmd/comm_bench.cc): 2 warm-up calls, barrier, one probe picks the
-// iteration count (clamp(target / probe, 3, 200)), barrier, time the loop on one reused buffer,
+// iteration count (clamp(target / probe, 3, 5000)), barrier, time the loop on one reused buffer,
 // the slowest rank's mean counts; no result check inside the timed loop (ours checks after it).
 // target = DS_BENCH_TARGET_SECONDS (default 0.5, as `--target_seconds` of dsrt comm-bench).
 // The library calls themselves stay in each peer, so the peers never touch our comm layer.
@@ -46,7 +46,7 @@ inline RawRow timeCollective(const std::function<void()>& run,
   run();
   double probe = maxAcrossRanks(std::chrono::duration<double>(Clock::now() - t0).count());
   RawRow r;
-  r.iters = static_cast<int>(std::clamp(targetSeconds / std::max(probe, 1e-6), 3.0, 200.0));
+  r.iters = static_cast<int>(std::clamp(targetSeconds / std::max(probe, 1e-6), 3.0, 5000.0));
   barrier();
   t0 = Clock::now();
   for (int i = 0; i < r.iters; ++i) run();

@@ -1,43 +1,72 @@
 // SerialWorker: a deque under a mutex; tasks run outside the lock, one at a time, on the worker
-// thread or on a thread waiting for the task at the head of the queue (TaskWork::wait).
+// thread or on a thread waiting for the task at the head of the queue (TaskWork::wait). The worker
+// thread is notified only when it has to act and is not already polling: a submit while it is
+// parked, a task that no waiter may take, a queue left non-empty by a waiter's task, stop.
 #include "comm/serial_worker.h"
 
 namespace ds::comm {
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::microseconds kMaxPoll{8000};
+}  // namespace
 
 struct SerialWorker::Queue {
   struct Task {
     std::shared_ptr<Work> work;
     std::function<void()> fn;
+    Clock::time_point queuedAt;
+    bool leftToWaiter = false;  // submitted to an idle queue: its waiter may run it within grace
   };
   std::chrono::milliseconds waiterRunsAfter;
-  std::mutex mu;
+  std::chrono::microseconds grace;
+  mutable std::mutex mu;
   std::condition_variable cv;  // the worker: a task to start, or stop
   std::deque<Task> tasks;
   bool running = false;
-  std::chrono::steady_clock::time_point startedAt;
+  Clock::time_point startedAt;
+  Clock::time_point lastSubmit;
+  bool parked = true;  // the worker sleeps without a timeout: only a notify makes it look
+  bool awaitsRun = false;  // the worker sleeps until the task a waiter runs has finished
   bool stop = false;
+  Stats stats;
+
+  // Whether idle-queue tasks are left to their waiters (and the worker polls while busy).
+  bool defers() const {
+    return waiterRunsAfter != std::chrono::milliseconds::max() &&
+           grace > std::chrono::microseconds::zero();
+  }
 
   // Pops the head; the caller holds mu and has checked that nothing runs.
   Task start() {
     Task t = std::move(tasks.front());
     tasks.pop_front();
     running = true;
-    startedAt = std::chrono::steady_clock::now();
+    startedAt = Clock::now();
     return t;
   }
-  // Runs t outside the lock, then marks the queue idle and wakes the worker.
-  void finish(Task& t) {
+
+  // Runs t outside the lock. The queue is marked idle before t's Work completes, so a waiter that
+  // returns and issues its next collective at once finds an idle queue and runs that one too.
+  void run(Task& t, bool byWorker) {
+    std::exception_ptr error;
     try {
       t.fn();
-      t.work->markCompleted();
     } catch (...) {
-      t.work->markFailed(std::current_exception());
+      error = std::current_exception();
     }
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu);
       running = false;
+      ++(byWorker ? stats.ranByWorker : stats.ranByWaiters);
+      wake = !byWorker && (!tasks.empty() || stop || awaitsRun);  // a worker loops on by itself
     }
-    cv.notify_all();
+    if (wake) cv.notify_all();
+    if (error) {
+      t.work->markFailed(error);
+    } else {
+      t.work->markCompleted();
+    }
   }
 };
 
@@ -46,12 +75,20 @@ class SerialWorker::TaskWork final : public Work {
   TaskWork(std::string what, std::weak_ptr<Queue> q) : Work(std::move(what)), q_(std::move(q)) {}
 
   void wait(std::chrono::milliseconds timeout) override {
-    if (auto q = q_.lock(); q && !isCompleted() && timeout >= q->waiterRunsAfter) {
+    if (auto q = q_.lock(); q && !isCompleted()) {
       std::unique_lock<std::mutex> lock(q->mu);
-      if (!q->running && !q->tasks.empty() && q->tasks.front().work.get() == this) {
-        Queue::Task t = q->start();
-        lock.unlock();
-        q->finish(t);
+      if (!q->running && !q->tasks.empty()) {
+        Queue::Task& head = q->tasks.front();
+        if (head.work.get() == this && timeout >= q->waiterRunsAfter) {
+          Queue::Task t = q->start();
+          lock.unlock();
+          q->run(t, false);
+        } else if (head.leftToWaiter) {
+          // Whoever waits for the head is not here (or cannot run it): start it now.
+          head.leftToWaiter = false;
+          lock.unlock();
+          q->cv.notify_all();
+        }
       }
     }
     Work::wait(timeout);
@@ -61,9 +98,11 @@ class SerialWorker::TaskWork final : public Work {
   std::weak_ptr<Queue> q_;
 };
 
-SerialWorker::SerialWorker(std::chrono::milliseconds waiterRunsAfter)
+SerialWorker::SerialWorker(std::chrono::milliseconds waiterRunsAfter,
+                           std::chrono::microseconds waiterGrace)
     : q_(std::make_shared<Queue>()) {
   q_->waiterRunsAfter = waiterRunsAfter;
+  q_->grace = waiterGrace;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -78,11 +117,22 @@ SerialWorker::~SerialWorker() {
 
 WorkPtr SerialWorker::submit(std::string what, std::function<void()> fn) {
   auto work = std::make_shared<TaskWork>(std::move(what), q_);
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(q_->mu);
-    q_->tasks.push_back(Queue::Task{work, std::move(fn)});
+    Clock::time_point now = Clock::now();
+    bool idle = !q_->running && q_->tasks.empty();
+    bool leftToWaiter = idle && q_->defers();
+    // A submit behind a head still left to its waiter: that issuer did not wait, start it now.
+    bool endGrace = !q_->running && !q_->tasks.empty() && q_->tasks.front().leftToWaiter;
+    if (endGrace) q_->tasks.front().leftToWaiter = false;
+    q_->tasks.push_back(Queue::Task{work, std::move(fn), now, leftToWaiter});
+    q_->lastSubmit = now;
+    // Behind a running or queued task it is started by whoever finishes that one; a task left
+    // to its waiter is found by the worker's poll unless the worker is parked.
+    wake = q_->parked || (idle && !leftToWaiter) || endGrace;
   }
-  q_->cv.notify_all();
+  if (wake) q_->cv.notify_all();
   return work;
 }
 
@@ -94,21 +144,51 @@ bool SerialWorker::busy() const {
 std::chrono::milliseconds SerialWorker::runningFor() const {
   std::lock_guard<std::mutex> lock(q_->mu);
   if (!q_->running) return std::chrono::milliseconds(0);
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               q_->startedAt);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - q_->startedAt);
+}
+
+SerialWorker::Stats SerialWorker::stats() const {
+  std::lock_guard<std::mutex> lock(q_->mu);
+  return q_->stats;
 }
 
 void SerialWorker::loop() {
   Queue& q = *q_;
+  std::unique_lock<std::mutex> lock(q.mu);
+  bool polledDuringRun = false;  // the last poll found a task running (run by a waiter)
+  std::chrono::microseconds poll = q.grace;
   for (;;) {
-    Queue::Task task;
-    {
-      std::unique_lock<std::mutex> lock(q.mu);
-      q.cv.wait(lock, [&] { return (q.stop && !q.running) || (!q.tasks.empty() && !q.running); });
-      if (q.tasks.empty()) return;  // stopping and drained
-      task = q.start();
+    if (!q.running) polledDuringRun = false;
+    if (!q.running && !q.tasks.empty()) {
+      Clock::time_point due = q.tasks.front().queuedAt + q.grace;
+      if (!q.tasks.front().leftToWaiter || q.stop || Clock::now() >= due) {
+        poll = q.grace;  // tasks for the worker: poll at the grace period again
+        Queue::Task t = q.start();
+        lock.unlock();
+        q.run(t, true);
+        lock.lock();
+        continue;
+      }
+      q.parked = false;
+      q.cv.wait_until(lock, due);
+    } else if (q.stop && !q.running) {
+      return;  // stopping and drained
+    } else if (q.running && polledDuringRun) {
+      // A waiter's task outlasted one poll: rather than poll through a long collective, sleep
+      // until it ends (one notify then; short tasks end between polls and need none).
+      q.awaitsRun = true;
+      q.cv.wait(lock);
+      q.awaitsRun = false;
+    } else if (q.defers() && Clock::now() - q.lastSubmit < kParkAfter) {
+      q.parked = false;  // submits keep coming: poll rather than be woken by each
+      polledDuringRun = q.running;
+      q.cv.wait_for(lock, poll);
+      poll = std::min(poll * 2, kMaxPoll);  // polls that find nothing to do grow sparser
+    } else {
+      q.parked = true;
+      q.cv.wait(lock);
     }
-    q.finish(task);
+    ++q.stats.workerWakeups;
   }
 }
 

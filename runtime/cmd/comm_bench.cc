@@ -134,7 +134,7 @@ CommBenchRow benchOne(ProcessGroup& pg, const std::string& op, size_t bytes,
   auto t0 = Clock::now();
   issue(pg, op, b, counts)->wait();
   double probe = slowest(pg, std::chrono::duration<double>(Clock::now() - t0).count());
-  row.iters = static_cast<int>(std::clamp(o.targetSeconds / std::max(probe, 1e-6), 3.0, 200.0));
+  row.iters = static_cast<int>(std::clamp(o.targetSeconds / std::max(probe, 1e-6), 3.0, 5000.0));
   pg.barrier()->wait();
   t0 = Clock::now();
   for (int i = 0; i < row.iters; ++i) issue(pg, op, b, counts)->wait();

@@ -1,6 +1,8 @@
 // SerialWorker: tasks run one at a time in issue order; a waiter with a long enough timeout runs
 // the task it waits for itself when that task is next in line and nothing runs; a shorter wait
-// never does; failures are rethrown by wait() either way.
+// never does; failures are rethrown by wait() either way. Issue-then-wait neither wakes the worker
+// thread per task nor hands the task to it; a task nobody waits for still starts after the grace;
+// a second submit, or a waiter that cannot take the head, ends the head's grace.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -66,4 +68,99 @@ TEST_CASE("serial worker: a task's failure is rethrown by wait()", "[unit]") {
   auto good = w.submit("good", [] {});
   good->wait(10s);
   CHECK(good->isCompleted());
+}
+
+TEST_CASE("serial worker: issue then wait runs on the caller and does not wake the worker",
+          "[unit]") {
+  // A grace far longer than the test: only a waiter (or a notify) can start these tasks.
+  SerialWorker w(1s, std::chrono::hours(1));
+  const auto me = std::this_thread::get_id();
+  int onCaller = 0;
+  for (int i = 0; i < 500; ++i) {
+    w.submit("t", [&] { onCaller += std::this_thread::get_id() == me; })->wait(10s);
+  }
+  CHECK(onCaller == 500);
+  SerialWorker::Stats s = w.stats();
+  CHECK(s.ranByWaiters == 500);
+  CHECK(s.ranByWorker == 0);
+  // One wakeup for the first submit (the worker was parked), then it sleeps until the first
+  // task's grace ends; the old worker woke once or twice per task.
+  CHECK(s.workerWakeups <= 3);
+}
+
+TEST_CASE("serial worker: a task nobody waits for starts on the worker after the grace",
+          "[unit]") {
+  SerialWorker w(1s, 1ms);
+  auto runUnwaited = [&] {
+    std::atomic<bool> ran{false};
+    std::thread::id ranOn;
+    auto t = w.submit("unwaited", [&] {
+      ranOn = std::this_thread::get_id();
+      ran = true;
+    });
+    for (int i = 0; i < 10000 && !t->isCompleted(); ++i) std::this_thread::sleep_for(1ms);
+    REQUIRE(t->isCompleted());
+    CHECK(ran);
+    CHECK(ranOn != std::this_thread::get_id());
+  };
+  runUnwaited();  // the worker was parked: woken by the submit, starts it when the grace ends
+  runUnwaited();  // usually still polling (a submit within kParkAfter): found by its poll
+  std::this_thread::sleep_for(SerialWorker::kParkAfter * 3);
+  runUnwaited();  // parked again after kParkAfter without submits
+  CHECK(w.stats().ranByWorker == 3);
+}
+
+TEST_CASE("serial worker: a second submit, or a waiter that cannot take the head, ends its grace",
+          "[unit]") {
+  SerialWorker w(5s, std::chrono::hours(1));
+  std::vector<int> order;
+  auto a = w.submit("a", [&] { order.push_back(1); });
+  // Nobody waited for a before b was issued: the worker must start a now (not in 1 h).
+  auto b = w.submit("b", [&] { order.push_back(2); });
+  b->wait(10s);
+  CHECK(a->isCompleted());
+  REQUIRE(order == std::vector<int>{1, 2});
+
+  // A wait shorter than waiterRunsAfter never runs the task itself, but does not strand it.
+  std::thread::id ranOn;
+  auto c = w.submit("c", [&] { ranOn = std::this_thread::get_id(); });
+  c->wait(3s);
+  CHECK(ranOn != std::this_thread::get_id());
+  CHECK(w.stats().ranByWaiters == 0);
+}
+
+TEST_CASE("serial worker: the destructor runs tasks still left to their waiters", "[unit]") {
+  std::atomic<int> runs{0};
+  {
+    SerialWorker w(1s, std::chrono::hours(1));
+    w.submit("left", [&] { runs++; });
+    w.submit("behind", [&] { runs++; });
+  }
+  CHECK(runs == 2);
+}
+
+TEST_CASE("serial worker: without waiterRunsAfter the worker starts every task at once",
+          "[unit]") {
+  SerialWorker w;  // max(): no waiter runs, no grace
+  std::vector<WorkPtr> works;
+  std::atomic<int> runs{0};
+  for (int i = 0; i < 50; ++i) works.push_back(w.submit("t", [&] { runs++; }));
+  for (int i = 0; i < 10000 && runs < 50; ++i) std::this_thread::sleep_for(1ms);
+  CHECK(runs == 50);
+  for (auto& wk : works) wk->wait(10s);
+  CHECK(w.stats().ranByWaiters == 0);
+  CHECK(w.stats().ranByWorker == 50);
+}
+
+TEST_CASE("serial worker: the worker does not poll through a long task a waiter runs", "[unit]") {
+  SerialWorker w(1s, 1ms);
+  std::thread::id ranOn;
+  auto work = w.submit("long", [&] {
+    ranOn = std::this_thread::get_id();
+    std::this_thread::sleep_for(300ms);
+  });
+  work->wait(10s);
+  CHECK(ranOn == std::this_thread::get_id());
+  // Polling at the 1 ms grace would be ~300 wakeups; it polls once, then sleeps until the end.
+  CHECK(w.stats().workerWakeups <= 8);
 }
