@@ -1,9 +1,16 @@
 // Linear layer on gemmBf16 (see matmul_bf16.h).
 #include "runtime/tensor/matmul_bf16.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <string>
+#include <vector>
 
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/matmul.h"
 #include "runtime/tensor/threads.h"
@@ -12,12 +19,106 @@ namespace ds::runtime {
 
 namespace {
 std::atomic<bool> gEnabled{true};
+
+// DS_BF16_LINEAR: auto (default) | native | widen, the bf16 model's linear-layer path.
+constexpr const char* kEnvBf16Linear = "DS_BF16_LINEAR";
+// The probe shape: rows x in x out of one forward linear product, and its FLOP count.
+constexpr int kProbeM = 256, kProbeK = 768, kProbeN = 768;
+constexpr double kProbeFlop = 2.0 * kProbeM * kProbeK * kProbeN;
+
+template <class F>
+double secondsOf(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+}  // namespace
 
 bool bf16LinearNative() {
-  return gEnabled.load(std::memory_order_relaxed) && bf16GemmNativeAvailable();
+  return gEnabled.load(std::memory_order_relaxed) && bf16LinearChoice() == Bf16Linear::kNative;
 }
 void setBf16LinearNative(bool enable) { gEnabled.store(enable); }
+
+const char* bf16LinearName(Bf16Linear path) {
+  return path == Bf16Linear::kNative ? "native" : "widen";
+}
+
+Bf16Linear pickBf16Linear(const Bf16LinearTiming& t) {
+  return t.native < t.widen ? Bf16Linear::kNative : Bf16Linear::kWiden;
+}
+
+std::optional<Bf16Linear> bf16LinearForced(const EnvMap& env) {
+  const auto v = envString(env, kEnvBf16Linear);
+  if (!v || v->empty() || *v == "auto") return std::nullopt;
+  if (*v == "native") return Bf16Linear::kNative;
+  if (*v == "widen") return Bf16Linear::kWiden;
+  throw ConfigError(fmt::format("{}='{}': expected auto, native or widen", kEnvBf16Linear, *v));
+}
+
+Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
+                            const std::function<Bf16LinearTiming()>& measure) {
+  const auto forced = bf16LinearForced(env);
+  if (!nativeAvailable) {
+    if (forced == Bf16Linear::kNative) {
+      throw NotSupported(fmt::format("{}=native: this CPU has no AVX512-BF16", kEnvBf16Linear));
+    }
+    return Bf16Linear::kWiden;
+  }
+  if (forced) return *forced;
+  return pickBf16Linear(measure());
+}
+
+Bf16LinearTiming measureBf16Linear() {
+  constexpr int M = kProbeM, K = kProbeK, N = kProbeN, kReps = 5;
+  std::vector<float> inp(static_cast<size_t>(M) * K), out(static_cast<size_t>(M) * N);
+  std::vector<float> wf(static_cast<size_t>(N) * K);
+  std::vector<bf16> w(wf.size());
+  for (size_t i = 0; i < inp.size(); ++i) inp[i] = static_cast<float>(i % 17) * 0.01f - 0.08f;
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = static_cast<float>(i % 13) * 0.01f - 0.06f;
+  f32ToBf16(w.data(), wf.data(), wf.size());
+  // What the bf16 model runs per forward linear on each path (gpt2.cc): the native gemm on the
+  // bf16 weights, or widening the weights (ParamAccess does it per block entry) plus sgemm.
+  auto native = [&] {
+    gemmBf16(M, N, K, f32Operand(inp.data(), K, 1), bf16Operand(w.data(), K, 1), out.data(), N,
+             0.0f, Bf16GemmPath::kNative);
+  };
+  auto widen = [&] {
+    bf16ToF32(wf.data(), w.data(), wf.size());
+    matmulForward(out.data(), inp.data(), wf.data(), nullptr, M, K, N);
+  };
+  native();  // warm-up: packing buffers, OpenBLAS and OpenMP threads
+  widen();
+  Bf16LinearTiming t{1e30, 1e30};
+  for (int r = 0; r < kReps; ++r) {
+    t.native = std::min(t.native, secondsOf(native));
+    t.widen = std::min(t.widen, secondsOf(widen));
+  }
+  return t;
+}
+
+Bf16Linear bf16LinearChoice() {
+  static const Bf16Linear choice = [] {
+    const bool available = bf16GemmNativeAvailable();
+    std::optional<Bf16LinearTiming> timed;
+    const Bf16Linear c = decideBf16Linear(available, currentEnv(), [&] {
+      timed = measureBf16Linear();
+      return *timed;
+    });
+    if (timed) {
+      DS_LOG_INFO("tensor",
+                  "bf16 linear layers: {} (forward 256x768x768, min of 5: native bf16 gemm {:.3f} "
+                  "ms = {:.1f} GFLOP/s, widen+sgemm {:.3f} ms = {:.1f} GFLOP/s; {}=native|widen "
+                  "forces a path)",
+                  bf16LinearName(c), timed->native * 1e3, kProbeFlop / timed->native / 1e9,
+                  timed->widen * 1e3, kProbeFlop / timed->widen / 1e9, kEnvBf16Linear);
+    } else {
+      DS_LOG_DEBUG("tensor", "bf16 linear layers: {} ({})", bf16LinearName(c),
+                   available ? "forced by DS_BF16_LINEAR" : "no AVX512-BF16");
+    }
+    return c;
+  }();
+  return choice;
+}
 
 void matmulForwardBf16(float* out, const float* inp, const bf16* weight, const float* bias, int N,
                        int C, int OC) {

@@ -1,22 +1,50 @@
 // Linear layer on the native bf16 gemm (bf16_gemm.h): the same contract as matmul.h (forward
 // out = inp . W^T + bias; backward ACCUMULATES into dinp, dweight, dbias) with W given as bf16 and
 // inp/dout rounded to bf16 inside the gemm; products and sums fp32, dbias from fp32 dout.
-// Routing rule (bf16LinearNative), from bench/results/bf16_gemm.txt: the native AVX512-BF16 kernel
-// ran 2-3.5x the GFLOP/s of "widen W to fp32 + OpenBLAS sgemm" at every GPT-2 small linear shape
-// (rows 256-2048, C 768/3072, OC 768-3072, forward and both backward products, 1 and 2 threads),
-// so the rule is simply "the CPU has AVX512-BF16"; without it the model keeps widen + sgemm.
+// Routing (bf16LinearNative): measured once per process. The native AVX512-BF16 kernel was 2.5-3.8x
+// "widen W + OpenBLAS sgemm" on an AMD EPYC (Zen 4) but 0.57x on an Intel Xeon (OpenBLAS SkylakeX
+// sgemm 178 vs native 101 GFLOP/s), so on a CPU with AVX512-BF16 the first call times both paths
+// on one forward linear shape and keeps the faster; DS_BF16_LINEAR forces either.
 #pragma once
 
+#include <functional>
+#include <optional>
+
 #include "core/dtype.h"
+#include "core/env.h"
 
 namespace ds::runtime {
 
-// True when the bf16 model should run its linear layers here instead of widen + sgemm: the CPU
-// has AVX512-BF16 and no one called setBf16LinearNative(false).
+// True when the bf16 model should run its linear layers here instead of widen + sgemm: the
+// process's choice (bf16LinearChoice) is native and no one called setBf16LinearNative(false).
 bool bf16LinearNative();
-// Process-wide switch for A/B measurements and tests (default on; on has no effect without
-// AVX512-BF16).
+// Process-wide switch for A/B measurements and tests (default on; off forces widen + sgemm, on
+// follows the process's choice).
 void setBf16LinearNative(bool enable);
+
+enum class Bf16Linear { kNative, kWiden };
+const char* bf16LinearName(Bf16Linear path);  // "native" | "widen"
+
+// Seconds per forward linear product on each path (min over interleaved reps).
+struct Bf16LinearTiming {
+  double native = 0.0, widen = 0.0;
+};
+
+// The pure choice: native only when strictly faster (widen is the portable path).
+Bf16Linear pickBf16Linear(const Bf16LinearTiming& t);
+// DS_BF16_LINEAR=auto|native|widen (default auto): the path to force, nullopt for auto; any other
+// value is a ConfigError.
+std::optional<Bf16Linear> bf16LinearForced(const EnvMap& env);
+// The decision: widen without AVX512-BF16 (forcing native there is NotSupported); else the forced
+// path; else pickBf16Linear(measure()). measure runs only in that last case.
+Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
+                            const std::function<Bf16LinearTiming()>& measure);
+// Times both paths on M=256, K=N=768 (GPT-2 small attention projection): one warm-up and 5
+// interleaved reps each, about 20-50 ms in all on the current OpenMP/OpenBLAS threads.
+Bf16LinearTiming measureBf16Linear();
+// decideBf16Linear for this CPU, environment and measureBf16Linear, made once per process
+// (thread-safe) and logged at info level with both timings when measured.
+Bf16Linear bf16LinearChoice();
 
 void matmulForwardBf16(float* out, const float* inp, const bf16* weight, const float* bias, int N,
                        int C, int OC);

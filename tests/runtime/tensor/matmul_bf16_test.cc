@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
+#include "core/env.h"
 #include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/matmul_bf16.h"
 
@@ -93,9 +95,67 @@ TEST_CASE("bf16 linear forward/backward match fp64 sums of the bf16-rounded oper
                                   C, OC);
 }
 
-TEST_CASE("bf16 linear routing switch: off forces the widen path, on follows the CPU", "[unit]") {
+TEST_CASE("bf16 linear routing switch: off forces the widen path, on follows the choice", "[unit]") {
   ds::runtime::setBf16LinearNative(false);
   REQUIRE_FALSE(ds::runtime::bf16LinearNative());
   ds::runtime::setBf16LinearNative(true);
-  REQUIRE(ds::runtime::bf16LinearNative() == ds::runtime::bf16GemmNativeAvailable());
+  const auto choice = ds::runtime::bf16LinearChoice();
+  REQUIRE(ds::runtime::bf16LinearNative() == (choice == ds::runtime::Bf16Linear::kNative));
+  if (!ds::runtime::bf16GemmNativeAvailable()) REQUIRE(choice == ds::runtime::Bf16Linear::kWiden);
+  REQUIRE(ds::runtime::bf16LinearChoice() == choice);  // made once per process
+}
+
+TEST_CASE("bf16 linear choice: the faster measured path, widen on ties", "[unit]") {
+  using ds::runtime::Bf16Linear;
+  using ds::runtime::pickBf16Linear;
+  // The two machines of issue 4, as seconds per 512x3072x768 product at their GFLOP/s.
+  const double flop = 2.0 * 512 * 3072 * 768;
+  REQUIRE(pickBf16Linear({flop / 101.2e9, flop / 177.9e9}) == Bf16Linear::kWiden);  // Xeon
+  REQUIRE(pickBf16Linear({flop / 300e9, flop / 100e9}) == Bf16Linear::kNative);     // Zen 4
+  REQUIRE(pickBf16Linear({1e-3, 1e-3}) == Bf16Linear::kWiden);
+  REQUIRE(pickBf16Linear({0.99e-3, 1e-3}) == Bf16Linear::kNative);
+}
+
+TEST_CASE("bf16 linear decision: DS_BF16_LINEAR forces each path, auto measures", "[unit]") {
+  using ds::runtime::Bf16Linear;
+  using ds::runtime::Bf16LinearTiming;
+  using ds::runtime::decideBf16Linear;
+  int calls = 0;
+  auto nativeFaster = [&] { ++calls; return Bf16LinearTiming{1e-3, 2e-3}; };
+  auto widenFaster = [&] { ++calls; return Bf16LinearTiming{2e-3, 1e-3}; };
+
+  // auto (unset, empty or "auto"): the measured faster path, measured once per decision
+  for (const ds::EnvMap& env : {ds::EnvMap{}, ds::EnvMap{{"DS_BF16_LINEAR", ""}},
+                                ds::EnvMap{{"DS_BF16_LINEAR", "auto"}}}) {
+    calls = 0;
+    REQUIRE(decideBf16Linear(true, env, nativeFaster) == Bf16Linear::kNative);
+    REQUIRE(decideBf16Linear(true, env, widenFaster) == Bf16Linear::kWiden);
+    REQUIRE(calls == 2);
+  }
+  // forced: against the measurement, which is then not taken
+  calls = 0;
+  const ds::EnvMap native{{"DS_BF16_LINEAR", "native"}}, widen{{"DS_BF16_LINEAR", "widen"}};
+  REQUIRE(decideBf16Linear(true, native, widenFaster) == Bf16Linear::kNative);
+  REQUIRE(decideBf16Linear(true, widen, nativeFaster) == Bf16Linear::kWiden);
+  REQUIRE(calls == 0);
+  // no AVX512-BF16: widen without measuring; forcing native is NotSupported
+  REQUIRE(decideBf16Linear(false, {}, nativeFaster) == Bf16Linear::kWiden);
+  REQUIRE(decideBf16Linear(false, widen, nativeFaster) == Bf16Linear::kWiden);
+  REQUIRE(calls == 0);
+  REQUIRE_THROWS_AS(decideBf16Linear(false, native, nativeFaster), ds::NotSupported);
+  // anything else names the variable
+  REQUIRE_THROWS_WITH(decideBf16Linear(true, {{"DS_BF16_LINEAR", "bf16"}}, nativeFaster),
+                      Catch::Contains("DS_BF16_LINEAR='bf16'"));
+}
+
+TEST_CASE("bf16 linear probe times both paths", "[unit]") {
+  if (!ds::runtime::bf16GemmNativeAvailable()) {
+    REQUIRE_THROWS_AS(ds::runtime::measureBf16Linear(), ds::NotSupported);  // kNative refused
+    return;
+  }
+  const auto t = ds::runtime::measureBf16Linear();
+  REQUIRE(std::isfinite(t.native));
+  REQUIRE(std::isfinite(t.widen));
+  REQUIRE(t.native > 0.0);
+  REQUIRE(t.widen > 0.0);
 }
