@@ -4,7 +4,9 @@
 # wide, 12 heads, T=256, vocab 4096) at 1 and 2 ranks in fp32 and bf16, then each ZeRO stage's
 # step time relative to stage 0 at 2 and 4 ranks. Figures come from the run summary JSON that
 # rank 0 writes (timing excludes the first step). Usage:
-#   bench/train_bench.sh [BUILD_DIR] [OUT_FILE]     (env: STEPS, SMALL_STEPS, STAGE_STEPS, QUICK=1)
+#   OMP_NUM_THREADS=1 bench/train_bench.sh [BUILD_DIR] [OUT_FILE]   (env: STEPS, SMALL_STEPS, STAGE_STEPS, QUICK=1)
+# With OMP_NUM_THREADS=1 every rank computes on one core, so the 1-thread sgemm printed in the same run
+# is the per-rank ceiling (a 2-rank row's ceiling is twice it).
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -75,10 +77,11 @@ SMALL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
       done
     done
   fi
-  if [[ ${QUICK:-0} != 1 && -x "$BUILD/bench/bench_model_flops" ]]; then
+  if [[ ${QUICK:-0} != 1 ]]; then
+    [[ -x "$BUILD/bench/bench_model_flops" ]] || { echo "train_bench: $BUILD/bench/bench_model_flops not built" >&2; exit 2; }
     echo
     echo "## OpenBLAS sgemm at the GPT-2 small shape, same run (the ceiling for the GFLOP/s above)"
-    "$BUILD/bench/bench_model_flops" --threads "${OMP_NUM_THREADS:-1}" --reps 2 --only GPT-2 \
+    "$BUILD/bench/bench_model_flops" --threads "${OMP_NUM_THREADS:-1}" --reps 2 --only GPT-2 2>&1 \
       | sed 's/^/# /'
   fi
   echo
