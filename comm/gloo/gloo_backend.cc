@@ -14,6 +14,7 @@
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/gloo_connect.h"
 #include "comm/gloo/gloo_link.h"
+#include "comm/gloo/peer_process.h"
 #include "comm/gloo/reduce_kernels.h"
 #include "comm/serial_worker.h"
 #include "comm/store/prefix_store.h"
@@ -39,6 +40,9 @@ class GlooBackend final : public Backend {
     auto store = std::make_shared<PrefixStore>(prefix_, root_);
     auto ctx = gloo_impl::connectGroup(store, rank, size, device_, timeout_);
     link_ = std::make_unique<GlooLink>(std::move(ctx), store, timeout_, globalRanks_);
+    groupStore_ = store;
+    std::string id = gloo_impl::localProcessId();
+    groupStore_->set(procKey(rank), Bytes(id.begin(), id.end()));
     worker_ = std::make_unique<SerialWorker>(timeout_);
     watchdog_ = std::thread([this] { watch(); });
   }
@@ -133,15 +137,47 @@ class GlooBackend final : public Backend {
     }
   }
 
+  static std::string procKey(int groupRank) { return "proc/" + std::to_string(groupRank); }
+
+  // A member on this host whose process is gone (see peer_process.h), or -1. Members' process
+  // ids are read from the store once, as they become available.
+  int deadLocalPeer() {
+    peerIds_.resize(static_cast<size_t>(size()));
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      std::string& id = peerIds_[static_cast<size_t>(r)];
+      if (id.empty()) {
+        try {
+          if (!groupStore_->check({procKey(r)})) continue;
+          Bytes b = groupStore_->get(procKey(r), std::chrono::seconds(5));
+          id.assign(b.begin(), b.end());
+        } catch (const std::exception&) {
+          continue;
+        }
+      }
+      if (gloo_impl::processGone(id)) return r;
+    }
+    return -1;
+  }
+
   // Backstop for the abort protocol: a collective running for more than a second polls the
   // store every 250 ms; once another member has recorded a failure, closing our connections makes
-  // our own waits fail at once (and fail() then names the recorded culprit).
+  // our own waits fail at once (and fail() then names the recorded culprit). It also records a
+  // member on this host whose process is gone: libgloo does not wake a rank blocked sending to a
+  // dead peer, nor one blocked on a live peer that is itself blocked on it.
   void watch() {
     std::unique_lock<std::mutex> lock(watchMu_);
     while (!watchCv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopWatch_; })) {
       if (worker_->runningFor() < std::chrono::seconds(1)) continue;
       lock.unlock();
       bool abort = link_->abortRecorded();
+      if (!abort) {
+        int dead = deadLocalPeer();
+        if (dead >= 0) {
+          link_->recordAbort(dead, "its process on this host is gone");
+          abort = true;
+        }
+      }
       if (abort) {
         link_->abortWaits();
         link_->closeConnections();
@@ -194,6 +230,8 @@ class GlooBackend final : public Backend {
   std::string name_ = "gloo";
   int subgroups_ = 0;
   std::unique_ptr<GlooLink> link_;
+  std::shared_ptr<Store> groupStore_;
+  std::vector<std::string> peerIds_;  // by group rank; the watchdog thread's own
   std::unique_ptr<SerialWorker> worker_;
   std::mutex watchMu_;
   std::condition_variable watchCv_;

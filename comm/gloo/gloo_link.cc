@@ -78,6 +78,18 @@ bool GlooLink::abortRecorded() {
   }
 }
 
+bool GlooLink::recordAbort(int groupRank, const std::string& detail) {
+  try {
+    std::string mine = fmt::format("{}|{}", groupRank, detail);
+    store_->compareSet(kAbortKey, {}, Bytes(mine.begin(), mine.end()));
+    return true;
+  } catch (const std::exception& e) {
+    DS_LOG_WARN("gloo", "could not record the failure of {} in the store: {}",
+                describe(groupRank), e.what());
+    return false;
+  }
+}
+
 void GlooLink::abortWaits() {
   std::lock_guard<std::mutex> lock(waitMu_);
   aborted_ = true;

@@ -95,6 +95,9 @@ class GlooLink {
   // Whether another member has recorded a failure in the store (the watchdog's poll; a store
   // that cannot be reached counts as no).
   bool abortRecorded();
+  // Records that groupRank failed (detail says how), unless a failure is already recorded: the
+  // watchdog's own finding, named later by fail() on every member. False if the store is gone.
+  bool recordAbort(int groupRank, const std::string& detail);
   // Wakes the wait in progress (and fails every later one): closing our own connections does not
   // wake our own waiters in gloo, only the peers'. Thread-safe (the watchdog calls it).
   void abortWaits();
