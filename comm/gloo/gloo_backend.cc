@@ -11,7 +11,6 @@
 #include <set>
 #include <thread>
 
-#include "comm/gloo/allreduce_bound.h"
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/gloo_connect.h"
 #include "comm/gloo/gloo_link.h"
@@ -40,7 +39,6 @@ class GlooBackend final : public Backend {
     auto store = std::make_shared<PrefixStore>(prefix_, root_);
     auto ctx = gloo_impl::connectGroup(store, rank, size, device_, timeout_);
     link_ = std::make_unique<GlooLink>(std::move(ctx), store, timeout_, globalRanks_);
-    bound_ = std::make_unique<gloo_impl::BoundAllreduceCache>(*link_);
     worker_ = std::make_unique<SerialWorker>(timeout_);
     watchdog_ = std::thread([this] { watch(); });
   }
@@ -64,7 +62,6 @@ class GlooBackend final : public Backend {
   WorkPtr allreduce(BufferView buf, ReduceOp op) override {
     checkReducible("allreduce", buf.dtype);
     return run("allreduce", [this, buf, op] {
-      if (bound_->run(buf.data, buf.count, buf.dtype, op)) return;
       size_t bytes = buf.count * dtypeSize(gloo_impl::workType(buf.dtype));
       if (bytes <= gloo_impl::pairAllreduceBytes() &&
           gloo_impl::allreducePair(*link_, buf.data, buf.count, buf.dtype, op)) {
@@ -197,7 +194,6 @@ class GlooBackend final : public Backend {
   std::string name_ = "gloo";
   int subgroups_ = 0;
   std::unique_ptr<GlooLink> link_;
-  std::unique_ptr<gloo_impl::BoundAllreduceCache> bound_;  // worker thread only; before link_ dies
   std::unique_ptr<SerialWorker> worker_;
   std::mutex watchMu_;
   std::condition_variable watchCv_;

@@ -50,8 +50,6 @@ class GlooLink {
   ~GlooLink();
 
   int rank() const { return ctx_->rank; }
-  // The connected context itself, for libgloo's own algorithms (allreduce_bound.cc).
-  const std::shared_ptr<::gloo::rendezvous::Context>& context() const { return ctx_; }
   int size() const { return ctx_->size; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -101,11 +99,8 @@ class GlooLink {
   // wake our own waiters in gloo, only the peers'. Thread-safe (the watchdog calls it).
   void abortWaits();
 
-  // Records and throws a failure seen on the link to `peer` (CommError naming the culprit) and
-  // leaves the group broken; for code that drives the context directly (allreduce_bound.cc).
-  [[noreturn]] void fail(int peer, const char* what, const std::string& detail);
-
  private:
+  [[noreturn]] void fail(int peer, const char* what, const std::string& detail);
   std::string describe(int groupRank) const;
 
   std::shared_ptr<::gloo::rendezvous::Context> ctx_;
