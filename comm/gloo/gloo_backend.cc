@@ -14,8 +14,8 @@
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/gloo_connect.h"
 #include "comm/gloo/gloo_link.h"
-#include "comm/gloo/peer_process.h"
 #include "comm/gloo/reduce_kernels.h"
+#include "comm/peer_process.h"
 #include "comm/serial_worker.h"
 #include "comm/store/prefix_store.h"
 #include "core/env.h"
@@ -41,7 +41,7 @@ class GlooBackend final : public Backend {
     auto ctx = gloo_impl::connectGroup(store, rank, size, device_, timeout_);
     link_ = std::make_unique<GlooLink>(std::move(ctx), store, timeout_, globalRanks_);
     groupStore_ = store;
-    std::string id = gloo_impl::localProcessId();
+    std::string id = localProcessId();
     groupStore_->set(procKey(rank), Bytes(id.begin(), id.end()));
     worker_ = std::make_unique<SerialWorker>(timeout_);
     watchdog_ = std::thread([this] { watch(); });
@@ -139,7 +139,7 @@ class GlooBackend final : public Backend {
 
   static std::string procKey(int groupRank) { return "proc/" + std::to_string(groupRank); }
 
-  // A member on this host whose process is gone (see peer_process.h), or -1. Members' process
+  // A member on this host whose process is gone (see comm/peer_process.h), or -1. Members' process
   // ids are read from the store once, as they become available.
   int deadLocalPeer() {
     peerIds_.resize(static_cast<size_t>(size()));
@@ -155,7 +155,7 @@ class GlooBackend final : public Backend {
           continue;
         }
       }
-      if (gloo_impl::processGone(id)) return r;
+      if (processGone(id)) return r;
     }
     return -1;
   }

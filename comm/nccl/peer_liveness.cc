@@ -3,13 +3,12 @@
 // so unregistering waits for a callback in progress and never races one.
 #include "comm/nccl/peer_liveness.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <set>
 
+#include "comm/peer_process.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -71,7 +70,8 @@ std::string hostName() {
 
 PeerWatchdog::PeerWatchdog(std::shared_ptr<Store> store, int myRank, LivenessOptions options)
     : store_(std::move(store)), myRank_(myRank), options_(options), myHost_(hostName()) {
-  store_->setString(identityKey(myRank_), fmt::format("{} {}", myHost_, ::getpid()));
+  store_->setString(identityKey(myRank_),
+                    fmt::format("{} {} {}", myHost_, ::getpid(), localProcessId()));
   store_->add(heartbeatKey(myRank_), 1);
   thread_ = std::thread([this] { run(); });
 }
@@ -128,21 +128,23 @@ std::string PeerWatchdog::describe(int rank) {
   if (it == identity_.end() && !storeError_) {
     try {
       std::string s = store_->getString(identityKey(rank), milliseconds(100));
-      auto sp = s.rfind(' ');
+      auto sp = s.find(' ');
       if (sp != std::string::npos) {
-        it = identity_.emplace(rank, std::make_pair(s.substr(0, sp),
-                                                    std::stol(s.substr(sp + 1)))).first;
+        auto sp2 = s.find(' ', sp + 1);
+        Identity id{s.substr(0, sp), std::stol(s.substr(sp + 1, sp2 - sp - 1)),
+                    sp2 == std::string::npos ? "" : s.substr(sp2 + 1)};
+        it = identity_.emplace(rank, std::move(id)).first;
       }
     } catch (const std::exception&) {
     }
   }
   if (it == identity_.end()) return fmt::format("rank {}", rank);
-  return fmt::format("rank {} (host {}, pid {})", rank, it->second.first, it->second.second);
+  return fmt::format("rank {} (host {}, pid {})", rank, it->second.host, it->second.pid);
 }
 
 // Evidence, strongest first: the store is gone (its host is to blame), the process is gone from
-// this host (and has missed two beats, so a live process in another pid namespace that shares
-// our host name is never mistaken for it), or the counter has been still for the peer timeout.
+// this host (same boot and pid namespace, comm/peer_process.h) and has missed two beats, or the
+// counter has been still for the peer timeout.
 std::optional<PeerFailure> PeerWatchdog::judge(int rank, LivenessClock::time_point now) {
   if (storeError_) {
     return PeerFailure{options_.storeHostRank,
@@ -153,8 +155,7 @@ std::optional<PeerFailure> PeerWatchdog::judge(int rank, LivenessClock::time_poi
   milliseconds silent = tracker_.silentFor(rank, now);
   std::string who = describe(rank);
   auto id = identity_.find(rank);
-  if (id != identity_.end() && id->second.first == myHost_ && silent >= 2 * options_.beat &&
-      ::kill(static_cast<pid_t>(id->second.second), 0) != 0 && errno == ESRCH) {
+  if (id != identity_.end() && silent >= 2 * options_.beat && processGone(id->second.process)) {
     return PeerFailure{rank, fmt::format("peer {} is gone: its process no longer exists and it "
                                          "sent no heartbeat for {} ms",
                                          who, silent.count())};

@@ -1,7 +1,7 @@
 // Peer liveness for the nccl backend, CUDA-free so that it is unit-tested on any machine. NCCL
 // has no notion of a dead peer on intra-node transports (the kernels spin), so every process
-// bumps a heartbeat counter in the store ("nccl/hb/<rank>") and publishes "host pid"
-// ("nccl/peer/<rank>"); while a watched group has Work pending, PeerWatchdog reads its members'
+// bumps a heartbeat counter in the store ("nccl/hb/<rank>") and publishes "host pid process"
+// ("nccl/peer/<rank>"; process is comm/peer_process.h's id); while a watched group has Work pending, PeerWatchdog reads its members'
 // counters and reports a member once to the group's callback when its counter has not moved for
 // the peer timeout, when its process is gone from this host, or when the store (hosted by rank 0)
 // cannot be reached any more.
@@ -119,7 +119,12 @@ class PeerWatchdog {
   std::optional<std::string> storeError_;  // the first store failure seen (under tickMu_)
   std::mutex tickMu_;                      // serializes tick()
   StalenessTracker tracker_;               // under tickMu_
-  std::map<int, std::pair<std::string, long>> identity_;  // rank -> (host, pid); tickMu_
+  struct Identity {
+    std::string host;
+    long pid = 0;
+    std::string process;  // localProcessId() of the member ("" when not published)
+  };
+  std::map<int, Identity> identity_;  // by rank; under tickMu_
 
   std::mutex groupsMu_;  // guards groups_ and nextId_; held while callbacks run
   std::map<uint64_t, Group> groups_;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "comm/nccl/peer_liveness.h"
+#include "comm/peer_process.h"
 #include "comm/store/hash_store.h"
 #include "core/error.h"
 
@@ -176,7 +177,9 @@ TEST_CASE("nccl liveness: a peer whose process is gone from this host is reporte
   REQUIRE(::waitpid(child, nullptr, 0) == child);  // reaped: the pid no longer exists
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  store->setString(identityKey(2), fmt::format("{} {}", host, child));
+  std::string self = ds::comm::localProcessId();  // the child's: ours with its pid
+  std::string process = self.substr(0, self.rfind('|') + 1) + std::to_string(child);
+  store->setString(identityKey(2), fmt::format("{} {} {}", host, child, process));
   store->add(heartbeatKey(2), 1);
   Reports rep;
   auto reg = w0.watch({0, 2}, [] { return true; }, rep.callback());

@@ -1,4 +1,4 @@
-// peer_process: the same-host liveness check the gloo watchdog uses to name a dead member.
+// peer_process: the same-host liveness check the gloo and nccl watchdogs use to name a dead member.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -6,10 +6,10 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "comm/gloo/peer_process.h"
+#include "comm/peer_process.h"
 
-using ds::comm::gloo_impl::localProcessId;
-using ds::comm::gloo_impl::processGone;
+using ds::comm::localProcessId;
+using ds::comm::processGone;
 
 namespace {
 

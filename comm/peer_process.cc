@@ -1,5 +1,5 @@
 // Process identity and the same-host liveness check (see peer_process.h).
-#include "comm/gloo/peer_process.h"
+#include "comm/peer_process.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-namespace ds::comm::gloo_impl {
+namespace ds::comm {
 namespace {
 
 std::string firstLine(const std::string& path) {
@@ -57,4 +57,4 @@ bool processGone(const std::string& id) {
   return isZombie(pid);
 }
 
-}  // namespace ds::comm::gloo_impl
+}  // namespace ds::comm
