@@ -1,7 +1,8 @@
 // Two-rank allreduce in one round: each rank sends its whole buffer to the other, which lands in
 // the group's receive channel for this shape (posted ahead), and both reduce
 // op(rank 0's, rank 1's), so the result is bitwise identical on both. Same bytes on the wire as the
-// ring at n = 2 (two halves each way), but one message and no handshake on the critical path.
+// ring at n = 2 (two halves each way), but one round and no handshake on the critical path.
+// The message travels as pieces (channelPieceBytes): piece k is reduced while k+1 is in flight.
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/reduce_kernels.h"
 
@@ -15,7 +16,8 @@ bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
   const size_t bytes = count * dtypeSize(wt);
   std::vector<size_t> recvBytes(2, 0);
   recvBytes[peer] = bytes;
-  RecvChannel* ch = link.channel({1, dtypeSize(wt), count}, recvBytes, bytes, "allreduce");
+  RecvChannel* ch = link.channel({1, dtypeSize(wt), count}, recvBytes, bytes, "allreduce",
+                                 channelPieceBytes(bytes));
   if (ch == nullptr) return false;
   char* mine = static_cast<char*>(data);
   if (wt != t) {
@@ -23,10 +25,16 @@ bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
     toWork(data, t, mine, count);
   }
   UBuf sendBuf = link.buffer(mine, bytes);
-  link.send(sendBuf, peer, GlooLink::channelSlot(*ch), 0, bytes, "allreduce");
-  const char* theirs = link.channelWait(*ch, peer, "allreduce");
-  link.waitSend(sendBuf, peer, "allreduce");  // before `mine` is overwritten
-  reduceFrom(mine, r == 0 ? mine : theirs, r == 0 ? theirs : mine, count, wt, op);
+  link.sendPieces(*ch, sendBuf, peer, 0, bytes, "allreduce");
+  const size_t es = dtypeSize(wt), pieces = ch->piecesOf(bytes);
+  for (size_t k = 0; k < pieces; ++k) {
+    const char* theirs = link.channelWaitPiece(*ch, peer, k, "allreduce");
+    // Piece k of `mine` is overwritten only once sent (a pair's sends complete in order).
+    link.waitSend(sendBuf, peer, "allreduce");
+    char* at = mine + ch->pieceOffset(k);
+    const size_t n = ch->pieceSize(bytes, k) / es;
+    reduceFrom(at, r == 0 ? at : theirs, r == 0 ? theirs : at, n, wt, op);
+  }
   link.finishChannel(*ch);
   finishAvg(mine, count, wt, op, 2);
   if (wt != t) fromWork(mine, t, data, count);

@@ -55,4 +55,12 @@ size_t directReduceScatterBytes() {
   return v;
 }
 
+size_t channelPieceBytes(size_t messageBytes) {
+  static const size_t maxPiece = static_cast<size_t>(
+      getEnvInt("DS_GLOO_PIECE_BYTES", 192 << 10, 0, 1 << 30)) / 64 * 64;
+  if (maxPiece == 0 || messageBytes <= maxPiece) return 0;
+  const size_t pieces = (messageBytes + maxPiece - 1) / maxPiece;
+  return ((messageBytes + pieces - 1) / pieces + 63) / 64 * 64;
+}
+
 }  // namespace ds::comm::gloo_impl

@@ -8,6 +8,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -37,8 +38,21 @@ struct RecvChannel {
   std::unique_ptr<char[]> data;
   std::vector<UBuf> bufs[2];    // per half, per peer (null where bytes is 0)
   std::vector<char> posted[2];  // per half, per peer: its receive is posted
+  // Each peer's message is sent as pieces of this many bytes (the last may be shorter), so a
+  // receiver can reduce one piece while the next is still arriving; 0: one message per peer.
+  size_t pieceBytes = 0;
   // This call's region for `peer` (valid after channelWait).
   char* region(int peer) { return data.get() + (seq % 2) * half + offsets[peer]; }
+  // How many pieces a message of `bytes` is sent as.
+  size_t piecesOf(size_t bytes) const {
+    if (bytes == 0) return 0;
+    return pieceBytes == 0 ? 1 : (bytes + pieceBytes - 1) / pieceBytes;
+  }
+  // Byte offset and size of piece k of a message of `bytes`.
+  size_t pieceOffset(size_t k) const { return pieceBytes == 0 ? 0 : k * pieceBytes; }
+  size_t pieceSize(size_t bytes, size_t k) const {
+    return pieceBytes == 0 ? bytes : std::min(pieceBytes, bytes - k * pieceBytes);
+  }
 };
 
 class GlooLink {
@@ -80,10 +94,21 @@ class GlooLink {
   // caller calls finishChannel (every member, every call, even with nothing received). A post that
   // fails in channelWait (a peer that already left after the last collective) fails nothing:
   // channel() posts it again at the next use, where a failure is the collective's, naming the peer.
+  // pieceBytes (a multiple of the element size, the same on every member): messages travel as
+  // pieces of that size (RecvChannel::pieceBytes); senders use sendPieces, receivers may wait
+  // piece by piece with channelWaitPiece (in order, k = 0, 1, ...) or for all with channelWait.
   RecvChannel* channel(const std::vector<size_t>& key, const std::vector<size_t>& recvBytes,
-                       size_t shapeBytes, const char* what);
+                       size_t shapeBytes, const char* what, size_t pieceBytes = 0);
   static uint64_t channelSlot(const RecvChannel& c);
   char* channelWait(RecvChannel& c, int peer, const char* what);
+  // Piece k of peer's message of this call (a pointer to the piece); after the last piece the
+  // peer's receive for the next call is posted, as channelWait does.
+  char* channelWaitPiece(RecvChannel& c, int peer, size_t k, const char* what);
+  // Sends bytes [offset, offset + bytes) of b to peer's channel c as c's pieces; waitSendPieces
+  // waits for all of them.
+  void sendPieces(const RecvChannel& c, UBuf& b, int peer, size_t offset, size_t bytes,
+                  const char* what);
+  void waitSendPieces(const RecvChannel& c, UBuf& b, int peer, size_t bytes, const char* what);
   void finishChannel(RecvChannel& c);
   static constexpr size_t kMaxChannels = 64;
   static constexpr size_t kMaxChannelBytes = size_t{32} << 20;

@@ -1,6 +1,7 @@
 // The gloo backend's receive-channel algorithms (comm/gloo/recv_channel.cc): the one-round direct
 // reduce_scatter (n = 2, 3, 4, 5, 8; uneven and empty blocks, all ops, fp32/int32/bf16) and the
-// 2-rank pair allreduce (bitwise identical on both ranks, equal to op(rank 0's, rank 1's)), each
+// 2-rank pair allreduce (bitwise identical on both ranks, equal to op(rank 0's, rank 1's)), both
+// with messages large enough to travel as several pieces (the last shorter), each
 // over repeated and interleaved shapes with inputs that change per call, so a receive posted one
 // call ahead that delivered stale or misrouted data fails the check; and the fallback once a
 // group's channel cache is full. Real libgloo over loopback TCP, ranks as threads (HashStore).
@@ -89,11 +90,15 @@ double expectedAs(ReduceOp op, int n, size_t i, int call) {
   return want;
 }
 
-// Shapes for world n: uneven with an empty block, all empty but one, even, and all empty.
+// Shapes for world n: uneven with an empty block, all empty but one, even, and all empty; for
+// n <= 3 also large uneven blocks, sent as several pieces (channelPieceBytes) of which the last
+// is shorter, a different number of pieces from each peer.
 std::vector<std::vector<size_t>> shapesFor(int n) {
-  std::vector<size_t> uneven, one(n, 0), even(n, 1000), none(n, 0);
+  std::vector<size_t> uneven, one(n, 0), even(n, 1000), none(n, 0), pieces;
   for (int r = 0; r < n; ++r) uneven.push_back(r == n / 2 ? 0 : 301 + size_t(r) * 97);
   one[n - 1] = 4099;
+  for (int r = 0; r < n; ++r) pieces.push_back(70001 + size_t(r) * 60002);
+  if (n <= 3) return {uneven, one, even, none, pieces};
   return {uneven, one, even, none};
 }
 
@@ -155,9 +160,10 @@ TEST_CASE("gloo 2-rank allreduce: one exchange, bitwise identical, op(rank 0, ra
   std::vector<std::vector<float>> last(2);
   ds::test::runRanks(2, [&](int r) {
     ProcessGroup pg(createGlooBackend(store, r, 2, opts()));
-    const size_t sizes[] = {1, 3, 1000, 262144, 3};  // 1 MiB among them; 3 comes back
-    for (int call = 0; call < 15; ++call) {
-      const size_t count = sizes[call % 5];
+    // 1 MiB (whole pieces) and 300001 (a shorter last piece) among them; 3 comes back.
+    const size_t sizes[] = {1, 3, 1000, 262144, 3, 300001};
+    for (int call = 0; call < 18; ++call) {
+      const size_t count = sizes[call % 6];
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
         std::vector<float> v(count);
         for (size_t i = 0; i < count; ++i) v[i] = value(r, i, call);
@@ -173,7 +179,7 @@ TEST_CASE("gloo 2-rank allreduce: one exchange, bitwise identical, op(rank 0, ra
                                     v[i], want);
           }
         }
-        if (call == 13 && op == ReduceOp::kSum) last[r] = v;
+        if (call == 15 && op == ReduceOp::kSum) last[r] = v;
       }
     }
   });
