@@ -74,19 +74,30 @@ void ringReduceScatter(GlooLink& link, const void* input, void* out, DType t, co
   }
 }
 
+// Allgather messages travel as pieces of channelPieceBytes (the same on every rank: it depends
+// on the largest block only); a step's pieces share its slot, matched in posting order.
+size_t allgatherPieces(size_t pieceBytes, size_t bytes) {
+  return pieceBytes == 0 ? 1 : (bytes + pieceBytes - 1) / pieceBytes;
+}
+
 std::vector<UBuf> postAllgatherRecvs(GlooLink& link, void* data, size_t elemSize, const Blocks& b,
                                      uint64_t slots, const char* what) {
   const int n = link.size(), r = link.rank();
   std::vector<UBuf> recvs(std::max(n - 1, 0));
   if (n == 1 || b.maxCount == 0) return recvs;
   const int left = (r + n - 1) % n;
+  const size_t piece = channelPieceBytes(b.maxCount * elemSize);
   char* base = static_cast<char*>(data);
   for (int s = 0; s < n - 1; ++s) {
     int recvB = (r - s - 1 + n) % n;
     size_t recvBytes = b.counts[recvB] * elemSize;
     if (recvBytes == 0) continue;
     recvs[s] = link.buffer(base + b.offsets[recvB] * elemSize, recvBytes);
-    link.recv(recvs[s], left, slots + s, 0, recvBytes, what);
+    for (size_t k = 0, np = allgatherPieces(piece, recvBytes); k < np; ++k) {
+      const size_t off = k * piece;
+      link.recv(recvs[s], left, slots + s, off, np == 1 ? recvBytes : std::min(piece, recvBytes - off),
+                what);
+    }
   }
   return recvs;
 }
@@ -103,15 +114,24 @@ void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blo
     posted = &own;
   }
   std::vector<UBuf>& recvs = *posted;
+  const size_t piece = channelPieceBytes(b.maxCount * elemSize);
   UBuf sendBuf = link.buffer(data, total);
   for (int s = 0; s < n - 1; ++s) {
-    int sendB = (r - s + n) % n;
-    size_t sendBytes = b.counts[sendB] * elemSize;
-    if (sendBytes) {
-      link.send(sendBuf, right, slots + s, b.offsets[sendB] * elemSize, sendBytes, what);
+    const int sendB = (r - s + n) % n, recvB = (r - s - 1 + n) % n;
+    const size_t sendBytes = b.counts[sendB] * elemSize;
+    const size_t sendPieces = sendBytes ? allgatherPieces(piece, sendBytes) : 0;
+    for (size_t k = 0; k < sendPieces; ++k) {
+      const size_t off = k * piece;
+      link.send(sendBuf, right, slots + s, b.offsets[sendB] * elemSize + off,
+                sendPieces == 1 ? sendBytes : std::min(piece, sendBytes - off), what);
     }
-    if (recvs[s]) link.waitRecv(recvs[s], left, what);
-    if (sendBytes) link.waitSend(sendBuf, right, what);
+    if (recvs[s]) {
+      const size_t recvBytes = b.counts[recvB] * elemSize;
+      for (size_t k = 0, np = allgatherPieces(piece, recvBytes); k < np; ++k) {
+        link.waitRecv(recvs[s], left, what);
+      }
+    }
+    for (size_t k = 0; k < sendPieces; ++k) link.waitSend(sendBuf, right, what);
   }
 }
 
