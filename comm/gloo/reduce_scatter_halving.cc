@@ -30,8 +30,9 @@ void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t,
   }
   DS_CHECK(isPowerOfTwo(n), "halvingReduceScatter needs a power-of-two world, got {}", n);
   auto elems = [&](int lo, int hi) { return b.offsets[hi - 1] + b.counts[hi - 1] - b.offsets[lo]; };
-  // The rounds' ranges are known up front, so every receive is posted before the first send:
-  // each round receives into its own region of tmp (n/2 + n/4 + ... < n blocks), and a partner's
+  // The rounds' ranges are known up front, so every receive is posted right after the first send
+  // (before it, the two directions of a pair can serialize under gloo's pair lock; see
+  // ringAllgatherInPlace): each round receives into its own region of tmp (n/2 + n/4 + ... < n blocks), and a partner's
   // data never waits for a ready-to-receive notice. acc holds the range kept after the first
   // round (at most n/2 blocks), relative to its start.
   struct Round {
@@ -57,6 +58,10 @@ void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t,
   UBuf inBuf = link.buffer(const_cast<char*>(in), (b.offsets.back() + b.counts.back()) * es);
   UBuf accBuf = link.buffer(acc, accBytes);
   std::vector<UBuf> tmpBufs(rounds.size());
+  const size_t firstSend = elems(rounds[0].slo, rounds[0].shi) * es;
+  if (firstSend) {
+    link.send(inBuf, rounds[0].partner, slots, b.offsets[rounds[0].slo] * es, firstSend, what);
+  }
   for (size_t k = 0; k < rounds.size(); ++k) {
     const Round& rd = rounds[k];
     const size_t keepBytes = elems(rd.klo, rd.khi) * es;
@@ -68,13 +73,9 @@ void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t,
     const Round& rd = rounds[k];
     const bool first = k == 0, last = k + 1 == rounds.size();
     const size_t keepBytes = elems(rd.klo, rd.khi) * es, sendBytes = elems(rd.slo, rd.shi) * es;
-    if (sendBytes) {
-      if (first) {
-        link.send(inBuf, rd.partner, slots + k, b.offsets[rd.slo] * es, sendBytes, what);
-      } else {
-        link.send(accBuf, rd.partner, slots + k, (b.offsets[rd.slo] - accBase) * es, sendBytes,
-                  what);
-      }
+    if (sendBytes && !first) {  // the first round's went out before the receives were posted
+      link.send(accBuf, rd.partner, slots + k, (b.offsets[rd.slo] - accBase) * es, sendBytes,
+                what);
     }
     if (keepBytes) {
       link.waitRecv(tmpBufs[k], rd.partner, what);

@@ -107,24 +107,36 @@ void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blo
   const int n = link.size(), r = link.rank();
   if (n == 1 || b.maxCount == 0) return;
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  size_t total = (b.offsets.back() + b.counts.back()) * elemSize;
+  const size_t total = (b.offsets.back() + b.counts.back()) * elemSize;
+  const size_t piece = channelPieceBytes(b.maxCount * elemSize);
+  UBuf sendBuf = link.buffer(data, total);
+  auto sendStep = [&](int s) {  // posts step s's pieces; returns how many
+    const int sendB = (r - s + n) % n;
+    const size_t sendBytes = b.counts[sendB] * elemSize;
+    const size_t pieces = sendBytes ? allgatherPieces(piece, sendBytes) : 0;
+    for (size_t k = 0; k < pieces; ++k) {
+      const size_t off = k * piece;
+      link.send(sendBuf, right, slots + s, b.offsets[sendB] * elemSize + off,
+                pieces == 1 ? sendBytes : std::min(piece, sendBytes - off), what);
+    }
+    return pieces;
+  };
+  // Step 0's sends go out before this rank posts its receives: posting the receives first (their
+  // ready-to-receive notices) let the two directions of a pair serialize under gloo's pair lock
+  // whenever back-to-back calls overlapped, and 2-rank 1 MiB allgathers in a loop ran at
+  // 0.3-1.5 ms per call instead of 0.31-0.47 ms (bimodal, run to run).
   std::vector<UBuf> own;
-  if (posted == nullptr) {
+  const bool step0Sent = posted == nullptr;
+  size_t sentFirst = 0;
+  if (step0Sent) {
+    sentFirst = sendStep(0);
     own = postAllgatherRecvs(link, data, elemSize, b, slots, what);
     posted = &own;
   }
   std::vector<UBuf>& recvs = *posted;
-  const size_t piece = channelPieceBytes(b.maxCount * elemSize);
-  UBuf sendBuf = link.buffer(data, total);
   for (int s = 0; s < n - 1; ++s) {
-    const int sendB = (r - s + n) % n, recvB = (r - s - 1 + n) % n;
-    const size_t sendBytes = b.counts[sendB] * elemSize;
-    const size_t sendPieces = sendBytes ? allgatherPieces(piece, sendBytes) : 0;
-    for (size_t k = 0; k < sendPieces; ++k) {
-      const size_t off = k * piece;
-      link.send(sendBuf, right, slots + s, b.offsets[sendB] * elemSize + off,
-                sendPieces == 1 ? sendBytes : std::min(piece, sendBytes - off), what);
-    }
+    const int recvB = (r - s - 1 + n) % n;
+    const size_t sendPieces = (s == 0 && step0Sent) ? sentFirst : sendStep(s);
     if (recvs[s]) {
       const size_t recvBytes = b.counts[recvB] * elemSize;
       for (size_t k = 0, np = allgatherPieces(piece, recvBytes); k < np; ++k) {
