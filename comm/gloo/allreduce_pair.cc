@@ -1,7 +1,7 @@
 // Two-rank allreduce in one round: each rank sends its whole buffer to the other, which lands in
-// the group's receive channel for this shape (posted ahead), and both reduce
+// the group's receive channel for this shape (posted right after the sends), and both reduce
 // op(rank 0's, rank 1's), so the result is bitwise identical on both. Same bytes on the wire as the
-// ring at n = 2 (two halves each way), but one round and no handshake on the critical path.
+// ring at n = 2 (two halves each way), but one round.
 // The message travels as pieces (channelPieceBytes): piece k is reduced while k+1 is in flight.
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/reduce_kernels.h"
@@ -26,6 +26,7 @@ bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
   }
   UBuf sendBuf = link.buffer(mine, bytes);
   link.sendPieces(*ch, sendBuf, peer, 0, bytes, "allreduce");
+  link.channelPost(*ch, "allreduce");  // after the sends (RecvChannel)
   const size_t es = dtypeSize(wt), pieces = ch->piecesOf(bytes);
   for (size_t k = 0; k < pieces; ++k) {
     const char* theirs = link.channelWaitPiece(*ch, peer, k, "allreduce");

@@ -24,25 +24,24 @@ namespace ds::comm::gloo_impl {
 
 using UBuf = std::unique_ptr<::gloo::transport::UnboundBuffer>;
 
-// A persistent receive area for one collective shape (recv_channel.cc): two regions per peer,
-// used alternately by successive calls, so the receive for the shape's next call is posted the
-// moment this call's message has arrived (before it is even reduced) and a peer's data never waits
-// for gloo's ready-to-receive notice once the shape has been seen (libgloo's old algorithms get
-// the same from bound buffers). Every member keys, numbers and uses channels identically.
+// A persistent receive area for one collective shape (recv_channel.cc): one region per peer,
+// reused by every call of the shape, each peer's message arriving as pieces (pieceBytes). A call
+// posts its receives right after its own sends (channelPost): posted before the sends, or a call
+// ahead, the ready-to-receive notices let the peer's data stream in while this rank's sends still
+// wait for gloo's pair lock, and the two directions serialize. Every member keys, numbers and
+// uses channels identically.
 struct RecvChannel {
   uint64_t id = 0;
   uint64_t seq = 0;             // message number of the current call
   std::vector<size_t> bytes;    // per peer: bytes received from it per call (0: none)
-  std::vector<size_t> offsets;  // per peer: offset of its region within one half of data
-  size_t half = 0;              // bytes of one half (all peers' regions)
+  std::vector<size_t> offsets;  // per peer: offset of its region within data
   std::unique_ptr<char[]> data;
-  std::vector<UBuf> bufs[2];    // per half, per peer (null where bytes is 0)
-  std::vector<char> posted[2];  // per half, per peer: its receive is posted
+  std::vector<UBuf> bufs;       // per peer (null where bytes is 0)
   // Each peer's message is sent as pieces of this many bytes (the last may be shorter), so a
   // receiver can reduce one piece while the next is still arriving; 0: one message per peer.
   size_t pieceBytes = 0;
   // This call's region for `peer` (valid after channelWait).
-  char* region(int peer) { return data.get() + (seq % 2) * half + offsets[peer]; }
+  char* region(int peer) { return data.get() + offsets[peer]; }
   // How many pieces a message of `bytes` is sent as.
   size_t piecesOf(size_t bytes) const {
     if (bytes == 0) return 0;
@@ -86,23 +85,20 @@ class GlooLink {
   char* scratch(int index, size_t bytes);
 
   // The receive channel for `key` (a shape every member passes alike, e.g. {kind, elem size,
-  // counts...}); recvBytes[p]: what peer p sends this rank per call. Created on first use, its
-  // receives posted. nullptr when the cache is full (kMaxChannels, or kMaxChannelBytes of
-  // shapeBytes, a rank-independent size): every member then decides alike, and the caller runs an
-  // uncached algorithm. Peers send to channelSlot(). channelWait(c, p) waits for p's message of
-  // this call and posts p's receive for the next call into the other half; after the call the
-  // caller calls finishChannel (every member, every call, even with nothing received). A post that
-  // fails in channelWait (a peer that already left after the last collective) fails nothing:
-  // channel() posts it again at the next use, where a failure is the collective's, naming the peer.
-  // pieceBytes (a multiple of the element size, the same on every member): messages travel as
-  // pieces of that size (RecvChannel::pieceBytes); senders use sendPieces, receivers may wait
-  // piece by piece with channelWaitPiece (in order, k = 0, 1, ...) or for all with channelWait.
+  // counts...}); recvBytes[p]: what peer p sends this rank per call. Created on first use.
+  // nullptr when the cache is full (kMaxChannels, or kMaxChannelBytes of shapeBytes, a
+  // rank-independent size): every member then decides alike, and the caller runs an uncached
+  // algorithm. pieceBytes (a multiple of the element size, the same on every member): messages
+  // travel as pieces of that size. Per call: sendPieces to each peer, then channelPost, then
+  // channelWaitPiece (in order, k = 0, 1, ...) or channelWait per peer, then finishChannel (every
+  // member, every call, even with nothing sent or received).
   RecvChannel* channel(const std::vector<size_t>& key, const std::vector<size_t>& recvBytes,
                        size_t shapeBytes, const char* what, size_t pieceBytes = 0);
   static uint64_t channelSlot(const RecvChannel& c);
+  // Posts this call's receives from every peer that sends this rank something.
+  void channelPost(RecvChannel& c, const char* what);
   char* channelWait(RecvChannel& c, int peer, const char* what);
-  // Piece k of peer's message of this call (a pointer to the piece); after the last piece the
-  // peer's receive for the next call is posted, as channelWait does.
+  // Piece k of peer's message of this call (a pointer to the piece in peer's region).
   char* channelWaitPiece(RecvChannel& c, int peer, size_t k, const char* what);
   // Sends bytes [offset, offset + bytes) of b to peer's channel c as c's pieces; waitSendPieces
   // waits for all of them.
@@ -153,8 +149,6 @@ class GlooLink {
   // Declared after ctx_: destroyed (posted receives and all) before the context.
   std::map<std::vector<size_t>, RecvChannel> channels_;
   size_t channelBytes_ = 0;
-  // Posts peer p's receive for message `seq` into half seq % 2 unless already posted.
-  void postChannel(RecvChannel& c, int peer, uint64_t seq, const char* what, bool quiet);
 };
 
 }  // namespace ds::comm::gloo_impl

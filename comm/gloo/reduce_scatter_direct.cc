@@ -1,8 +1,8 @@
 // Direct reduce-scatter for small buffers: every rank sends each peer that peer's block of its
-// input, all at once, into the group's receive channel for this shape (receives posted
-// ahead), and reduces the n-1 blocks it receives into its own: one round instead of the ring's
-// n-1 or halving's log2 n, the same (n-1)/n of the buffer sent per rank, no handshake on the
-// critical path. Order: this rank's block first, then the peers' in rank order (fixed per rank).
+// input, all at once, into the group's receive channel for this shape (its receives posted right
+// after those sends), and reduces the n-1 blocks it receives into its own: one round instead of
+// the ring's n-1 or halving's log2 n, the same (n-1)/n of the buffer sent per rank. Order: this
+// rank's block first, then the peers' in rank order (fixed per rank).
 // Messages travel as pieces (channelPieceBytes): piece k is reduced while k+1 is in flight.
 #include <cstring>
 #include <vector>
@@ -33,6 +33,7 @@ bool directReduceScatter(GlooLink& link, const void* input, void* out, DType t, 
     link.sendPieces(*ch, inBuf, p, b.offsets[p] * es, b.counts[p] * es, what);
     sentTo.push_back(p);
   }
+  link.channelPost(*ch, what);  // after the sends (RecvChannel)
   const size_t count = b.counts[r];
   if (count > 0) {
     // out is input's own block exactly or lies outside the input: the first step may write it.

@@ -2,8 +2,8 @@
 // reduce_scatter (n = 2, 3, 4, 5, 8; uneven and empty blocks, all ops, fp32/int32/bf16) and the
 // 2-rank pair allreduce (bitwise identical on both ranks, equal to op(rank 0's, rank 1's)), both
 // with messages large enough to travel as several pieces (the last shorter), each
-// over repeated and interleaved shapes with inputs that change per call, so a receive posted one
-// call ahead that delivered stale or misrouted data fails the check; and the fallback once a
+// over repeated and interleaved shapes with inputs that change per call, so a reused receive
+// region that delivered stale or misrouted data fails the check; and the fallback once a
 // group's channel cache is full. Real libgloo over loopback TCP, ranks as threads (HashStore).
 #include <catch2/catch.hpp>
 
