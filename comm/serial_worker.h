@@ -29,6 +29,8 @@ class SerialWorker {
   // How long the worker keeps polling after the last submit before it sleeps until woken (a
   // wakeup per collective costs little once collectives are this far apart).
   static constexpr std::chrono::milliseconds kParkAfter{5};
+  // In waiter mode (see serial_worker.cc) the worker looks for tasks nobody waits for this often.
+  static constexpr std::chrono::milliseconds kWaiterModePoll{50};
 
   // waiterRunsAfter: a wait() with at least this timeout on a queued task that is next in line,
   // while no task runs, runs the task on the waiting thread instead of handing it to the worker
@@ -41,7 +43,8 @@ class SerialWorker {
   // instead of being woken by each submit; after kParkAfter without a submit it sleeps until the
   // next one. A second submit, or a waiter that cannot run the head itself (not next in line, or
   // a short timeout), ends the grace at once. A task nobody waits for thus starts at most
-  // ~8 ms + grace late (grace when the worker is parked).
+  // ~8 ms + grace late (grace when the worker is parked); in waiter mode (after many tasks in a
+  // row waited for at once) up to kWaiterModePoll late, once, before the normal mode returns.
   explicit SerialWorker(
       std::chrono::milliseconds waiterRunsAfter = std::chrono::milliseconds::max(),
       std::chrono::microseconds waiterGrace = kDefaultWaiterGrace);
@@ -62,6 +65,7 @@ class SerialWorker {
     uint64_t ranByWaiters = 0;
     uint64_t ranByWorker = 0;
     uint64_t workerWakeups = 0;
+    bool waiterMode = false;  // see serial_worker.cc
   };
   Stats stats() const;
 

@@ -76,16 +76,19 @@ TEST_CASE("serial worker: issue then wait runs on the caller and does not wake t
   SerialWorker w(1s, std::chrono::hours(1));
   const auto me = std::this_thread::get_id();
   int onCaller = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 500; ++i) {
     w.submit("t", [&] { onCaller += std::this_thread::get_id() == me; })->wait(10s);
   }
+  // In waiter mode (after 64 such tasks) the worker looks once per kWaiterModePoll.
+  const auto looks = (std::chrono::steady_clock::now() - t0) / SerialWorker::kWaiterModePoll;
   CHECK(onCaller == 500);
   SerialWorker::Stats s = w.stats();
   CHECK(s.ranByWaiters == 500);
   CHECK(s.ranByWorker == 0);
   // One wakeup for the first submit (the worker was parked), then it sleeps until the first
   // task's grace ends; the old worker woke once or twice per task.
-  CHECK(s.workerWakeups <= 3);
+  CHECK(s.workerWakeups <= 3 + uint64_t(looks) + 1);
 }
 
 TEST_CASE("serial worker: a task nobody waits for starts on the worker after the grace",
@@ -127,6 +130,30 @@ TEST_CASE("serial worker: a second submit, or a waiter that cannot take the head
   c->wait(3s);
   CHECK(ranOn != std::this_thread::get_id());
   CHECK(w.stats().ranByWaiters == 0);
+}
+
+TEST_CASE("serial worker: waiter mode still starts a task nobody waits for, then leaves", "[unit]") {
+  SerialWorker w(1s, 1ms);
+  for (int i = 0; i < 100; ++i) w.submit("t", [] {})->wait(10s);
+  REQUIRE(w.stats().waiterMode);  // 100 tasks in a row waited for at once
+  // Idle in waiter mode: one look per kWaiterModePoll, not one per millisecond.
+  const uint64_t before = w.stats().workerWakeups;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(SerialWorker::kWaiterModePoll * 4);
+  const auto looks = (std::chrono::steady_clock::now() - t0) / SerialWorker::kWaiterModePoll;
+  CHECK(w.stats().workerWakeups - before <= uint64_t(looks) + 2);
+  // A task nobody waits for is still started by the worker (found by its next look).
+  std::atomic<bool> ran{false};
+  std::thread::id ranOn;
+  auto t = w.submit("unwaited", [&] {
+    ranOn = std::this_thread::get_id();
+    ran = true;
+  });
+  for (int i = 0; i < 10000 && !t->isCompleted(); ++i) std::this_thread::sleep_for(1ms);
+  REQUIRE(t->isCompleted());
+  CHECK(ranOn != std::this_thread::get_id());
+  CHECK_FALSE(w.stats().waiterMode);  // back to the grace-period polling
+  CHECK(w.stats().ranByWorker == 1);
 }
 
 TEST_CASE("serial worker: the destructor runs tasks still left to their waiters", "[unit]") {
