@@ -2,7 +2,8 @@
 // the task it waits for itself when that task is next in line and nothing runs; a shorter wait
 // never does; failures are rethrown by wait() either way. Issue-then-wait neither wakes the worker
 // thread per task nor hands the task to it; a task nobody waits for still starts after the grace;
-// a second submit, or a waiter that cannot take the head, ends the head's grace.
+// a second submit, or a waiter that cannot take the head, ends the head's grace; waiter mode
+// (after many tasks waited for at once) still starts an unwaited task, then leaves the mode.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -15,6 +16,24 @@
 
 using namespace ds::comm;
 using namespace std::chrono_literals;
+
+namespace {
+
+// Submits a task and never waits for it: the worker thread must start it (bounded poll, 10 s).
+void runUnwaitedOnWorker(SerialWorker& w) {
+  std::atomic<bool> ran{false};
+  std::thread::id ranOn;
+  auto t = w.submit("unwaited", [&] {
+    ranOn = std::this_thread::get_id();
+    ran = true;
+  });
+  for (int i = 0; i < 10000 && !t->isCompleted(); ++i) std::this_thread::sleep_for(1ms);
+  REQUIRE(t->isCompleted());
+  CHECK(ran);
+  CHECK(ranOn != std::this_thread::get_id());
+}
+
+}  // namespace
 
 TEST_CASE("serial worker: issue order and mutual exclusion, with waiters running tasks", "[unit]") {
   SerialWorker w(1s);
@@ -94,18 +113,7 @@ TEST_CASE("serial worker: issue then wait runs on the caller and does not wake t
 TEST_CASE("serial worker: a task nobody waits for starts on the worker after the grace",
           "[unit]") {
   SerialWorker w(1s, 1ms);
-  auto runUnwaited = [&] {
-    std::atomic<bool> ran{false};
-    std::thread::id ranOn;
-    auto t = w.submit("unwaited", [&] {
-      ranOn = std::this_thread::get_id();
-      ran = true;
-    });
-    for (int i = 0; i < 10000 && !t->isCompleted(); ++i) std::this_thread::sleep_for(1ms);
-    REQUIRE(t->isCompleted());
-    CHECK(ran);
-    CHECK(ranOn != std::this_thread::get_id());
-  };
+  auto runUnwaited = [&] { runUnwaitedOnWorker(w); };
   runUnwaited();  // the worker was parked: woken by the submit, starts it when the grace ends
   runUnwaited();  // usually still polling (a submit within kParkAfter): found by its poll
   std::this_thread::sleep_for(SerialWorker::kParkAfter * 3);
@@ -143,15 +151,7 @@ TEST_CASE("serial worker: waiter mode still starts a task nobody waits for, then
   const auto looks = (std::chrono::steady_clock::now() - t0) / SerialWorker::kWaiterModePoll;
   CHECK(w.stats().workerWakeups - before <= uint64_t(looks) + 2);
   // A task nobody waits for is still started by the worker (found by its next look).
-  std::atomic<bool> ran{false};
-  std::thread::id ranOn;
-  auto t = w.submit("unwaited", [&] {
-    ranOn = std::this_thread::get_id();
-    ran = true;
-  });
-  for (int i = 0; i < 10000 && !t->isCompleted(); ++i) std::this_thread::sleep_for(1ms);
-  REQUIRE(t->isCompleted());
-  CHECK(ranOn != std::this_thread::get_id());
+  runUnwaitedOnWorker(w);
   CHECK_FALSE(w.stats().waiterMode);  // back to the grace-period polling
   CHECK(w.stats().ranByWorker == 1);
 }
