@@ -2,7 +2,7 @@
 // the group's receive channel for this shape (posted right after the sends), and both reduce
 // op(rank 0's, rank 1's), so the result is bitwise identical on both. Same bytes on the wire as the
 // ring at n = 2 (two halves each way), but one round.
-// The message travels as pieces (channelPieceBytes): piece k is reduced while k+1 is in flight.
+// The message travels as pieces (messagePieces): piece k is reduced while k+1 is in flight.
 #include "comm/gloo/collectives.h"
 #include "comm/gloo/reduce_kernels.h"
 
@@ -16,8 +16,8 @@ bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
   const size_t bytes = count * dtypeSize(wt);
   std::vector<size_t> recvBytes(2, 0);
   recvBytes[peer] = bytes;
-  RecvChannel* ch = link.channel({1, dtypeSize(wt), count}, recvBytes, bytes, "allreduce",
-                                 channelPieceBytes(bytes));
+  RecvChannel* ch =
+      link.channel({1, dtypeSize(wt), count}, recvBytes, bytes, messagePieces(bytes));
   if (ch == nullptr) return false;
   char* mine = static_cast<char*>(data);
   if (wt != t) {
@@ -25,15 +25,15 @@ bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
     toWork(data, t, mine, count);
   }
   UBuf sendBuf = link.buffer(mine, bytes);
-  link.sendPieces(*ch, sendBuf, peer, 0, bytes, "allreduce");
+  link.sendPieces(ch->pieces, sendBuf, peer, GlooLink::channelSlot(*ch), 0, bytes, "allreduce");
   link.channelPost(*ch, "allreduce");  // after the sends (RecvChannel)
-  const size_t es = dtypeSize(wt), pieces = ch->piecesOf(bytes);
-  for (size_t k = 0; k < pieces; ++k) {
+  const size_t es = dtypeSize(wt);
+  for (size_t k = 0; k < ch->pieces.count(bytes); ++k) {
     const char* theirs = link.channelWaitPiece(*ch, peer, k, "allreduce");
     // Piece k of `mine` is overwritten only once sent (a pair's sends complete in order).
     link.waitSend(sendBuf, peer, "allreduce");
-    char* at = mine + ch->pieceOffset(k);
-    const size_t n = ch->pieceSize(bytes, k) / es;
+    char* at = mine + ch->pieces.offset(k);
+    const size_t n = ch->pieces.size(bytes, k) / es;
     reduceFrom(at, r == 0 ? at : theirs, r == 0 ? theirs : at, n, wt, op);
   }
   link.finishChannel(*ch);

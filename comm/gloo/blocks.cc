@@ -56,17 +56,17 @@ size_t directReduceScatterBytes() {
   return v;
 }
 
-size_t channelPieceBytes(size_t messageBytes) {
+Pieces messagePieces(size_t messageBytes) {
   static const size_t maxPiece = static_cast<size_t>(
       getEnvInt("DS_GLOO_PIECE_BYTES", 384 << 10, 0, 1 << 30)) / 64 * 64;
   constexpr size_t kMinPiece = 32 << 10;
-  if (maxPiece == 0 || messageBytes < 3 * kMinPiece) return 0;
+  if (maxPiece == 0 || messageBytes < 3 * kMinPiece) return {};
   // At least 3 pieces, and never a power-of-two count: on loopback TCP here, 2, 4 and 8 equal
   // pieces of 1 MiB or 512 KiB messages were 20-50% slower than 3 or 6 (in-process A/B against
   // libgloo, test_comm_gloo [.bench]); the cause was not pinned down.
   size_t pieces = std::max<size_t>(3, (messageBytes + maxPiece - 1) / maxPiece);
   if ((pieces & (pieces - 1)) == 0) ++pieces;
-  return ((messageBytes + pieces - 1) / pieces + 63) / 64 * 64;
+  return {((messageBytes + pieces - 1) / pieces + 63) / 64 * 64};
 }
 
 }  // namespace ds::comm::gloo_impl

@@ -76,11 +76,11 @@ size_t segmentBytes();         // DS_GLOO_SEGMENT_BYTES, default 1 MiB (broadcas
 size_t ringSegmentBytes();     // DS_GLOO_RING_SEGMENT_BYTES, default 1 MiB (ring reduce-scatter)
 size_t pairAllreduceBytes();   // DS_GLOO_PAIR_ALLREDUCE_BYTES, default 4 MiB (allreducePair)
 size_t directReduceScatterBytes();  // DS_GLOO_DIRECT_REDUCE_SCATTER_BYTES, default 4 MiB
-// The piece size for a message of messageBytes: the one-round channel algorithms and the ring
-// allgather send each message as equal pieces (at least 3, a count that is not a power of two,
-// each at most DS_GLOO_PIECE_BYTES, default 384 KiB; 0: whole messages), and reduce piece k
-// while piece k+1 is in flight. A multiple of 64 B (any element size divides it); 0 when the
-// message goes whole (under 96 KiB).
-size_t channelPieceBytes(size_t messageBytes);
+// How a message of messageBytes travels: the one-round channel algorithms and the ring allgather
+// send each message as equal pieces (at least 3, a count that is not a power of two, each at
+// most DS_GLOO_PIECE_BYTES, default 384 KiB; 0: whole messages), and reduce piece k while piece
+// k+1 is in flight. The piece size is a multiple of 64 B (any element size divides it); whole
+// (Pieces{}) under 96 KiB.
+Pieces messagePieces(size_t messageBytes);
 
 }  // namespace ds::comm::gloo_impl

@@ -95,8 +95,9 @@ class GlooBackend final : public Backend {
   }
 
   WorkPtr broadcast(BufferView buf, int root) override {
-    return run("broadcast",
-               [this, buf, root] { gloo_impl::broadcastChain(*link_, buf.data, buf.bytes(), root); });
+    return run("broadcast", [this, buf, root] {
+      gloo_impl::broadcastChain(*link_, buf.data, buf.bytes(), root);
+    });
   }
 
   WorkPtr reduce(BufferView buf, int root, ReduceOp op) override {

@@ -196,4 +196,26 @@ void GlooLink::waitRecv(UBuf& b, int peer, const char* what) {
                                         describe(peer)));
 }
 
+void GlooLink::sendPieces(const Pieces& pc, UBuf& b, int peer, uint64_t slot, size_t offset,
+                          size_t bytes, const char* what) {
+  for (size_t k = 0; k < pc.count(bytes); ++k)
+    send(b, peer, slot, offset + pc.offset(k), pc.size(bytes, k), what);
+}
+
+void GlooLink::recvPieces(const Pieces& pc, UBuf& b, int peer, uint64_t slot, size_t offset,
+                          size_t bytes, const char* what) {
+  for (size_t k = 0; k < pc.count(bytes); ++k)
+    recv(b, peer, slot, offset + pc.offset(k), pc.size(bytes, k), what);
+}
+
+void GlooLink::waitSendPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes,
+                              const char* what) {
+  for (size_t k = 0; k < pc.count(bytes); ++k) waitSend(b, peer, what);
+}
+
+void GlooLink::waitRecvPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes,
+                              const char* what) {
+  for (size_t k = 0; k < pc.count(bytes); ++k) waitRecv(b, peer, what);
+}
+
 }  // namespace ds::comm::gloo_impl

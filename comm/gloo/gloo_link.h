@@ -24,8 +24,23 @@ namespace ds::comm::gloo_impl {
 
 using UBuf = std::unique_ptr<::gloo::transport::UnboundBuffer>;
 
+// How a message is split into pieces of at most `bytes` each, the last possibly shorter (bytes 0:
+// one piece); the pieces of one message share a slot, and gloo matches a slot's receives in
+// posting order, so the k-th completion on a buffer is piece k. The same on every member.
+struct Pieces {
+  size_t bytes = 0;
+  size_t count(size_t message) const {
+    if (message == 0) return 0;
+    return bytes == 0 ? 1 : (message + bytes - 1) / bytes;
+  }
+  size_t offset(size_t k) const { return k * bytes; }  // k is 0 when bytes is 0
+  size_t size(size_t message, size_t k) const {
+    return bytes == 0 ? message : std::min(bytes, message - k * bytes);
+  }
+};
+
 // A persistent receive area for one collective shape (recv_channel.cc): one region per peer,
-// reused by every call of the shape, each peer's message arriving as pieces (pieceBytes). A call
+// reused by every call of the shape, each peer's message arriving as pieces. A call
 // posts its receives right after its own sends (channelPost): posted before the sends, or a call
 // ahead, the ready-to-receive notices let the peer's data stream in while this rank's sends still
 // wait for gloo's pair lock, and the two directions serialize. Every member keys, numbers and
@@ -37,21 +52,11 @@ struct RecvChannel {
   std::vector<size_t> offsets;  // per peer: offset of its region within data
   std::unique_ptr<char[]> data;
   std::vector<UBuf> bufs;       // per peer (null where bytes is 0)
-  // Each peer's message is sent as pieces of this many bytes (the last may be shorter), so a
-  // receiver can reduce one piece while the next is still arriving; 0: one message per peer.
-  size_t pieceBytes = 0;
+  // How every message to and from this channel is split, so that a receiver can reduce one piece
+  // while the next is still arriving.
+  Pieces pieces;
   // This call's region for `peer` (valid after channelWait).
   char* region(int peer) { return data.get() + offsets[peer]; }
-  // How many pieces a message of `bytes` is sent as.
-  size_t piecesOf(size_t bytes) const {
-    if (bytes == 0) return 0;
-    return pieceBytes == 0 ? 1 : (bytes + pieceBytes - 1) / pieceBytes;
-  }
-  // Byte offset and size of piece k of a message of `bytes`.
-  size_t pieceOffset(size_t k) const { return pieceBytes == 0 ? 0 : k * pieceBytes; }
-  size_t pieceSize(size_t bytes, size_t k) const {
-    return pieceBytes == 0 ? bytes : std::min(pieceBytes, bytes - k * pieceBytes);
-  }
 };
 
 class GlooLink {
@@ -78,6 +83,14 @@ class GlooLink {
   void recv(UBuf& b, int peer, uint64_t slot, size_t offset, size_t bytes, const char* what);
   void waitSend(UBuf& b, int peer, const char* what);
   void waitRecv(UBuf& b, int peer, const char* what);
+  // The same for a message of `bytes` at `offset` of b, as pieces on one slot; the waits wait for
+  // all of a message's pieces.
+  void sendPieces(const Pieces& pc, UBuf& b, int peer, uint64_t slot, size_t offset, size_t bytes,
+                  const char* what);
+  void recvPieces(const Pieces& pc, UBuf& b, int peer, uint64_t slot, size_t offset, size_t bytes,
+                  const char* what);
+  void waitSendPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes, const char* what);
+  void waitRecvPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes, const char* what);
 
   // Reusable scratch memory for the worker's algorithms (index 0: staging copy, 1: ring receive
   // block, 2: direct-allreduce copies). Kept between collectives: fresh pages per call cost more
@@ -88,23 +101,18 @@ class GlooLink {
   // counts...}); recvBytes[p]: what peer p sends this rank per call. Created on first use.
   // nullptr when the cache is full (kMaxChannels, or kMaxChannelBytes of shapeBytes, a
   // rank-independent size): every member then decides alike, and the caller runs an uncached
-  // algorithm. pieceBytes (a multiple of the element size, the same on every member): messages
-  // travel as pieces of that size. Per call: sendPieces to each peer, then channelPost, then
-  // channelWaitPiece (in order, k = 0, 1, ...) or channelWait per peer, then finishChannel (every
-  // member, every call, even with nothing sent or received).
+  // algorithm. pieces (piece size a multiple of the element size, the same on every member): how
+  // messages travel. Per call: sendPieces(c.pieces, ..., channelSlot(c), ...) to each peer, then
+  // channelPost, then channelWaitPiece (in order, k = 0, 1, ...) or channelWait per peer, then
+  // finishChannel (every member, every call, even with nothing sent or received).
   RecvChannel* channel(const std::vector<size_t>& key, const std::vector<size_t>& recvBytes,
-                       size_t shapeBytes, const char* what, size_t pieceBytes = 0);
+                       size_t shapeBytes, Pieces pieces = {});
   static uint64_t channelSlot(const RecvChannel& c);
   // Posts this call's receives from every peer that sends this rank something.
   void channelPost(RecvChannel& c, const char* what);
   char* channelWait(RecvChannel& c, int peer, const char* what);
   // Piece k of peer's message of this call (a pointer to the piece in peer's region).
   char* channelWaitPiece(RecvChannel& c, int peer, size_t k, const char* what);
-  // Sends bytes [offset, offset + bytes) of b to peer's channel c as c's pieces; waitSendPieces
-  // waits for all of them.
-  void sendPieces(const RecvChannel& c, UBuf& b, int peer, size_t offset, size_t bytes,
-                  const char* what);
-  void waitSendPieces(const RecvChannel& c, UBuf& b, int peer, size_t bytes, const char* what);
   void finishChannel(RecvChannel& c);
   static constexpr size_t kMaxChannels = 64;
   static constexpr size_t kMaxChannelBytes = size_t{32} << 20;

@@ -19,9 +19,9 @@ constexpr int kSeqBits = 40;
 
 RecvChannel* GlooLink::channel(const std::vector<size_t>& key,
                                const std::vector<size_t>& recvBytes, size_t shapeBytes,
-                               const char* /*what*/, size_t pieceBytes) {
+                               Pieces pieces) {
   std::vector<size_t> fullKey = key;
-  fullKey.push_back(pieceBytes);
+  fullKey.push_back(pieces.bytes);
   auto it = channels_.find(fullKey);
   if (it != channels_.end()) return &it->second;
   if (channels_.size() >= kMaxChannels || channelBytes_ + shapeBytes > kMaxChannelBytes) {
@@ -31,7 +31,7 @@ RecvChannel* GlooLink::channel(const std::vector<size_t>& key,
            recvBytes.size(), size());
   RecvChannel& c = channels_[fullKey];
   c.id = channels_.size() - 1;
-  c.pieceBytes = pieceBytes;
+  c.pieces = pieces;
   c.bytes = recvBytes;
   c.offsets.resize(recvBytes.size());
   std::exclusive_scan(recvBytes.begin(), recvBytes.end(), c.offsets.begin(), size_t{0});
@@ -51,31 +51,18 @@ uint64_t GlooLink::channelSlot(const RecvChannel& c) {
 
 void GlooLink::channelPost(RecvChannel& c, const char* what) {
   for (int p = 0; p < size(); ++p) {
-    for (size_t k = 0; k < c.piecesOf(c.bytes[p]); ++k) {
-      recv(c.bufs[p], p, channelSlot(c), c.pieceOffset(k), c.pieceSize(c.bytes[p], k), what);
-    }
+    if (c.bytes[p] > 0) recvPieces(c.pieces, c.bufs[p], p, channelSlot(c), 0, c.bytes[p], what);
   }
 }
 
 char* GlooLink::channelWait(RecvChannel& c, int p, const char* what) {
-  for (size_t k = 0, n = c.piecesOf(c.bytes[p]); k < n; ++k) channelWaitPiece(c, p, k, what);
+  waitRecvPieces(c.pieces, c.bufs[p], p, c.bytes[p], what);
   return c.region(p);
 }
 
 char* GlooLink::channelWaitPiece(RecvChannel& c, int p, size_t k, const char* what) {
   waitRecv(c.bufs[p], p, what);  // pieces complete in order: this completion is piece k
-  return c.region(p) + c.pieceOffset(k);
-}
-
-void GlooLink::sendPieces(const RecvChannel& c, UBuf& b, int peer, size_t offset, size_t bytes,
-                          const char* what) {
-  for (size_t k = 0; k < c.piecesOf(bytes); ++k)
-    send(b, peer, channelSlot(c), offset + c.pieceOffset(k), c.pieceSize(bytes, k), what);
-}
-
-void GlooLink::waitSendPieces(const RecvChannel& c, UBuf& b, int peer, size_t bytes,
-                              const char* what) {
-  for (size_t k = 0; k < c.piecesOf(bytes); ++k) waitSend(b, peer, what);
+  return c.region(p) + c.pieces.offset(k);
 }
 
 void GlooLink::finishChannel(RecvChannel& c) { ++c.seq; }

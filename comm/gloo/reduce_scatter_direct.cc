@@ -3,7 +3,7 @@
 // after those sends), and reduces the n-1 blocks it receives into its own: one round instead of
 // the ring's n-1 or halving's log2 n, the same (n-1)/n of the buffer sent per rank. Order: this
 // rank's block first, then the peers' in rank order (fixed per rank).
-// Messages travel as pieces (channelPieceBytes): piece k is reduced while k+1 is in flight.
+// Messages travel as pieces (messagePieces): piece k is reduced while k+1 is in flight.
 #include <cstring>
 #include <vector>
 
@@ -21,8 +21,7 @@ bool directReduceScatter(GlooLink& link, const void* input, void* out, DType t, 
   key.insert(key.end(), b.counts.begin(), b.counts.end());
   std::vector<size_t> recvBytes(n, b.counts[r] * es);
   recvBytes[r] = 0;
-  RecvChannel* ch =
-      link.channel(key, recvBytes, total * es, what, channelPieceBytes(b.maxCount * es));
+  RecvChannel* ch = link.channel(key, recvBytes, total * es, messagePieces(b.maxCount * es));
   if (ch == nullptr) return false;
   const char* in = static_cast<const char*>(input);
   UBuf inBuf = link.buffer(const_cast<char*>(in), total * es);
@@ -30,7 +29,8 @@ bool directReduceScatter(GlooLink& link, const void* input, void* out, DType t, 
   for (int k = 1; k < n; ++k) {  // right neighbour first: spreads the senders over receivers
     const int p = (r + k) % n;
     if (b.counts[p] == 0) continue;
-    link.sendPieces(*ch, inBuf, p, b.offsets[p] * es, b.counts[p] * es, what);
+    link.sendPieces(ch->pieces, inBuf, p, GlooLink::channelSlot(*ch), b.offsets[p] * es,
+                    b.counts[p] * es, what);
     sentTo.push_back(p);
   }
   link.channelPost(*ch, what);  // after the sends (RecvChannel)
@@ -43,16 +43,16 @@ bool directReduceScatter(GlooLink& link, const void* input, void* out, DType t, 
     bool first = true;
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
-      for (size_t k = 0; k < ch->piecesOf(bytes); ++k) {
+      for (size_t k = 0; k < ch->pieces.count(bytes); ++k) {
         const char* got = link.channelWaitPiece(*ch, p, k, what);
-        const size_t at = ch->pieceOffset(k);
-        reduceFrom(dst + at, (first ? own : dst) + at, got, ch->pieceSize(bytes, k) / es, t, op);
+        const size_t at = ch->pieces.offset(k);
+        reduceFrom(dst + at, (first ? own : dst) + at, got, ch->pieces.size(bytes, k) / es, t, op);
       }
       first = false;
     }
   }
   link.finishChannel(*ch);  // on every rank, even one with an empty block: seqs stay aligned
-  for (int p : sentTo) link.waitSendPieces(*ch, inBuf, p, b.counts[p] * es, what);
+  for (int p : sentTo) link.waitSendPieces(ch->pieces, inBuf, p, b.counts[p] * es, what);
   return true;
 }
 

@@ -32,9 +32,9 @@ void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t,
   auto elems = [&](int lo, int hi) { return b.offsets[hi - 1] + b.counts[hi - 1] - b.offsets[lo]; };
   // The rounds' ranges are known up front, so every receive is posted right after the first send
   // (before it, the two directions of a pair can serialize under gloo's pair lock; see
-  // ringAllgatherInPlace): each round receives into its own region of tmp (n/2 + n/4 + ... < n blocks), and a partner's
-  // data never waits for a ready-to-receive notice. acc holds the range kept after the first
-  // round (at most n/2 blocks), relative to its start.
+  // ringAllgatherInPlace): each round receives into its own region of tmp (n/2 + n/4 + ... < n
+  // blocks), and a partner's data never waits for a ready-to-receive notice. acc holds the range
+  // kept after the first round (at most n/2 blocks), relative to its start.
   struct Round {
     int partner, klo, khi, slo, shi;
     size_t tmpOff;

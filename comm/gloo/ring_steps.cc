@@ -74,30 +74,22 @@ void ringReduceScatter(GlooLink& link, const void* input, void* out, DType t, co
   }
 }
 
-// Allgather messages travel as pieces of channelPieceBytes (the same on every rank: it depends
-// on the largest block only); a step's pieces share its slot, matched in posting order.
-size_t allgatherPieces(size_t pieceBytes, size_t bytes) {
-  return pieceBytes == 0 ? 1 : (bytes + pieceBytes - 1) / pieceBytes;
-}
-
+// Allgather messages travel as messagePieces of the largest block (the same on every rank); a
+// step's pieces share its slot.
 std::vector<UBuf> postAllgatherRecvs(GlooLink& link, void* data, size_t elemSize, const Blocks& b,
                                      uint64_t slots, const char* what) {
   const int n = link.size(), r = link.rank();
   std::vector<UBuf> recvs(std::max(n - 1, 0));
   if (n == 1 || b.maxCount == 0) return recvs;
   const int left = (r + n - 1) % n;
-  const size_t piece = channelPieceBytes(b.maxCount * elemSize);
+  const Pieces pieces = messagePieces(b.maxCount * elemSize);
   char* base = static_cast<char*>(data);
   for (int s = 0; s < n - 1; ++s) {
     int recvB = (r - s - 1 + n) % n;
     size_t recvBytes = b.counts[recvB] * elemSize;
     if (recvBytes == 0) continue;
     recvs[s] = link.buffer(base + b.offsets[recvB] * elemSize, recvBytes);
-    for (size_t k = 0, np = allgatherPieces(piece, recvBytes); k < np; ++k) {
-      const size_t off = k * piece;
-      link.recv(recvs[s], left, slots + s, off, np == 1 ? recvBytes : std::min(piece, recvBytes - off),
-                what);
-    }
+    link.recvPieces(pieces, recvs[s], left, slots + s, 0, recvBytes, what);
   }
   return recvs;
 }
@@ -108,18 +100,13 @@ void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blo
   if (n == 1 || b.maxCount == 0) return;
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   const size_t total = (b.offsets.back() + b.counts.back()) * elemSize;
-  const size_t piece = channelPieceBytes(b.maxCount * elemSize);
+  const Pieces pieces = messagePieces(b.maxCount * elemSize);
   UBuf sendBuf = link.buffer(data, total);
-  auto sendStep = [&](int s) {  // posts step s's pieces; returns how many
-    const int sendB = (r - s + n) % n;
-    const size_t sendBytes = b.counts[sendB] * elemSize;
-    const size_t pieces = sendBytes ? allgatherPieces(piece, sendBytes) : 0;
-    for (size_t k = 0; k < pieces; ++k) {
-      const size_t off = k * piece;
-      link.send(sendBuf, right, slots + s, b.offsets[sendB] * elemSize + off,
-                pieces == 1 ? sendBytes : std::min(piece, sendBytes - off), what);
-    }
-    return pieces;
+  auto sendBlock = [&](int s) { return (r - s + n) % n; };  // the block step s sends
+  auto sendStep = [&](int s) {
+    const int blk = sendBlock(s);
+    link.sendPieces(pieces, sendBuf, right, slots + s, b.offsets[blk] * elemSize,
+                    b.counts[blk] * elemSize, what);
   };
   // Step 0's sends go out before this rank posts its receives: posting the receives first (their
   // ready-to-receive notices) let the two directions of a pair serialize under gloo's pair lock
@@ -127,23 +114,18 @@ void ringAllgatherInPlace(GlooLink& link, void* data, size_t elemSize, const Blo
   // 0.3-1.5 ms per call instead of 0.31-0.47 ms (bimodal, run to run).
   std::vector<UBuf> own;
   const bool step0Sent = posted == nullptr;
-  size_t sentFirst = 0;
   if (step0Sent) {
-    sentFirst = sendStep(0);
+    sendStep(0);
     own = postAllgatherRecvs(link, data, elemSize, b, slots, what);
     posted = &own;
   }
   std::vector<UBuf>& recvs = *posted;
   for (int s = 0; s < n - 1; ++s) {
-    const int recvB = (r - s - 1 + n) % n;
-    const size_t sendPieces = (s == 0 && step0Sent) ? sentFirst : sendStep(s);
+    if (s > 0 || !step0Sent) sendStep(s);
     if (recvs[s]) {
-      const size_t recvBytes = b.counts[recvB] * elemSize;
-      for (size_t k = 0, np = allgatherPieces(piece, recvBytes); k < np; ++k) {
-        link.waitRecv(recvs[s], left, what);
-      }
+      link.waitRecvPieces(pieces, recvs[s], left, b.counts[(r - s - 1 + n) % n] * elemSize, what);
     }
-    for (size_t k = 0; k < sendPieces; ++k) link.waitSend(sendBuf, right, what);
+    link.waitSendPieces(pieces, sendBuf, right, b.counts[sendBlock(s)] * elemSize, what);
   }
 }
 

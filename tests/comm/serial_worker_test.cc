@@ -140,7 +140,8 @@ TEST_CASE("serial worker: a second submit, or a waiter that cannot take the head
   CHECK(w.stats().ranByWaiters == 0);
 }
 
-TEST_CASE("serial worker: waiter mode still starts a task nobody waits for, then leaves", "[unit]") {
+TEST_CASE("serial worker: waiter mode still starts a task nobody waits for, then leaves",
+          "[unit]") {
   SerialWorker w(1s, 1ms);
   for (int i = 0; i < 100; ++i) w.submit("t", [] {})->wait(10s);
   REQUIRE(w.stats().waiterMode);  // 100 tasks in a row waited for at once

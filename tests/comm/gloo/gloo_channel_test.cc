@@ -91,7 +91,7 @@ double expectedAs(ReduceOp op, int n, size_t i, int call) {
 }
 
 // Shapes for world n: uneven with an empty block, all empty but one, even, and all empty; for
-// n <= 3 also large uneven blocks, sent as several pieces (channelPieceBytes) of which the last
+// n <= 3 also large uneven blocks, sent as several pieces (messagePieces) of which the last
 // is shorter, a different number of pieces from each peer.
 std::vector<std::vector<size_t>> shapesFor(int n) {
   std::vector<size_t> uneven, one(n, 0), even(n, 1000), none(n, 0), pieces;
