@@ -16,8 +16,7 @@
 #include "bench/raw_timing.h"
 
 int main(int argc, char** argv) {
-  const char* level = std::getenv("DS_RAW_MPI_THREAD");
-  if (level && std::string(level) == "single") {
+  if (ds::knobChoice(ds::knobs::kRawMpiThread) == "single") {
     MPI_Init(&argc, &argv);
   } else {
     int provided = 0;
