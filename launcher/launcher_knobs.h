@@ -22,21 +22,26 @@ inline constexpr Knob kKillGrace{
 // launcher/ssh/: the libssh runner.
 inline constexpr Knob kSshConfig{
     .name = "DS_SSH_CONFIG", .type = KnobType::kPath,
-    .doc = "ssh config file the ssh runner reads, like ssh -F. Unset or empty: ~/.ssh/config "
-           "then /etc/ssh/ssh_config.",
+    .doc = "The ssh_config the ssh runner honours, like ssh -F (Host aliases, HostName, Port, "
+           "User, IdentityFile, UserKnownHostsFile, ConnectTimeout). Unset or empty: "
+           "~/.ssh/config then /etc/ssh/ssh_config.",
     .readBy = kReadByDsrun};
 inline constexpr Knob kSshConnectTimeout{
     .name = "DS_SSH_CONNECT_TIMEOUT", .type = KnobType::kInt, .dflt = "0",
-    .doc = "ssh connect timeout in seconds; 0: the config's ConnectTimeout, else 10.",
+    .doc = "Seconds libssh waits to connect to a host (TCP connect and handshake); 0: the "
+           "ssh_config's ConnectTimeout, else 10. A host that does not answer in time fails the "
+           "job before anything starts.",
     .readBy = kReadByDsrun, .lo = 0, .hi = 3600};
 inline constexpr Knob kSshLogLevel{
     .name = "DS_SSH_LOG_LEVEL", .type = KnobType::kInt, .dflt = "0",
-    .doc = "libssh's own log verbosity on stderr (0 silent, up to 4).", .readBy = kReadByDsrun,
-    .lo = 0, .hi = 4};
+    .doc = "libssh's own log on stderr, for debugging a connection: 0 silent, 1 warnings, "
+           "2 protocol, 3 packets, 4 functions.",
+    .readBy = kReadByDsrun, .lo = 0, .hi = 4};
 inline constexpr Knob kSshTeardownGrace{
     .name = "DS_SSH_TEARDOWN_GRACE", .type = KnobType::kInt, .dflt = "15",
-    .doc = "Seconds the ssh runner waits for a remote agent to stop its ranks after the job "
-           "ends or fails, before closing the connection.",
+    .doc = "Once the job is stopped (a failure, a signal), seconds the ssh runner waits for "
+           "each host's agent to end after sending EOF before it closes the connection (the "
+           "agent then sees the channel close and stops its ranks).",
     .readBy = kReadByDsrun, .lo = 1, .hi = 3600};
 
 // launcher/env_exports.cc

@@ -37,8 +37,8 @@ const ds::runtime::Command kCommands[] = {
 void usage(FILE* out) {
   std::fprintf(out, "usage: dsrt <command> [args...]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
-  std::fprintf(out, "\nRun 'dsrt <command> --help' for a command's options, 'dsrt --help-env' "
-                    "for the environment variables dsrt reads.\n");
+  std::fprintf(out, "\nRun 'dsrt <command> --help' for a command's options, and 'dsrt --help-env'\n"
+                    "for the environment variables dsrt reads (docs/knobs.md).\n");
 }
 
 }  // namespace
