@@ -14,17 +14,25 @@ namespace ds::knobs {
 
 // bench/raw_timing.h
 inline constexpr Knob kBenchTargetSeconds{
-    .name = "DS_BENCH_TARGET_SECONDS", .type = KnobType::kSeconds, .dflt = "0.5",
-    .doc = "Raw-library peers (bench_raw_gloo, bench_raw_mpi): time each row for about this "
-           "long, as dsrt comm-bench --target_seconds.",
-    .readBy = kReadByBench, .lo = 0};
+    .name = "DS_BENCH_TARGET_SECONDS",
+    .type = KnobType::kSeconds,
+    .dflt = "0.5",
+    .doc =
+        "Raw-library peers (bench_raw_gloo, bench_raw_mpi): time each row for about this "
+        "long, as dsrt comm-bench --target_seconds.",
+    .readBy = kReadByBench,
+    .lo = 0};
 
 // bench/raw_mpi.cc
 inline constexpr Knob kRawMpiThread{
-    .name = "DS_RAW_MPI_THREAD", .type = KnobType::kChoice, .dflt = "multiple",
-    .doc = "bench_raw_mpi: single initializes with plain MPI_Init, multiple with "
-           "MPI_THREAD_MULTIPLE (as the mpi backend).",
-    .readBy = kReadByBench, .choices = "single|multiple"};
+    .name = "DS_RAW_MPI_THREAD",
+    .type = KnobType::kChoice,
+    .dflt = "multiple",
+    .doc =
+        "bench_raw_mpi: single initializes with plain MPI_Init, multiple with "
+        "MPI_THREAD_MULTIPLE (as the mpi backend).",
+    .readBy = kReadByBench,
+    .choices = "single|multiple"};
 
 inline constexpr const Knob* kBenchKnobList[] = {&kBenchTargetSeconds, &kRawMpiThread};
 inline constexpr KnobTable kBenchKnobs{"bench", kBenchKnobList};

@@ -19,9 +19,6 @@ namespace ds::comm {
 
 namespace {
 
-// DS_STORE_BIND_ADDR: the address rank 0's store listens on (default: MASTER_ADDR itself;
-// "0.0.0.0" for all interfaces, e.g. when MASTER_ADDR is a name that maps to a NAT address).
-
 std::string arrivalKey(int r) { return "bootstrap/rank/" + std::to_string(r); }
 
 std::string hostName() {

@@ -38,11 +38,9 @@ std::chrono::milliseconds parseSeconds(const Knob& k, const std::string& text) {
   double secs = parseDouble(text, name);
   if (positiveOnly(k)) {
     if (!(secs > 0))
-      throw ConfigError(
-          fmt::format("{}='{}': expected a positive number of seconds", name, text));
+      throw ConfigError(fmt::format("{}='{}': expected a positive number of seconds", name, text));
   } else if (!(secs >= static_cast<double>(k.lo) && secs <= static_cast<double>(k.hi))) {
-    throw ConfigError(
-        fmt::format("{}='{}': expected seconds in [{}, {}]", name, text, k.lo, k.hi));
+    throw ConfigError(fmt::format("{}='{}': expected seconds in [{}, {}]", name, text, k.lo, k.hi));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
 }
@@ -211,14 +209,15 @@ std::string knobsHelpText(std::span<const KnobTable> tables, KnobReader reader) 
 std::string knobsMarkdown(std::span<const KnobTable> tables) {
   std::string out;
   for (const auto& t : tables) {
-    out += fmt::format("\n## {}\n\n| Variable | Type | Default | Read by | Meaning |\n"
-                       "|---|---|---|---|---|\n",
-                       t.component);
+    out += fmt::format(
+        "\n## {}\n\n| Variable | Type | Default | Read by | Meaning |\n"
+        "|---|---|---|---|---|\n",
+        t.component);
     for (const Knob* k : t.knobs) {
       out += fmt::format("| `{}` | {} | {} | {} | {}{} |\n", k->name, cell(knobTypeText(*k)),
                          k->dflt.empty() ? "-" : fmt::format("`{}`", k->dflt),
                          readersText(k->readBy), cell(k->doc),
-                         k->origin == KnobOrigin::kThirdParty ? " *(set by another program)*"
+                         k->origin == KnobOrigin::kThirdParty     ? " *(set by another program)*"
                          : k->origin == KnobOrigin::kRankContract ? " *(rank contract)*"
                                                                   : "");
     }

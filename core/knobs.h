@@ -40,7 +40,7 @@ struct Knob {
   KnobType type = KnobType::kString;
   std::string_view dflt;  // the value used when unset, as text; "" = none (doc says what then)
   std::string_view doc;
-  unsigned readBy = 0;    // KnobReader bits
+  unsigned readBy = 0;  // KnobReader bits
   KnobOrigin origin = KnobOrigin::kDs;
   int64_t lo = INT64_MIN;  // kInt / kSeconds bounds
   int64_t hi = INT64_MAX;

@@ -13,14 +13,19 @@ namespace ds::knobs {
 
 // zero/cpu_adam.cc
 inline constexpr Knob kCpuAdamIsa{
-    .name = "DS_CPU_ADAM_ISA", .type = KnobType::kChoice,
-    .doc = "CPU Adam kernel: scalar, avx2 or avx512; one this CPU lacks is an error. Unset or "
-           "empty: the best this CPU supports.",
-    .readBy = kReadByDsrt, .choices = "scalar|avx2|avx512"};
+    .name = "DS_CPU_ADAM_ISA",
+    .type = KnobType::kChoice,
+    .doc =
+        "CPU Adam kernel: scalar, avx2 or avx512; one this CPU lacks is an error. Unset or "
+        "empty: the best this CPU supports.",
+    .readBy = kReadByDsrt,
+    .choices = "scalar|avx2|avx512"};
 
 // zero/async_file.cc
 inline constexpr Knob kZeroNoUring{
-    .name = "DS_ZERO_NO_URING", .type = KnobType::kBool, .dflt = "0",
+    .name = "DS_ZERO_NO_URING",
+    .type = KnobType::kBool,
+    .dflt = "0",
     .doc = "1: NVMe swap files use the pread/pwrite thread even where io_uring works.",
     .readBy = kReadByDsrt};
 

@@ -13,11 +13,15 @@ namespace ds::knobs {
 
 // runtime/tensor/matmul_bf16.cc
 inline constexpr Knob kBf16Linear{
-    .name = "DS_BF16_LINEAR", .type = KnobType::kChoice, .dflt = "auto",
-    .doc = "The bf16 model's linear-layer path: native (AVX512-BF16; an error on a CPU "
-           "without it), widen (to fp32), or auto (measure both once per process). Empty "
-           "counts as auto.",
-    .readBy = kReadByDsrt, .choices = "auto|native|widen"};
+    .name = "DS_BF16_LINEAR",
+    .type = KnobType::kChoice,
+    .dflt = "auto",
+    .doc =
+        "The bf16 model's linear-layer path: native (AVX512-BF16; an error on a CPU "
+        "without it), widen (to fp32), or auto (measure both once per process). Empty "
+        "counts as auto.",
+    .readBy = kReadByDsrt,
+    .choices = "auto|native|widen"};
 
 inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};

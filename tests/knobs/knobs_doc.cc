@@ -26,9 +26,7 @@ without reading them (`NCCL*`, `DS_*`, `OMP_*`, `UCX*`, `PYTHON*`; docs/launcher
 variables only the libraries we link read (NCCL, Open MPI, OpenMP, libssh).
 )";
 
-std::string generated() {
-  return kIntro + ds::knobsMarkdown(ds::test::kAllKnobTables);
-}
+std::string generated() { return kIntro + ds::knobsMarkdown(ds::test::kAllKnobTables); }
 
 }  // namespace
 

@@ -44,9 +44,9 @@ TEST_CASE("knob registry: every name is declared once, upper case", "[unit]") {
     INFO(component << ": " << k.name);
     CHECK(seen.insert(std::string(k.name)).second);
     REQUIRE_FALSE(k.name.empty());
-    for (char c : k.name) CHECK((std::isupper(static_cast<unsigned char>(c)) || c == '_' ||
-                                 std::isdigit(static_cast<unsigned char>(c)) ||
-                                 k.origin == KnobOrigin::kThirdParty));
+    for (char c : k.name)
+      CHECK((std::isupper(static_cast<unsigned char>(c)) || c == '_' ||
+             std::isdigit(static_cast<unsigned char>(c)) || k.origin == KnobOrigin::kThirdParty));
   });
   CHECK(seen.size() > 60);
   CHECK(seen.count("DS_LOG_LEVEL"));
@@ -98,16 +98,16 @@ TEST_CASE("knob accessors: unset gives the default, set values parse", "[unit]")
   CHECK_FALSE(ds::knobFlag(knobs::kDebug, none));
   CHECK_FALSE(ds::knobIsSet(knobs::kMasterAddr, none));
 
-  const EnvMap env{{"DS_GLOO_PIECE_BYTES", "0"},   {"DS_TIMEOUT", "1.5"},
-                   {"DS_KILL_GRACE", "0"},         {"DS_ZERO_NO_URING", "yes"},
-                   {"DS_CPU_ADAM_ISA", "avx2"},    {"DS_DEBUG", "0"},
-                   {"DS_BF16_LINEAR", ""},         {"MASTER_ADDR", ""}};
+  const EnvMap env{{"DS_GLOO_PIECE_BYTES", "0"}, {"DS_TIMEOUT", "1.5"},
+                   {"DS_KILL_GRACE", "0"},       {"DS_ZERO_NO_URING", "yes"},
+                   {"DS_CPU_ADAM_ISA", "avx2"},  {"DS_DEBUG", "0"},
+                   {"DS_BF16_LINEAR", ""},       {"MASTER_ADDR", ""}};
   CHECK(ds::knobIntOrDefault(knobs::kGlooPieceBytes, env) == 0);
   CHECK(ds::knobSecondsOrDefault(knobs::kTimeout, env) == std::chrono::milliseconds(1500));
   CHECK(ds::knobSecondsOrDefault(knobs::kKillGrace, env) == std::chrono::milliseconds(0));
   CHECK(ds::knobBoolOrDefault(knobs::kZeroNoUring, env));
   CHECK(ds::knobChoice(knobs::kCpuAdamIsa, env) == "avx2");
-  CHECK_FALSE(ds::knobFlag(knobs::kDebug, env));       // "0" is off
+  CHECK_FALSE(ds::knobFlag(knobs::kDebug, env));         // "0" is off
   CHECK_FALSE(ds::knobChoice(knobs::kBf16Linear, env));  // empty counts as unset
   CHECK(ds::knobString(knobs::kMasterAddr, env) == "");  // set but empty: the caller decides
   CHECK(ds::knobIsSet(knobs::kMasterAddr, env));
