@@ -90,13 +90,12 @@ std::string wrapped(std::string_view text, size_t indent, size_t width) {
   return out;
 }
 
-// A Markdown table cell: '|' escaped, '<' and '>' as entities (not HTML tags).
+// A Markdown table cell: '|' escaped, '<' as an entity (never the start of an HTML tag).
 std::string cell(std::string_view text) {
   std::string out;
   for (char c : text) {
     if (c == '|') out += "\\|";
     else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
     else out += c;
   }
   return out;

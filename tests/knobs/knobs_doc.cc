@@ -40,9 +40,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::ifstream f(argv[2], std::ios::binary);
+  if (!f) {
+    std::fprintf(stderr, "cannot read %s; generate it: %s > %s\n", argv[2], argv[0], argv[2]);
+    return 1;
+  }
   std::stringstream text;
   text << f.rdbuf();
-  if (f && text.str() == generated()) return 0;
+  if (text.str() == generated()) return 0;
   std::fprintf(stderr,
                "%s is not what the knob registry generates (a knob was added, removed or "
                "changed). Regenerate it: %s > %s\n",
