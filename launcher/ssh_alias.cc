@@ -5,14 +5,15 @@
 #include "core/log.h"
 #include "launcher/ssh/ssh_config.h"
 
+#include "launcher/launcher_knobs.h"
+
 namespace ds::launcher {
 
 std::vector<std::string> sshConfigFiles(const EnvMap& env) {
-  auto f = env.find("DS_SSH_CONFIG");
-  if (f != env.end() && !f->second.empty()) return {f->second};
+  if (auto f = knobString(knobs::kSshConfig, env); f && !f->empty()) return {*f};
   std::vector<std::string> out;
-  auto home = env.find("HOME");
-  if (home != env.end() && !home->second.empty()) out.push_back(home->second + "/.ssh/config");
+  if (auto home = knobString(knobs::kHome, env); home && !home->empty())
+    out.push_back(*home + "/.ssh/config");
   out.push_back("/etc/ssh/ssh_config");
   return out;
 }
