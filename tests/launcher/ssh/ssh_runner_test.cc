@@ -80,11 +80,11 @@ Run run(const JobSpec& spec, const std::vector<std::string>& cmds, const TempDir
   return r;
 }
 
+// Skips the test case (DS_SKIP) when the test cluster cannot run here. In the TEST_CASE body.
 #define NEED_CLUSTER()                                              \
   do {                                                              \
     if (auto why = TestCluster::skipReason(); !why.empty()) {       \
-      WARN("skipped: " << why);                                     \
-      return;                                                       \
+      DS_SKIP("test cluster: " << why);                             \
     }                                                               \
   } while (0)
 
