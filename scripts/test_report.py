@@ -26,9 +26,11 @@ def labels_by_test(build_dir):
 
 
 def skip_reason(case):
+    # CTest's name is "<binary>: <case>"; the line is "SKIPPED: <case>: <reason>".
+    prefix = "SKIPPED: " + case.get("name").split(": ", 1)[-1] + ": "
     out = case.findtext("system-out") or ""
-    reasons = [line[len("SKIPPED: "):] for line in out.splitlines()
-               if line.startswith("SKIPPED: ")]
+    reasons = [line[len(prefix):] if line.startswith(prefix) else line[len("SKIPPED: "):]
+               for line in out.splitlines() if line.startswith("SKIPPED: ")]
     if reasons:
         return "; ".join(reasons)
     node = case.find("skipped")
