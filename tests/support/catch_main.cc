@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
   if (listCases) return ds::test::listCases(session.config());
   int rc = session.run();
   const auto& skipped = ds::test::skipped();
+  if (!skipped.empty())
+    std::printf("%zu of these test cases were SKIPPED (DS_SKIP), not passed:\n", skipped.size());
   for (const auto& [name, reason] : skipped)
     std::printf("SKIPPED: %s: %s\n", name.c_str(), reason.c_str());
   std::fflush(stdout);
