@@ -1,6 +1,6 @@
 # Build helpers. Each folder's sources are globbed (CONFIGURE_DEPENDS), so adding a file needs no
-# CMake edit. Test sources are scanned for Catch2 tags; each primary tag becomes a CTest entry
-# labelled with that tag (filter "[tag]~[slow]"), and [slow] cases get their own entry.
+# CMake edit. Each Catch2 test case becomes its own CTest test, labelled with its tags,
+# discovered from the built binary (ds_test_dir below, cmake/DsDiscoverTests.cmake).
 
 # ds_library(NAME DIR <dir> [DEPS ...]): a static library from <dir>/*.cc (not recursive).
 function(ds_library name)
@@ -20,8 +20,14 @@ function(ds_library name)
 endfunction()
 
 set(DS_TEST_TAGS unit multirank multiproc e2e mpi gpu)
+# DS_SKIP's exit status (tests/support/skip.h); CTest reports such a test as skipped.
+set(DS_TEST_SKIP_CODE 77)
+set(DS_DISCOVER_TESTS_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/DsDiscoverTests.cmake)
 
-# ds_test_dir(NAME DIR <dir> DEPS ...): one Catch2 binary from <dir>/*_test.cc, registered per tag.
+# ds_test_dir(NAME DIR <dir> [TIMEOUT s] DEPS ...): one Catch2 binary from <dir>/*_test.cc. After
+# each link the binary lists its cases and each becomes its own CTest test "NAME: <case>"
+# (cmake/DsDiscoverTests.cmake), labelled with its tags among DS_TEST_TAGS ([slow] cases: slow
+# only), timeout TIMEOUT (default 600 s; slow 1800 s), skipped on DS_TEST_SKIP_CODE.
 function(ds_test_dir name)
   cmake_parse_arguments(A "" "DIR;TIMEOUT" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${A_DIR}/*_test.cc)
@@ -33,27 +39,21 @@ function(ds_test_dir name)
   endif()
   add_executable(${name} ${srcs})
   target_link_libraries(${name} PRIVATE ds_test_support ${A_DEPS})
-  set(found_tags "")
-  set(has_slow FALSE)
-  foreach(src ${srcs})
-    file(READ ${src} text)
-    foreach(tag ${DS_TEST_TAGS})
-      if(text MATCHES "\\[${tag}\\]")
-        list(APPEND found_tags ${tag})
-      endif()
-    endforeach()
-    if(text MATCHES "\\[slow\\]")
-      set(has_slow TRUE)
-    endif()
-  endforeach()
-  list(REMOVE_DUPLICATES found_tags)
-  foreach(tag ${found_tags})
-    add_test(NAME ${name}:${tag} COMMAND ${name} "[${tag}]~[slow]" --order decl)
-    set_tests_properties(${name}:${tag} PROPERTIES LABELS ${tag} TIMEOUT ${A_TIMEOUT}
-      SKIP_RETURN_CODE 4)
-  endforeach()
-  if(has_slow)
-    add_test(NAME ${name}:slow COMMAND ${name} "[slow]" --order decl)
-    set_tests_properties(${name}:slow PROPERTIES LABELS slow TIMEOUT 1800)
-  endif()
+  set(ctest_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_tests.cmake)
+  string(REPLACE ";" "," labels "${DS_TEST_TAGS}")
+  add_custom_command(TARGET ${name} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -D TEST_EXECUTABLE=$<TARGET_FILE:${name}> -D TEST_PREFIX=${name}
+      -D CTEST_FILE=${ctest_file} -D LABELS=${labels} -D TIMEOUT=${A_TIMEOUT}
+      -D SLOW_TIMEOUT=1800 -D SKIP_CODE=${DS_TEST_SKIP_CODE} -P ${DS_DISCOVER_TESTS_SCRIPT}
+    BYPRODUCTS ${ctest_file}
+    VERBATIM)
+  # CTest reads the discovered tests; until the binary is built, one placeholder says so.
+  set(include_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_include.cmake)
+  file(WRITE ${include_file}
+    "if(EXISTS \"${ctest_file}\")\n"
+    "  include(\"${ctest_file}\")\n"
+    "else()\n"
+    "  add_test(${name}_NOT_BUILT ${name}_NOT_BUILT)\n"
+    "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
 endfunction()

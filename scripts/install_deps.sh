@@ -9,6 +9,7 @@ PACKAGES=(
   libcli11-dev libyaml-cpp-dev libfmt-dev catch2 nlohmann-json3-dev libopenblas-dev
   liburing-dev libaio-dev clang libclang-rt-14-dev procps iproute2 python3 jq
   slurmd slurmctld slurm-client munge
+  mpich  # hydra for the mpich launcher tests; its mpirun alternative ranks below Open MPI's
 )
 
 missing=()

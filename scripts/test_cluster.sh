@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A local test cluster: one private sshd listening on 127.0.0.2, 127.0.0.3, ... (one address per
 # "host") on one port, with generated host and user keys, authorized_keys, known_hosts and an
-# ssh_config that ssh -F, pdsh (-R ssh) and mpirun (plm_rsh_agent) use. Everything lives in DIR;
+# ssh_config that ssh -F, pdsh (-R ssh), mpirun (plm_rsh_agent) and MPICH's hydra (DIR/ssh) use. Everything lives in DIR;
 # the only change outside DIR is /run/sshd (sshd's privilege-separation directory), created if
 # missing. Not a security boundary: for tests on loopback only. See docs/test_cluster.md.
 #
@@ -113,6 +113,9 @@ write_files() {
   {
     for i in $(seq 0 $((hosts - 1))); do echo "$(addr_of "$i")"; done
   } > "$dir/hosts"
+  # MPICH's hydra runs its launcher as one program (no arguments): this wrapper adds -F.
+  printf '#!/bin/sh\nexec ssh -F %s/ssh_config "$@"\n' "$dir" > "$dir/ssh"
+  chmod 755 "$dir/ssh"
   # Environment for the runners: `set -a; . DIR/env`, or read KEY='VALUE' lines (DIR must not
   # hold a single quote).
   {
@@ -122,6 +125,8 @@ write_files() {
     echo "PDSH_RCMD_TYPE='ssh'"
     echo "PDSH_SSH_ARGS_APPEND='-F $dir/ssh_config'"
     echo "OMPI_MCA_plm_rsh_agent='ssh -F $dir/ssh_config'"
+    echo "HYDRA_LAUNCHER='ssh'"
+    echo "HYDRA_LAUNCHER_EXEC='$dir/ssh'"
   } > "$dir/env"
   echo "$port" > "$dir/port"
 }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -19,18 +20,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Submits a task and never waits for it: the worker thread must start it (bounded poll, 10 s).
+// Submits a task and never waits for it: the worker thread must start it. The task signals a
+// promise; the 10 s on its future only guards against a hang.
 void runUnwaitedOnWorker(SerialWorker& w) {
-  std::atomic<bool> ran{false};
-  std::thread::id ranOn;
-  auto t = w.submit("unwaited", [&] {
-    ranOn = std::this_thread::get_id();
-    ran = true;
-  });
-  for (int i = 0; i < 10000 && !t->isCompleted(); ++i) std::this_thread::sleep_for(1ms);
-  REQUIRE(t->isCompleted());
-  CHECK(ran);
-  CHECK(ranOn != std::this_thread::get_id());
+  std::promise<std::thread::id> ranOn;
+  auto ran = ranOn.get_future();
+  auto t = w.submit("unwaited", [&] { ranOn.set_value(std::this_thread::get_id()); });
+  REQUIRE(ran.wait_for(10s) == std::future_status::ready);
+  CHECK(ran.get() != std::this_thread::get_id());
+  t->wait(10s);  // completed (or about to): returns without running anything
+  CHECK(t->isCompleted());
 }
 
 }  // namespace
@@ -58,16 +57,16 @@ TEST_CASE("serial worker: issue order and mutual exclusion, with waiters running
 TEST_CASE("serial worker: while another task runs a waiter only waits (and may time out)",
           "[unit]") {
   SerialWorker w(5s);
-  // Hold the worker thread so the next task stays queued until the waiter decides.
-  std::atomic<bool> release{false};
-  auto blocker = w.submit("block", [&] {
-    while (!release) std::this_thread::sleep_for(1ms);
-  });
+  // Hold the worker thread (a latch, not a timed spin) so the next task stays queued until the
+  // waiter decides.
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  auto blocker = w.submit("block", [released] { released.wait(); });
   std::thread::id ranOn;
   auto next = w.submit("next", [&] { ranOn = std::this_thread::get_id(); });
   // The worker is busy: a waiter must not run `next` (it is not alone); a short wait times out.
   CHECK_THROWS_WITH(next->wait(20ms), Catch::Contains("next") && Catch::Contains("20 ms"));
-  release = true;
+  release.set_value();
   blocker->wait(10s);
   next->wait(10s);
   CHECK(ranOn != std::thread::id());
@@ -173,9 +172,8 @@ TEST_CASE("serial worker: without waiterRunsAfter the worker starts every task a
   std::vector<WorkPtr> works;
   std::atomic<int> runs{0};
   for (int i = 0; i < 50; ++i) works.push_back(w.submit("t", [&] { runs++; }));
-  for (int i = 0; i < 10000 && runs < 50; ++i) std::this_thread::sleep_for(1ms);
+  for (auto& wk : works) wk->wait(10s);  // a waiter never runs a task here: it only waits
   CHECK(runs == 50);
-  for (auto& wk : works) wk->wait(10s);
   CHECK(w.stats().ranByWaiters == 0);
   CHECK(w.stats().ranByWorker == 50);
 }

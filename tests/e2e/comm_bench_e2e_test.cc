@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ds/config.h"
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
 using ds::test::runCommand;
@@ -80,6 +81,6 @@ TEST_CASE("e2e: dsrun --launcher openmpi --comm_backend mpi dsrt comm-bench chec
   CHECK(rc == 0);
   checkTable(out, "mpi");
 #else
-  WARN("skipped: this build has no mpi backend");
+  DS_SKIP("this build has no mpi backend (libopenmpi-dev)");
 #endif
 }

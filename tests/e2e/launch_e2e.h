@@ -20,6 +20,7 @@
 #include "core/env.h"
 #include "core/rank_env.h"
 #include "ds/config.h"
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/test_cluster.h"
 
@@ -235,12 +236,12 @@ struct RemoteJob {
   std::vector<std::string> addrs() const { return {cluster.addr(0), cluster.addr(1)}; }
 };
 
-#define DS_NEED_CLUSTER()                                                    \
-  do {                                                                       \
-    if (auto why = ::ds::test::TestCluster::skipReason(); !why.empty()) {    \
-      WARN("skipped: " << why);                                              \
-      return;                                                                \
-    }                                                                        \
+// Skips the test case (DS_SKIP) when the test cluster cannot run here. In the TEST_CASE body.
+#define DS_NEED_CLUSTER()                                                 \
+  do {                                                                    \
+    if (auto why = ::ds::test::TestCluster::skipReason(); !why.empty()) { \
+      DS_SKIP("test cluster: " << why);                                   \
+    }                                                                     \
   } while (0)
 
 // 2 hosts x 2 ranks: every rank's environment.

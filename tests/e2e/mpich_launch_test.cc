@@ -1,10 +1,18 @@
-// dsrun --launcher mpich: MPICH's hydra (mpiexec.hydra / mpiexec.mpich) is not installed on these
-// machines (Debian's mpich conflicts with the Open MPI alternatives the build uses), so the
-// command is checked through --dry_run: what it prints is exactly what would run.
+// dsrun --launcher mpich: the hydra command through --dry_run (what it prints is exactly what
+// would run), and end to end with Debian's mpich (mpiexec.hydra; its mpirun alternative ranks
+// below Open MPI's, so the build's MPI is untouched) starting ranks on 127.0.0.2 and 127.0.0.3
+// through the test cluster's sshd (HYDRA_LAUNCHER_EXEC = the cluster's ssh wrapper).
 #include "tests/e2e/launch_e2e.h"
 
 using namespace ds::test;
 using namespace ds::test::e2e;
+
+TEST_CASE("mpich launch: 2 hosts x 2 ranks, rank environment derived from PMI_*", "[e2e]") {
+  DS_NEED_CLUSTER();
+  if (::access("/usr/bin/mpiexec.hydra", X_OK) != 0)
+    DS_SKIP("no /usr/bin/mpiexec.hydra (apt-get install mpich)");
+  caseRanks("mpich", {"127.0.0.2", "127.0.0.3"}, "", /*rawVars=*/false);
+}
 
 TEST_CASE("mpich launch (--dry_run): hydra command with equal slots, token never printed",
           "[e2e]") {

@@ -1,10 +1,17 @@
 // dsrun --launcher slurm: the srun command through --dry_run (what it prints is exactly what
 // would run), and end to end on a one-host Slurm (munged + slurmctld + slurmd started by
-// scripts/test_cluster.sh slurm-start; skipped when Debian's slurmd/slurmctld/munge are absent).
+// scripts/test_cluster.sh slurm-start; DS_SKIP when Debian's slurmd/slurmctld/munge are absent).
 #include "tests/e2e/launch_e2e.h"
 
 using namespace ds::test;
 using namespace ds::test::e2e;
+
+// Skips the test case (DS_SKIP) when the one-host Slurm cannot run here. In the TEST_CASE body.
+#define DS_NEED_SLURM()                                   \
+  do {                                                    \
+    if (auto why = TestSlurm::skipReason(); !why.empty()) \
+      DS_SKIP("one-host slurm: " << why);                 \
+  } while (0)
 
 TEST_CASE("slurm launch (--dry_run): srun command, exports, token never printed", "[e2e]") {
   TempDir tmp;
@@ -38,10 +45,7 @@ std::string slurmCommand(const TestSlurm& slurm, const TempDir& tmp, const std::
 }  // namespace
 
 TEST_CASE("slurm launch: one-host Slurm, 1 node x 2 ranks through srun", "[e2e]") {
-  if (auto why = TestSlurm::skipReason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  DS_NEED_SLURM();
   TestSlurm slurm;
   TempDir tmp;
   std::string script = writeRankScript(tmp);
@@ -71,10 +75,7 @@ TEST_CASE("slurm launch: one-host Slurm, 1 node x 2 ranks through srun", "[e2e]"
 // srun --kill-on-bad-exit=1 stops the other task; srun itself then exits 143 (the killed task's
 // status), so dsrun takes 3 from srun's "task 1: Exited with exit code 3" line.
 TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]") {
-  if (auto why = TestSlurm::skipReason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  DS_NEED_SLURM();
   TestSlurm slurm;
   TempDir tmp;
   std::string script = writeRankScript(tmp);
@@ -92,10 +93,7 @@ TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]")
 }
 
 TEST_CASE("slurm launch: rank 1 killed by SIGKILL -> job exits 137", "[e2e]") {
-  if (auto why = TestSlurm::skipReason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  DS_NEED_SLURM();
   TestSlurm slurm;
   TempDir tmp;
   std::string script = writeRankScript(tmp);
@@ -113,10 +111,6 @@ namespace {
 // The tasks run under slurmstepd, not under srun: dsrun's signal must reach them through Slurm
 // (srun cancels the step), and when dsrun dies by SIGKILL its guard cancels the step.
 void slurmSignalCase(int sig) {
-  if (auto why = TestSlurm::skipReason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
   TestSlurm slurm;
   TempDir tmp;
   std::string script = writeRankScript(tmp);
@@ -136,24 +130,24 @@ void slurmSignalCase(int sig) {
 }  // namespace
 
 TEST_CASE("slurm launch: SIGTERM to dsrun leaves no rank, status non-zero", "[e2e]") {
+  DS_NEED_SLURM();
   slurmSignalCase(SIGTERM);
 }
 
 TEST_CASE("slurm launch: SIGINT to dsrun leaves no rank, status non-zero", "[e2e]") {
+  DS_NEED_SLURM();
   slurmSignalCase(SIGINT);
 }
 
 TEST_CASE("slurm launch: SIGKILL to dsrun leaves no rank after a few seconds", "[e2e]") {
+  DS_NEED_SLURM();
   slurmSignalCase(SIGKILL);
 }
 
 // Inside an allocation (salloc) srun only adds a step: the guard cancels the step squeue lists
 // under the job's name, not the allocation.
 TEST_CASE("slurm launch: inside salloc, SIGKILL to dsrun leaves no rank", "[e2e]") {
-  if (auto why = TestSlurm::skipReason(); !why.empty()) {
-    WARN("skipped: " << why);
-    return;
-  }
+  DS_NEED_SLURM();
   TestSlurm slurm;
   TempDir tmp;
   std::string script = writeRankScript(tmp);

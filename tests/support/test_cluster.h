@@ -1,13 +1,14 @@
 // TestCluster: RAII handle on scripts/test_cluster.sh, a private sshd listening on 127.0.0.2,
 // 127.0.0.3, ... with its own keys, known_hosts and ssh_config, all under a fresh temp dir.
 // Starts in the constructor, stops (and removes the dir) in the destructor. Not thread-safe;
-// one per test case. Tests that need it call TestCluster::skipReason() first and SKIP/WARN.
+// one per test case. Tests that need it call TestCluster::skipReason() first and DS_SKIP (skip.h).
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "core/env.h"
+#include "skip.h"
 #include "spawn_ranks.h"
 
 namespace ds::test {

@@ -1,6 +1,6 @@
 // AsyncFile, the NVMe swap file layer, on real files: io_uring is used and O_DIRECT is on where
 // the kernel and the filesystem allow them (a non-tmpfs directory is picked with statfs; the
-// test says so and skips that part when none is found); I/Os larger than the request limit are
+// case is skipped, DS_SKIP, when none is found); I/Os larger than the request limit are
 // cut into bounded requests (the limit is lowered so small files take the split path, also past
 // the ring depth); a short completion is resubmitted for the rest; end of file and a failing
 // request surface as SystemError naming the file; the pread/pwrite thread (forced by option and
@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "ds/config.h"
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 #include "zero/async_file.h"
 
@@ -83,10 +84,9 @@ std::string errorOf(AsyncFile& f, uint64_t t) {
 
 TEST_CASE("AsyncFile: io_uring and O_DIRECT on a disk filesystem, bounded requests", "[unit]") {
   const std::string dir = diskDir();
-  if (dir.empty()) {
-    WARN("no writable non-tmpfs directory (set DS_TEST_NVME_DIR): O_DIRECT/io_uring not checked");
-    return;
-  }
+  if (dir.empty())
+    DS_SKIP("no writable non-tmpfs directory (set DS_TEST_NVME_DIR): O_DIRECT/io_uring not "
+            "checked");
   INFO("directory " << dir);
   const size_t kReq = 16384, kBytes = 40 * 4096;  // 10 requests per full-file I/O
   AsyncFile f(dir + "/async_file_test_" + std::to_string(::getpid()) + ".swp", kBytes,

@@ -17,6 +17,7 @@
 #include "comm/store/hash_store.h"
 #include "core/error.h"
 #include "tests/comm/conformance_check.h"
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds;
@@ -75,7 +76,8 @@ TEST_CASE("mpi backend: conformance under mpirun at 1-6 ranks", "[mpi]") {
 }
 
 TEST_CASE("mpi backend: refused outside mpirun with a hint to use --launcher openmpi", "[unit]") {
-  if (std::getenv("OMPI_COMM_WORLD_SIZE")) return;  // this process is under mpirun
+  if (std::getenv("OMPI_COMM_WORLD_SIZE"))
+    DS_SKIP("this process runs under mpirun (OMPI_COMM_WORLD_SIZE is set)");
   try {
     createBackend("mpi", std::make_shared<HashStore>(), 0, 2, {});
     FAIL("expected a ConfigError");

@@ -3,7 +3,7 @@
 // one device each) the shared conformance checks run against nccl through DeviceMirror: every
 // collective x dtype x op (runAll), and fp16/bf16 inputs where only fp32 accumulation gives the
 // reference (runHalfAccumulation: one rank holds 2048 / 256 at element i, the others 1).
-// Without a device these tests skip.
+// Without the devices they need these tests are skipped (DS_SKIP).
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "tests/comm/conformance_check.h"
 #include "tests/comm/nccl/device_mirror.h"
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds;
@@ -49,10 +50,7 @@ std::string onGpuThreads(int n, const std::function<std::string(ProcessGroup&)>&
 
 TEST_CASE("nccl fp32 staging: narrowing rounds to nearest even like the host conversion",
           "[gpu]") {
-  if (cudaDeviceCount() == 0) {
-    WARN("no CUDA device: skipped");
-    return;
-  }
+  if (cudaDeviceCount() == 0) DS_SKIP("no CUDA device");
   std::vector<float> in{2049.0f, 2051.0f, 2050.5f, 257.0f, 259.0f, 65504.0f, 65520.0f,
                         -2049.0f, 1e-8f, 0.0f, -0.0f, 3.0f};
   std::mt19937 rng(7);
@@ -93,10 +91,8 @@ TEST_CASE("nccl fp32 staging: narrowing rounds to nearest even like the host con
 
 TEST_CASE("nccl conformance on device buffers, fp16/bf16 accumulated in fp32", "[gpu]") {
   int devices = cudaDeviceCount();
-  if (devices < 2) {
-    WARN("needs two CUDA devices (NCCL allows one rank per GPU): skipped");
-    return;
-  }
+  if (devices < 2)
+    DS_SKIP("needs two CUDA devices (NCCL allows one rank per GPU), " << devices << " visible");
   for (int n = 2; n <= std::min(devices, 4); ++n) {
     INFO("world " << n);
     CHECK(onGpuThreads(n, [](ProcessGroup& pg) {

@@ -1,4 +1,5 @@
-// The nccl backend. [unit]: without a CUDA device it is refused with a hint to use gloo. [gpu]:
+// The nccl backend. [unit]: without a CUDA device it is refused with a hint to use gloo (checked
+// in a child that sees no device where one is visible). [gpu], skipped without a device:
 // on a device, every collective on device buffers at world size 1 against host-computed
 // references (a single-GPU machine cannot host two NCCL ranks: NCCL refuses duplicate GPUs), and
 // that a collective is ordered after the caller's default-stream work that produced its input.
@@ -7,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "comm/nccl/nccl_backend.h"
@@ -14,12 +17,18 @@
 #include "comm/registry.h"
 #include "comm/store/hash_store.h"
 #include "core/error.h"
+#include "tests/support/skip.h"
+#include "tests/support/spawn_ranks.h"
 
 using namespace ds;
 using namespace ds::comm;
 
-TEST_CASE("nccl backend: without a CUDA device it is refused, naming gloo", "[unit]") {
-  if (cudaDeviceCount() > 0) return;
+namespace {
+
+const char* kNoDeviceChild = "nccl child: the backend is refused without a visible device";
+
+void checkRefusedWithoutDevice() {
+  REQUIRE(cudaDeviceCount() == 0);
   try {
     createBackend("nccl", std::make_shared<HashStore>(), 0, 1, {});
     FAIL("expected a ConfigError");
@@ -29,11 +38,30 @@ TEST_CASE("nccl backend: without a CUDA device it is refused, naming gloo", "[un
   CHECK(defaultBackendName() == "gloo");
 }
 
-TEST_CASE("nccl backend: collectives on device buffers, world size 1", "[gpu]") {
+}  // namespace
+
+TEST_CASE("nccl child: the backend is refused without a visible device", "[.][nccl-child]") {
+  checkRefusedWithoutDevice();
+}
+
+// Where a device is visible, the check runs in a fresh process that sees none
+// (CUDA_VISIBLE_DEVICES=-1), so it holds on every machine.
+TEST_CASE("nccl backend: without a CUDA device it is refused, naming gloo", "[unit]") {
   if (cudaDeviceCount() == 0) {
-    WARN("no CUDA device: skipped");
+    checkRefusedWithoutDevice();
     return;
   }
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string out;
+  int rc = ds::test::runCommand("CUDA_VISIBLE_DEVICES=-1 '" + exe + "' '" + kNoDeviceChild + "'",
+                                &out, std::chrono::seconds(120));
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("All tests passed") != std::string::npos);
+}
+
+TEST_CASE("nccl backend: collectives on device buffers, world size 1", "[gpu]") {
+  if (cudaDeviceCount() == 0) DS_SKIP("no CUDA device");
   ProcessGroup pg(createBackend("nccl", std::make_shared<HashStore>(), 0, 1, {}));
   CHECK(pg.backendName() == "nccl");
   const size_t n = 1031;
@@ -60,10 +88,7 @@ TEST_CASE("nccl backend: collectives on device buffers, world size 1", "[gpu]") 
 }
 
 TEST_CASE("nccl backend: a collective runs after the caller's default-stream writes", "[gpu]") {
-  if (cudaDeviceCount() == 0) {
-    WARN("no CUDA device: skipped");
-    return;
-  }
+  if (cudaDeviceCount() == 0) DS_SKIP("no CUDA device");
   ProcessGroup pg(createBackend("nccl", std::make_shared<HashStore>(), 0, 1, {}));
   // 256 MiB: the asynchronous memset on stream 0 is still running when the copy is enqueued on
   // the group's (non-blocking) stream, which without the event wait would read the old zeros.

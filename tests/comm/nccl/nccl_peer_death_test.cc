@@ -1,7 +1,7 @@
 // A peer SIGKILLed mid-allreduce on the nccl backend [gpu]: every survivor fails within seconds
 // with a CommError naming it (the liveness watchdog aborts the communicator), both for an
 // ordinary rank and for rank 0, whose death also takes the store down. Mirrors the conformance
-// test of the CPU backends. Needs two CUDA devices (one NCCL rank per GPU); skips otherwise.
+// test of the CPU backends. Needs two CUDA devices (one NCCL rank per GPU); skipped otherwise.
 // Ranks are fresh processes (this binary re-run on a hidden test case), since a process that has
 // initialised CUDA cannot use it in a forked child; the parent never touches CUDA.
 #include <catch2/catch.hpp>
@@ -20,6 +20,7 @@
 #include "comm/store/tcp_store.h"
 #include "core/error.h"
 #include "tests/comm/conformance_procs.h"
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
 #include <cuda_runtime.h>
@@ -105,10 +106,8 @@ TEST_CASE("nccl child: a rank of the peer-death test", "[.][nccl-child]") {
 TEST_CASE("nccl: a peer SIGKILLed mid-allreduce fails every survivor with CommError naming it",
           "[gpu]") {
   int devices = deviceCountInChild();
-  if (devices < 2) {
-    WARN("needs two CUDA devices (NCCL allows one rank per GPU): skipped");
-    return;
-  }
+  if (devices < 2)
+    DS_SKIP("needs two CUDA devices (NCCL allows one rank per GPU), " << devices << " visible");
   const int n = std::min(devices, 4);
   const auto bound = std::chrono::seconds(10);
   for (int victim : {n - 1, 0}) {

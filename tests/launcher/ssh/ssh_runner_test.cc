@@ -80,11 +80,11 @@ Run run(const JobSpec& spec, const std::vector<std::string>& cmds, const TempDir
   return r;
 }
 
+// Skips the test case (DS_SKIP) when the test cluster cannot run here. In the TEST_CASE body.
 #define NEED_CLUSTER()                                              \
   do {                                                              \
     if (auto why = TestCluster::skipReason(); !why.empty()) {       \
-      WARN("skipped: " << why);                                     \
-      return;                                                       \
+      DS_SKIP("test cluster: " << why);                             \
     }                                                               \
   } while (0)
 
@@ -136,8 +136,9 @@ TEST_CASE("ssh runner: first non-zero status stops the other hosts by stdin EOF"
               tmp);
   INFO(r.output << r.error);
   CHECK(r.status == 3);
-  CHECK(r.seconds < 10);
-  CHECK(readFile(marker) == "eof\n");  // host 0 saw EOF before runOverSsh returned
+  // The proof is the marker, not a duration: host 0 ends only on EOF, and saw it before
+  // runOverSsh returned.
+  CHECK(readFile(marker) == "eof\n");
   CHECK(r.output.find("node 1 on 127.0.0.3") != std::string::npos);
   CHECK(r.output.find("status 3") != std::string::npos);
 

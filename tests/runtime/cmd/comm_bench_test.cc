@@ -12,6 +12,7 @@
 #if DS_HAVE_NCCL
 #include "comm/nccl/nccl_backend.h"
 #endif
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds;
@@ -66,10 +67,7 @@ TEST_CASE("comm-bench: buffers live where the backend wants them", "[unit]") {
 TEST_CASE("comm-bench: every collective checked correct on nccl device buffers, world 1",
           "[gpu]") {
 #if DS_HAVE_NCCL
-  if (comm::cudaDeviceCount() == 0) {
-    WARN("no CUDA device: skipped");
-    return;
-  }
+  if (comm::cudaDeviceCount() == 0) DS_SKIP("no CUDA device");
   comm::ProcessGroup pg(comm::createBackend("nccl", std::make_shared<comm::HashStore>(), 0, 1, {}));
   CommBenchOptions o;
   o.sizes = {8, 4 * 1001, 1 << 20};
@@ -83,6 +81,6 @@ TEST_CASE("comm-bench: every collective checked correct on nccl device buffers, 
     CHECK(row.correct);
   }
 #else
-  WARN("no nccl in this build: skipped");
+  DS_SKIP("this build has no nccl (configure with -DDS_WITH_NCCL=ON)");
 #endif
 }
