@@ -1,0 +1,90 @@
+# Install rules, the CMake package and the Debian package (docs/install.md is the user's view).
+#   cmake --install build --prefix P   bin/dsrun, bin/dsrt; lib/libds_*.a; include/dsrun/<dir>/*.h
+#                                      (so "core/x.h" style includes work with -IP/include/dsrun);
+#                                      lib/cmake/dsrun/ (find_package(dsrun): dsrun::core, ...);
+#                                      share/doc/dsrun/ (README, docs/*.md); share/man/man1/*.1
+#   cpack -G DEB (in the build dir)    dsrun_<version>_<arch>.deb, prefix /usr, Depends from
+#                                      dpkg-shlibdeps run on dsrun and dsrt (cmake/DsCPackProject.cmake.in)
+# The launcher's libraries are dsrun's internals and are not installed; the exported libraries
+# are the C++ API: core, comm (store, base, backends), zero, runtime (rt_* parts).
+include(CMakePackageConfigHelpers)
+set(DS_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/dsrun)
+# Libraries outside the system's default search path (CUDA under /usr/local/cuda) stay findable
+# from the installed programs.
+set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
+set_target_properties(dsrun dsrt PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+
+set(ds_export_targets ds_core ds_comm_store ds_comm_base ds_comm_gloo ds_comm ds_zero
+  ds_rt_tensor ds_rt_model ds_rt_config ds_rt_data ds_rt_optim ds_rt_monitor ds_rt_checkpoint
+  ds_rt_engine ds_runtime)
+foreach(optional ds_comm_mpi ds_comm_nccl ds_comm_nccl_kernels)
+  if(TARGET ${optional})
+    list(APPEND ds_export_targets ${optional})
+  endif()
+endforeach()
+
+install(TARGETS dsrun dsrt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS ${ds_export_targets} EXPORT dsrunTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dsrun)
+foreach(dir core comm zero runtime)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dsrun
+    FILES_MATCHING PATTERN "*.h")
+endforeach()
+install(FILES ${PROJECT_BINARY_DIR}/install/ds/config.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dsrun/ds)
+
+install(EXPORT dsrunTargets NAMESPACE dsrun:: DESTINATION ${DS_INSTALL_CMAKEDIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/dsrunConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/dsrunConfig.cmake INSTALL_DESTINATION ${DS_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/dsrunConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/dsrunConfig.cmake ${PROJECT_BINARY_DIR}/dsrunConfigVersion.cmake
+  DESTINATION ${DS_INSTALL_CMAKEDIR})
+
+file(GLOB ds_docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${ds_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# Man pages: help2man (Debian package help2man, scripts/install_deps.sh) turns each program's own
+# --help and --version into dsrun.1 and dsrt.1 at build time, so they cannot drift from the code;
+# docs/man/<prog>.h2m adds the sections --help does not print.
+find_program(DS_HELP2MAN help2man)
+if(DS_HELP2MAN)
+  set(ds_man_pages "")
+  foreach(prog dsrun dsrt)
+    set(page ${PROJECT_BINARY_DIR}/man/${prog}.1)
+    set(extra ${PROJECT_SOURCE_DIR}/docs/man/${prog}.h2m)
+    add_custom_command(OUTPUT ${page}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
+      COMMAND ${DS_HELP2MAN} --no-info --no-discard-stderr --include ${extra}
+              --output ${page} $<TARGET_FILE:${prog}>
+      DEPENDS ${prog} ${extra}
+      COMMENT "help2man: ${prog}.1" VERBATIM)
+    list(APPEND ds_man_pages ${page})
+  endforeach()
+  add_custom_target(ds_man ALL DEPENDS ${ds_man_pages})
+  install(FILES ${ds_man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+else()
+  message(WARNING "help2man not found: dsrun.1 and dsrt.1 will not be built or installed "
+                  "(scripts/install_deps.sh installs it)")
+endif()
+
+# Debian package. Everything in one package (programs, libraries, headers, CMake package, docs).
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME dsrun)
+set(CPACK_PACKAGE_VENDOR dsrun)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "DeepSpeed-style distributed training launcher (dsrun) and ZeRO runtime (dsrt)")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "dsrun maintainers <dsrun@localhost>")
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+# The C++ API (find_package(dsrun)) also needs these at the consumer's build time.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, libfmt-dev, libyaml-cpp-dev, nlohmann-json3-dev, \
+libgloo-dev, libopenblas-dev, liburing-dev, libopenmpi-dev")
+set(CPACK_STRIP_FILES OFF)
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/DsCPackProject.cmake
+  INPUT ${PROJECT_SOURCE_DIR}/cmake/DsCPackProject.cmake.in)
+set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_BINARY_DIR}/DsCPackProject.cmake)
+include(CPack)
