@@ -11,7 +11,6 @@ include(CMakePackageConfigHelpers)
 set(DS_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/dsrun)
 # Libraries outside the system's default search path (CUDA under /usr/local/cuda) stay findable
 # from the installed programs.
-set(CMAKE_INSTALL_RPATH_USE_LINK_PATH ON)
 set_target_properties(dsrun dsrt PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
 set(ds_export_targets ds_core ds_comm_store ds_comm_base ds_comm_gloo ds_comm ds_zero
@@ -25,8 +24,7 @@ endforeach()
 
 install(TARGETS dsrun dsrt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${ds_export_targets} EXPORT dsrunTargets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dsrun)
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 foreach(dir core comm zero runtime)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dsrun
     FILES_MATCHING PATTERN "*.h")
@@ -47,21 +45,27 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${ds_docs} DESTINATION ${CMAKE_INS
 
 # Man pages: help2man (Debian package help2man, scripts/install_deps.sh) turns each program's own
 # --help and --version into dsrun.1 and dsrt.1 at build time, so they cannot drift from the code;
-# docs/man/<prog>.h2m adds the sections --help does not print.
+# docs/man/<prog>.h2m adds the sections --help does not print, and for dsrt each command's own
+# --help becomes a COMMANDS section (cmake/DsManCommands.cmake).
 find_program(DS_HELP2MAN help2man)
 if(DS_HELP2MAN)
-  set(ds_man_pages "")
-  foreach(prog dsrun dsrt)
-    set(page ${PROJECT_BINARY_DIR}/man/${prog}.1)
-    set(extra ${PROJECT_SOURCE_DIR}/docs/man/${prog}.h2m)
-    add_custom_command(OUTPUT ${page}
-      COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
-      COMMAND ${DS_HELP2MAN} --no-info --no-discard-stderr --include ${extra}
-              --output ${page} $<TARGET_FILE:${prog}>
-      DEPENDS ${prog} ${extra}
-      COMMENT "help2man: ${prog}.1" VERBATIM)
-    list(APPEND ds_man_pages ${page})
-  endforeach()
+  set(ds_man_dir ${PROJECT_BINARY_DIR}/man)
+  set(ds_man_pages ${ds_man_dir}/dsrun.1 ${ds_man_dir}/dsrt.1)
+  set(ds_h2m ${PROJECT_SOURCE_DIR}/docs/man)
+  set(ds_help2man ${DS_HELP2MAN} --no-info --no-discard-stderr)
+  add_custom_command(OUTPUT ${ds_man_dir}/dsrun.1
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${ds_man_dir}
+    COMMAND ${ds_help2man} --include ${ds_h2m}/dsrun.h2m --output ${ds_man_dir}/dsrun.1
+            $<TARGET_FILE:dsrun>
+    DEPENDS dsrun ${ds_h2m}/dsrun.h2m COMMENT "help2man: dsrun.1" VERBATIM)
+  add_custom_command(OUTPUT ${ds_man_dir}/dsrt.1
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${ds_man_dir}
+    COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:dsrt> -DBASE=${ds_h2m}/dsrt.h2m
+            -DOUT=${ds_man_dir}/dsrt.h2m -P ${PROJECT_SOURCE_DIR}/cmake/DsManCommands.cmake
+    COMMAND ${ds_help2man} --include ${ds_man_dir}/dsrt.h2m --output ${ds_man_dir}/dsrt.1
+            $<TARGET_FILE:dsrt>
+    DEPENDS dsrt ${ds_h2m}/dsrt.h2m ${PROJECT_SOURCE_DIR}/cmake/DsManCommands.cmake
+    COMMENT "help2man: dsrt.1" VERBATIM)
   add_custom_target(ds_man ALL DEPENDS ${ds_man_pages})
   install(FILES ${ds_man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 else()

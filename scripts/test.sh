@@ -15,6 +15,15 @@ fi
 bash scripts/setup.sh -DDS_WERROR=ON "${cuda_flags[@]}"
 cd "${DS_BUILD_DIR:-build}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# >>> build checks (issue 13 item 3: layering, install, package; docs/install.md) >>>
+# The layering check (includes + CMake link graph), the install + find_package consumer test and
+# the Debian package test are CTest tests (tests/build/, labels unit and e2e) that the ctest run
+# below includes. Here the include layering is checked first (well under a second) so a layering
+# break fails before the long suite, and CI fails if those tests went missing.
+python3 "$OLDPWD/scripts/check_layering.py" --includes-only
+[ "$(ctest -N -R '^build:' | grep -c 'Test *#')" -eq 4 ] ||
+  { echo "test.sh: the tests/build/ checks are not registered with ctest" >&2; exit 1; }
+# <<< build checks <<<
 ctest --output-on-failure -LE slow --timeout 900
 DS_TEST_SHORT=1 ctest --output-on-failure -L slow --timeout 1800
 bash "$OLDPWD/scripts/fuzz.sh"  # libFuzzer harnesses, bounded (DS_FUZZ_SECONDS, default 30 s each)

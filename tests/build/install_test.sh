@@ -29,8 +29,9 @@ done
 if grep -rlF "$(cd "$build" && pwd -P)" "$prefix/include" "$libdir/cmake"; then
   fail "installed headers or CMake files above name the build tree"
 fi
-grep -q -- '--hostfile' "$prefix/share/man/man1/dsrun.1" || fail "dsrun.1 lacks --help's options"
-grep -q 'train' "$prefix/share/man/man1/dsrt.1" || fail "dsrt.1 lacks dsrt's commands"
+grep -qF -- '\-\-hostfile' "$prefix/share/man/man1/dsrun.1" || fail "dsrun.1 lacks --help's options"
+grep -qF '.SS "dsrt train"' "$prefix/share/man/man1/dsrt.1" && grep -qF -- '--resume' \
+  "$prefix/share/man/man1/dsrt.1" || fail "dsrt.1 lacks dsrt's commands and their options"
 [ "$("$prefix/bin/dsrun" --version)" = "dsrun $version" ] || fail "installed dsrun --version"
 [ "$("$prefix/bin/dsrt" --version)" = "dsrt $version" ] || fail "installed dsrt --version"
 
