@@ -4,7 +4,8 @@
 #                                      lib/cmake/dsrun/ (find_package(dsrun): dsrun::core, ...);
 #                                      share/doc/dsrun/ (README, docs/*.md); share/man/man1/*.1
 #   cpack -G DEB (in the build dir)    dsrun_<version>_<arch>.deb, prefix /usr, Depends from
-#                                      dpkg-shlibdeps run on dsrun and dsrt (cmake/DsCPackProject.cmake.in)
+#                                      dpkg-shlibdeps run on dsrun and dsrt
+#                                      (cmake/DsCPackProject.cmake.in)
 # The launcher's libraries are dsrun's internals and are not installed; the exported libraries
 # are the C++ API: core, comm (store, base, backends), zero, runtime (rt_* parts).
 include(CMakePackageConfigHelpers)
@@ -13,13 +14,28 @@ set(DS_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/dsrun)
 # from the installed programs.
 set_target_properties(dsrun dsrt PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
-set(ds_export_targets ds_core ds_comm_store ds_comm_base ds_comm_gloo ds_comm ds_zero
-  ds_rt_tensor ds_rt_model ds_rt_config ds_rt_data ds_rt_optim ds_rt_monitor ds_rt_checkpoint
-  ds_rt_engine ds_runtime)
-foreach(optional ds_comm_mpi ds_comm_nccl ds_comm_nccl_kernels)
-  if(TARGET ${optional})
-    list(APPEND ds_export_targets ${optional})
-  endif()
+# Exported: every library defined under core/, comm/, zero/ and runtime/ (subfolders included, so
+# a new library there is installed without an edit here), except dsrt's commands (ds_rt_cmd).
+function(ds_collect_libraries dir out)
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  set(found "")
+  foreach(t ${targets})
+    get_target_property(type ${t} TYPE)
+    if(type MATCHES "^(STATIC|SHARED|INTERFACE)_LIBRARY$" AND NOT t STREQUAL "ds_rt_cmd")
+      list(APPEND found ${t})
+    endif()
+  endforeach()
+  get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(sub ${subdirs})
+    ds_collect_libraries(${sub} more)
+    list(APPEND found ${more})
+  endforeach()
+  set(${out} ${found} PARENT_SCOPE)
+endfunction()
+set(ds_export_targets "")
+foreach(dir core comm zero runtime)
+  ds_collect_libraries(${PROJECT_SOURCE_DIR}/${dir} libs)
+  list(APPEND ds_export_targets ${libs})
 endforeach()
 
 install(TARGETS dsrun dsrt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

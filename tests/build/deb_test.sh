@@ -21,7 +21,8 @@ debs=("$tmp"/pkg/*.deb)
 [ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] || fail "expected one .deb in $tmp/pkg: ${debs[*]}"
 deb=${debs[0]}
 arch=$(dpkg --print-architecture)
-[ "$(basename "$deb")" = "dsrun_${version}_${arch}.deb" ] || fail "unexpected name $(basename "$deb")"
+[ "$(basename "$deb")" = "dsrun_${version}_${arch}.deb" ] ||
+  fail "unexpected package name $(basename "$deb")"
 echo "deb_test: built $(basename "$deb") ($(du -h "$deb" | cut -f1)) in $((SECONDS - start)) s"
 [ "$(dpkg-deb -f "$deb" Package)" = dsrun ] || fail "Package is not dsrun"
 [ "$(dpkg-deb -f "$deb" Version)" = "$version" ] || fail "Version is not $version"
@@ -53,7 +54,7 @@ mount -t proc proc "$root/proc"
 cp "$deb" "$root/tmp/dsrun.deb"
 echo "deb_test: throwaway root: Debian $(cat "$root/etc/debian_version")"
 if chroot "$root" dpkg -s dsrun >/dev/null 2>&1; then
-  echo "deb_test: FAIL: dsrun is already installed on this machine; the test needs a root without it"
+  echo "deb_test: FAIL: dsrun is installed on this machine; the test needs a root without it"
   exit 1
 fi
 chroot "$root" dpkg -i /tmp/dsrun.deb

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `cmake --install` of a built tree into a temporary prefix installs the programs, libraries,
 # headers (include/dsrun/, "core/x.h" style), the CMake package, docs and man pages, with no path
-# of the build tree in them; then a tiny consumer project (tests/build/consumer) configures with
-# find_package(dsrun), builds and runs against that prefix.
-#   install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR VERSION
+# of the build or source tree in them; then a tiny consumer project (tests/build/consumer)
+# configures with find_package(dsrun), builds and runs against that prefix.
+#   install_test.sh BUILD_DIR SOURCE_DIR VERSION
 set -euo pipefail
-build=$1 consumer=$2 version=$3
+build=$1 source=$2 version=$3
+consumer=$source/tests/build/consumer
 fail() { echo "install_test: FAIL: $*" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/ds-install-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -26,9 +27,11 @@ for lib in core comm_store comm_base comm_gloo comm zero rt_tensor rt_engine; do
 done
 [ -f "$libdir/cmake/dsrun/dsrunConfig.cmake" ] || fail "no dsrunConfig.cmake in $libdir/cmake/dsrun"
 [ ! -e "$prefix/include/dsrun/launcher" ] || fail "launcher headers are internal, not installed"
-if grep -rlF "$(cd "$build" && pwd -P)" "$prefix/include" "$libdir/cmake"; then
-  fail "installed headers or CMake files above name the build tree"
-fi
+for tree in "$build" "$source"; do
+  if grep -rlF "$(cd "$tree" && pwd -P)" "$prefix/include" "$libdir/cmake"; then
+    fail "installed headers or CMake files above name $tree"
+  fi
+done
 grep -qF -- '\-\-hostfile' "$prefix/share/man/man1/dsrun.1" || fail "dsrun.1 lacks --help's options"
 grep -qF '.SS "dsrt train"' "$prefix/share/man/man1/dsrt.1" && grep -qF -- '--resume' \
   "$prefix/share/man/man1/dsrt.1" || fail "dsrt.1 lacks dsrt's commands and their options"
