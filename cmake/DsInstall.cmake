@@ -103,7 +103,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # The C++ API (find_package(dsrun)) also needs these at the consumer's build time.
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, libfmt-dev, libyaml-cpp-dev, nlohmann-json3-dev, \
 libgloo-dev, libopenblas-dev, liburing-dev, libopenmpi-dev")
-set(CPACK_STRIP_FILES OFF)
+set(CPACK_STRIP_FILES OFF)  # static libraries keep their debug information
+# zstd: about half gzip's packing time here, smaller; Debian 12's dpkg (1.21.18+) reads it.
+set(CPACK_DEBIAN_COMPRESSION_TYPE zstd)
 file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/DsCPackProject.cmake
   INPUT ${PROJECT_SOURCE_DIR}/cmake/DsCPackProject.cmake.in)
 set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_BINARY_DIR}/DsCPackProject.cmake)
