@@ -3,9 +3,9 @@
 # headers (include/dsrun/, "core/x.h" style), the CMake package, docs and man pages, with no path
 # of the build or source tree in them; then a tiny consumer project (tests/build/consumer)
 # configures with find_package(dsrun), builds and runs against that prefix.
-#   install_test.sh BUILD_DIR SOURCE_DIR VERSION
+#   install_test.sh BUILD_DIR SOURCE_DIR VERSION [CXX_FLAGS [EXE_LINKER_FLAGS]]
 set -euo pipefail
-build=$1 source=$2 version=$3
+build=$1 source=$2 version=$3 cxx_flags=${4:-} ld_flags=${5:-}
 consumer=$source/tests/build/consumer
 fail() { echo "install_test: FAIL: $*" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/ds-install-test.XXXXXX)
@@ -38,8 +38,8 @@ grep -qF '.SS "dsrt train"' "$prefix/share/man/man1/dsrt.1" && grep -qF -- '--re
 [ "$("$prefix/bin/dsrun" --version)" = "dsrun $version" ] || fail "installed dsrun --version"
 [ "$("$prefix/bin/dsrt" --version)" = "dsrt $version" ] || fail "installed dsrt --version"
 
-cmake -S "$consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_BUILD_TYPE=Release >"$tmp/consumer.log" 2>&1 ||
+cmake -S "$consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$ld_flags" >"$tmp/consumer.log" 2>&1 ||
   { cat "$tmp/consumer.log"; fail "find_package(dsrun) configure of the consumer failed"; }
 cmake --build "$tmp/consumer" >>"$tmp/consumer.log" 2>&1 ||
   { cat "$tmp/consumer.log"; fail "the consumer did not build against $prefix"; }
