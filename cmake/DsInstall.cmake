@@ -41,9 +41,17 @@ endforeach()
 install(TARGETS dsrun dsrt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${ds_export_targets} EXPORT dsrunTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Headers of what is installed: not dsrt's commands, nor a backend this build does not have.
+set(ds_header_excludes PATTERN "runtime/cmd" EXCLUDE)
+if(NOT DS_HAVE_MPI)
+  list(APPEND ds_header_excludes PATTERN "comm/mpi" EXCLUDE)
+endif()
+if(NOT DS_HAVE_NCCL)
+  list(APPEND ds_header_excludes PATTERN "comm/nccl" EXCLUDE)
+endif()
 foreach(dir core comm zero runtime)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dsrun
-    FILES_MATCHING PATTERN "*.h")
+    FILES_MATCHING PATTERN "*.h" ${ds_header_excludes})
 endforeach()
 install(FILES ${PROJECT_BINARY_DIR}/install/ds/config.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/dsrun/ds)

@@ -26,7 +26,9 @@ for lib in core comm_store comm_base comm_gloo comm zero rt_tensor rt_engine; do
   [ -f "$libdir/libds_$lib.a" ] || fail "libds_$lib.a missing in $libdir"
 done
 [ -f "$libdir/cmake/dsrun/dsrunConfig.cmake" ] || fail "no dsrunConfig.cmake in $libdir/cmake/dsrun"
-[ ! -e "$prefix/include/dsrun/launcher" ] || fail "launcher headers are internal, not installed"
+for internal in launcher runtime/cmd; do
+  [ ! -e "$prefix/include/dsrun/$internal" ] || fail "$internal/ headers are internal, not installed"
+done
 for tree in "$build" "$source"; do
   if grep -rlF "$(cd "$tree" && pwd -P)" "$prefix/include" "$libdir/cmake"; then
     fail "installed headers or CMake files above name $tree"
