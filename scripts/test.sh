@@ -21,8 +21,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # below includes. Here the include layering is checked first (well under a second) so a layering
 # break fails before the long suite, and CI fails if those tests went missing.
 python3 "$OLDPWD/scripts/check_layering.py" --includes-only
-[ "$(ctest -N -R '^build:' | grep -c 'Test *#')" -eq 4 ] ||
-  { echo "test.sh: the tests/build/ checks are not registered with ctest" >&2; exit 1; }
+for t in build:layering build:install build:deb; do
+  [[ "$(ctest -N -R "^$t\$")" == *": $t"$'\n'* ]] ||
+    { echo "test.sh: ctest test $t (tests/build/) is not registered" >&2; exit 1; }
+done
 # <<< build checks <<<
 ctest --output-on-failure -LE slow --timeout 900
 DS_TEST_SHORT=1 ctest --output-on-failure -L slow --timeout 1800
