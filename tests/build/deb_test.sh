@@ -18,7 +18,9 @@ cpack --config "$build/CPackConfig.cmake" -G DEB -B "$tmp/pkg" >"$tmp/cpack.log"
   { cat "$tmp/cpack.log"; fail "cpack -G DEB failed"; }
 grep -i 'warning' -A3 "$tmp/cpack.log" || true
 debs=("$tmp"/pkg/*.deb)
-[ ${#debs[@]} -eq 1 ] && [ -f "${debs[0]}" ] || fail "expected one .deb in $tmp/pkg: ${debs[*]}"
+if [ ${#debs[@]} -ne 1 ] || [ ! -f "${debs[0]}" ]; then
+  fail "expected one .deb in $tmp/pkg: ${debs[*]}"
+fi
 deb=${debs[0]}
 arch=$(dpkg --print-architecture)
 [ "$(basename "$deb")" = "dsrun_${version}_${arch}.deb" ] ||

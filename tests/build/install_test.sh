@@ -35,8 +35,10 @@ for tree in "$build" "$source"; do
   fi
 done
 grep -qF -- '\-\-hostfile' "$prefix/share/man/man1/dsrun.1" || fail "dsrun.1 lacks --help's options"
-grep -qF '.SS "dsrt train"' "$prefix/share/man/man1/dsrt.1" && grep -qF -- '--resume' \
-  "$prefix/share/man/man1/dsrt.1" || fail "dsrt.1 lacks dsrt's commands and their options"
+if ! grep -qF '.SS "dsrt train"' "$prefix/share/man/man1/dsrt.1" ||
+   ! grep -qF -- '--resume' "$prefix/share/man/man1/dsrt.1"; then
+  fail "dsrt.1 lacks dsrt's commands and their options"
+fi
 [ "$("$prefix/bin/dsrun" --version)" = "dsrun $version" ] || fail "installed dsrun --version"
 [ "$("$prefix/bin/dsrt" --version)" = "dsrt $version" ] || fail "installed dsrt --version"
 
