@@ -19,22 +19,15 @@
 #include <vector>
 
 #include "bench/raw_timing.h"
-
-namespace {
-
-int envInt(const char* k, int dflt) {
-  const char* v = std::getenv(k);
-  return v ? std::atoi(v) : dflt;
-}
-
-}  // namespace
+#include "core/core_knobs.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: bench_raw_gloo STORE_DIR BYTES...\n");
     return 2;
   }
-  const int rank = envInt("RANK", 0), n = envInt("WORLD_SIZE", 1);
+  const int n = static_cast<int>(ds::knobInt(ds::knobs::kWorldSize).value_or(1));
+  const int rank = static_cast<int>(ds::knobIntIn(ds::knobs::kRank, 0, n - 1).value_or(0));
   std::vector<size_t> sizes;  // dsrun appends --local_rank=N: skip options
   for (int a = 2; a < argc; ++a)
     if (argv[a][0] != '-') sizes.push_back(std::strtoull(argv[a], nullptr, 10) / 4 * 4);

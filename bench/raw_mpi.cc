@@ -16,8 +16,8 @@
 #include "bench/raw_timing.h"
 
 int main(int argc, char** argv) {
-  const char* level = std::getenv("DS_RAW_MPI_THREAD");
-  if (level && std::string(level) == "single") {
+  const bool single = ds::knobChoice(ds::knobs::kRawMpiThread) == "single";
+  if (single) {
     MPI_Init(&argc, &argv);
   } else {
     int provided = 0;
@@ -34,7 +34,6 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&x, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
     return m;
   };
-  bool single = level && std::string(level) == "single";
   const char* title = single ? "raw Open MPI (MPI_Init)" : "raw Open MPI (MPI_THREAD_MULTIPLE)";
   if (rank == 0) ds::bench::printHeader(title, n);
   for (const char* op : {"allreduce", "reduce_scatter", "allgather"}) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_knobs.h"
+
 namespace ds::bench {
 
 struct RawRow {
@@ -22,9 +24,7 @@ struct RawRow {
 };
 
 inline double targetSeconds() {
-  const char* v = std::getenv("DS_BENCH_TARGET_SECONDS");
-  double t = v ? std::atof(v) : 0.5;
-  return t > 0 ? t : 0.5;
+  return std::chrono::duration<double>(knobSecondsOrDefault(knobs::kBenchTargetSeconds)).count();
 }
 
 // Equal shards of count elements, the remainder spread over the first ranks (as comm-bench).

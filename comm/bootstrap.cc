@@ -7,19 +7,17 @@
 
 #include <algorithm>
 
+#include "comm/comm_knobs.h"
 #include "comm/registry.h"
 #include "comm/store/prefix_store.h"
 #include "comm/store/tcp_store.h"
+#include "core/core_knobs.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace ds::comm {
 
 namespace {
-
-// DS_STORE_BIND_ADDR: the address rank 0's store listens on (default: MASTER_ADDR itself;
-// "0.0.0.0" for all interfaces, e.g. when MASTER_ADDR is a name that maps to a NAT address).
-constexpr const char* kBindAddrVar = "DS_STORE_BIND_ADDR";
 
 std::string arrivalKey(int r) { return "bootstrap/rank/" + std::to_string(r); }
 
@@ -49,12 +47,7 @@ std::string missingRanks(Store& store, int worldSize, size_t limit) {
 std::chrono::milliseconds bootstrapTimeout(const BootstrapOptions& o) {
   if (o.timeout.count() > 0) return o.timeout;
   if (!o.env) return ds::defaultTimeout();
-  auto s = envString(*o.env, "DS_TIMEOUT");
-  if (!s) return std::chrono::seconds(300);
-  double v = parseDouble(*s, "DS_TIMEOUT");
-  if (!(v > 0))
-    throw ConfigError(fmt::format("DS_TIMEOUT='{}': expected a positive number of seconds", *s));
-  return std::chrono::milliseconds(static_cast<int64_t>(v * 1000.0));
+  return knobSecondsOrDefault(knobs::kTimeout, *o.env);
 }
 
 BackendChoice resolveBackend(const std::string& dsrtFlag, const std::string& dsrunFlag,
@@ -122,7 +115,7 @@ Rendezvous rendezvous(const RankEnv& env, std::chrono::milliseconds timeout) {
   DS_CHECK(env.worldSize >= 1 && env.rank >= 0 && env.rank < env.worldSize,
            "rank {} of world size {}", env.rank, env.worldSize);
   auto start = std::chrono::steady_clock::now();
-  std::string bindAddr = getEnv(kBindAddrVar).value_or("");
+  std::string bindAddr = knobString(knobs::kStoreBindAddr).value_or("");
   auto store = connectStore(env, timeout, bindAddr);
   announce(*store, env);
   std::vector<std::string> keys;

@@ -1,4 +1,4 @@
-// Environment knobs: strict parsing with errors that name the variable.
+// The environment snapshot and the strict parsers (see env.h).
 #include "core/env.h"
 
 #include <algorithm>
@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "core/core_knobs.h"
 #include "core/error.h"
 
 extern char** environ;
@@ -21,12 +22,6 @@ EnvMap currentEnv() {
     env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
   }
   return env;
-}
-
-std::optional<std::string> envString(const EnvMap& env, const std::string& name) {
-  auto it = env.find(name);
-  if (it == env.end()) return std::nullopt;
-  return it->second;
 }
 
 int64_t parseInt(const std::string& text, const std::string& what, int64_t lo, int64_t hi) {
@@ -60,42 +55,8 @@ double parseDouble(const std::string& text, const std::string& what) {
   return v;
 }
 
-std::optional<int64_t> envInt(const EnvMap& env, const std::string& name, int64_t lo,
-                              int64_t hi) {
-  auto s = envString(env, name);
-  if (!s) return std::nullopt;
-  return parseInt(*s, name, lo, hi);
-}
-
-std::optional<bool> envBool(const EnvMap& env, const std::string& name) {
-  auto s = envString(env, name);
-  if (!s) return std::nullopt;
-  return parseBool(*s, name);
-}
-
-std::optional<std::string> getEnv(const std::string& name) {
-  const char* v = std::getenv(name.c_str());
-  if (v == nullptr) return std::nullopt;
-  return std::string(v);
-}
-
-int64_t getEnvInt(const std::string& name, int64_t dflt, int64_t lo, int64_t hi) {
-  auto s = getEnv(name);
-  return s ? parseInt(*s, name, lo, hi) : dflt;
-}
-
-bool getEnvBool(const std::string& name, bool dflt) {
-  auto s = getEnv(name);
-  return s ? parseBool(*s, name) : dflt;
-}
-
 std::chrono::milliseconds defaultTimeout() {
-  auto s = getEnv("DS_TIMEOUT");
-  if (!s) return std::chrono::seconds(300);
-  double secs = parseDouble(*s, "DS_TIMEOUT");
-  if (!(secs > 0))
-    throw ConfigError(fmt::format("DS_TIMEOUT='{}': expected a positive number of seconds", *s));
-  return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
+  return knobSecondsOrDefault(knobs::kTimeout);
 }
 
 }  // namespace ds

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 
+#include "core/core_knobs.h"
 #include "core/error.h"
 
 namespace ds::log {
@@ -17,12 +17,9 @@ std::mutex gIdentityMu;
 std::string gIdentity;  // guarded by gIdentityMu
 
 Level levelFromEnv() {
-  if (const char* lvl = std::getenv("DS_LOG_LEVEL"); lvl != nullptr && *lvl != '\0')
-    return parseLevel(lvl, "DS_LOG_LEVEL");
-  if (const char* dbg = std::getenv("DS_DEBUG"); dbg != nullptr && *dbg != '\0' &&
-                                                 std::string_view(dbg) != "0")
-    return Level::kDebug;
-  return Level::kInfo;
+  if (auto lvl = knobString(knobs::kLogLevel); lvl && !lvl->empty())
+    return parseLevel(*lvl, knobs::kLogLevel.name);
+  return knobFlag(knobs::kDebug) ? Level::kDebug : Level::kInfo;
 }
 
 const char* levelName(Level level) {

@@ -5,25 +5,31 @@
 #include <atomic>
 #include <climits>
 
+#include "core/core_knobs.h"
 #include "core/error.h"
 #include "core/log.h"
 
 namespace ds {
 namespace {
 
-constexpr int64_t kMaxRanks = 1 << 20;
+using knobs::kMaxRanks;
+namespace k = knobs;
 
-int need(const EnvMap& env, const std::string& name, int64_t lo, int64_t hi, RankSource src) {
-  auto v = envInt(env, name, lo, hi);
+int need(const EnvMap& env, const Knob& knob, int64_t lo, int64_t hi, RankSource src) {
+  auto v = knobIntIn(knob, lo, hi, env);
   if (!v)
     throw ConfigError(fmt::format("{} is not set, but the {} launcher's other variables are",
-                                  name, rankSourceName(src)));
+                                  knob.name, rankSourceName(src)));
   return static_cast<int>(*v);
 }
 
-int opt(const EnvMap& env, const std::string& name, int dflt, int64_t lo, int64_t hi) {
-  auto v = envInt(env, name, lo, hi);
+int opt(const EnvMap& env, const Knob& knob, int dflt, int64_t lo, int64_t hi) {
+  auto v = knobIntIn(knob, lo, hi, env);
   return v ? static_cast<int>(*v) : dflt;
+}
+
+std::string text(const EnvMap& env, const Knob& knob, const std::string& dflt = "") {
+  return knobString(knob, env).value_or(dflt);
 }
 
 // "node[01-03],other" -> first host "node01". Only the first entry matters for MASTER_ADDR.
@@ -46,52 +52,50 @@ std::string firstSlurmHost(const std::string& list) {
 
 void fillFromDsrun(const EnvMap& env, RankEnv& r) {
   r.source = RankSource::kDsrun;
-  r.worldSize = need(env, "WORLD_SIZE", 1, kMaxRanks, r.source);
-  r.rank = need(env, "RANK", 0, r.worldSize - 1, r.source);
-  r.localSize = opt(env, "LOCAL_WORLD_SIZE", opt(env, "LOCAL_SIZE", 1, 1, kMaxRanks), 1,
+  r.worldSize = need(env, k::kWorldSize, 1, kMaxRanks, r.source);
+  r.rank = need(env, k::kRank, 0, r.worldSize - 1, r.source);
+  r.localSize = opt(env, k::kLocalWorldSize, opt(env, k::kLocalSize, 1, 1, kMaxRanks), 1,
                     kMaxRanks);
-  r.localRank = opt(env, "LOCAL_RANK", 0, 0, r.localSize - 1);
-  r.crossSize = opt(env, "CROSS_SIZE", 1, 1, kMaxRanks);
-  r.crossRank = opt(env, "CROSS_RANK", 0, 0, r.crossSize - 1);
+  r.localRank = opt(env, k::kLocalRank, 0, 0, r.localSize - 1);
+  r.crossSize = opt(env, k::kCrossSize, 1, 1, kMaxRanks);
+  r.crossRank = opt(env, k::kCrossRank, 0, 0, r.crossSize - 1);
 }
 
 void fillFromOpenMpi(const EnvMap& env, RankEnv& r) {
   r.source = RankSource::kOpenMpi;
-  r.worldSize = need(env, "OMPI_COMM_WORLD_SIZE", 1, kMaxRanks, r.source);
-  r.rank = need(env, "OMPI_COMM_WORLD_RANK", 0, r.worldSize - 1, r.source);
-  r.localSize = opt(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, 1, kMaxRanks);
-  r.localRank = opt(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, 0, r.localSize - 1);
-  r.crossSize = opt(env, "OMPI_MCA_orte_num_nodes", 1, 1, kMaxRanks);
-  r.jobId = envString(env, "OMPI_MCA_ess_base_jobid").value_or("");
+  r.worldSize = need(env, k::kOmpiWorldSize, 1, kMaxRanks, r.source);
+  r.rank = need(env, k::kOmpiWorldRank, 0, r.worldSize - 1, r.source);
+  r.localSize = opt(env, k::kOmpiLocalSize, 1, 1, kMaxRanks);
+  r.localRank = opt(env, k::kOmpiLocalRank, 0, 0, r.localSize - 1);
+  r.crossSize = opt(env, k::kOmpiNumNodes, 1, 1, kMaxRanks);
+  r.jobId = text(env, k::kOmpiJobId);
 }
 
 void fillFromPmi(const EnvMap& env, RankEnv& r, RankSource src) {
   r.source = src;
-  const char* rankVar = src == RankSource::kPmix ? "PMIX_RANK" : "PMI_RANK";
-  r.worldSize = need(env, "PMI_SIZE", 1, kMaxRanks, src);
+  const Knob& rankVar = src == RankSource::kPmix ? k::kPmixRank : k::kPmiRank;
+  r.worldSize = need(env, k::kPmiSize, 1, kMaxRanks, src);
   r.rank = need(env, rankVar, 0, r.worldSize - 1, src);
-  r.localSize = opt(env, "MPI_LOCALNRANKS", 1, 1, kMaxRanks);
-  r.localRank = opt(env, "MPI_LOCALRANKID", 0, 0, r.localSize - 1);
-  r.jobId = envString(env, src == RankSource::kPmix ? "PMIX_NAMESPACE" : "PMI_FD").value_or("");
+  r.localSize = opt(env, k::kMpiLocalNRanks, 1, 1, kMaxRanks);
+  r.localRank = opt(env, k::kMpiLocalRankId, 0, 0, r.localSize - 1);
+  r.jobId = text(env, src == RankSource::kPmix ? k::kPmixNamespace : k::kPmiFd);
 }
 
 void fillFromSlurm(const EnvMap& env, RankEnv& r) {
   r.source = RankSource::kSlurm;
-  r.worldSize = need(env, "SLURM_NTASKS", 1, kMaxRanks, r.source);
-  r.rank = need(env, "SLURM_PROCID", 0, r.worldSize - 1, r.source);
-  r.crossSize = opt(env, "SLURM_NNODES", opt(env, "SLURM_JOB_NUM_NODES", 1, 1, kMaxRanks), 1,
+  r.worldSize = need(env, k::kSlurmNTasks, 1, kMaxRanks, r.source);
+  r.rank = need(env, k::kSlurmProcId, 0, r.worldSize - 1, r.source);
+  r.crossSize = opt(env, k::kSlurmNNodes, opt(env, k::kSlurmJobNumNodes, 1, 1, kMaxRanks), 1,
                     kMaxRanks);
-  r.crossRank = opt(env, "SLURM_NODEID", 0, 0, r.crossSize - 1);
-  r.localRank = opt(env, "SLURM_LOCALID", 0, 0, kMaxRanks);
+  r.crossRank = opt(env, k::kSlurmNodeId, 0, 0, r.crossSize - 1);
+  r.localRank = opt(env, k::kSlurmLocalId, 0, 0, kMaxRanks);
   // SLURM_TASKS_PER_NODE may be "2(x3)"; the leading count is this node's in uniform jobs.
   int perNode = r.worldSize / r.crossSize;
-  if (auto t = envString(env, "SLURM_NTASKS_PER_NODE"))
-    perNode = static_cast<int>(parseInt(*t, "SLURM_NTASKS_PER_NODE", 1, kMaxRanks));
+  if (auto t = knobInt(k::kSlurmNTasksPerNode, env)) perNode = static_cast<int>(*t);
   r.localSize = std::max(perNode, r.localRank + 1);
-  r.jobId = envString(env, "SLURM_JOB_ID").value_or("") + "." +
-            envString(env, "SLURM_STEP_ID").value_or("0");
-  if (!envString(env, "MASTER_ADDR")) {
-    if (auto nl = envString(env, "SLURM_JOB_NODELIST"); nl && r.crossSize > 1)
+  r.jobId = text(env, k::kSlurmJobId) + "." + text(env, k::kSlurmStepId, "0");
+  if (!knobIsSet(k::kMasterAddr, env)) {
+    if (auto nl = knobString(k::kSlurmJobNodeList, env); nl && r.crossSize > 1)
       r.masterAddr = firstSlurmHost(*nl);
   }
 }
@@ -129,15 +133,16 @@ const char* rankSourceName(RankSource s) {
 
 RankEnv deriveRankEnv(const EnvMap& env) {
   RankEnv r;
-  if (env.count("RANK") || env.count("WORLD_SIZE")) {
+  auto set = [&env](const Knob& knob) { return knobIsSet(knob, env); };
+  if (set(k::kRank) || set(k::kWorldSize)) {
     fillFromDsrun(env, r);
-  } else if (env.count("OMPI_COMM_WORLD_RANK")) {
+  } else if (set(k::kOmpiWorldRank)) {
     fillFromOpenMpi(env, r);
-  } else if (env.count("PMIX_RANK") && env.count("PMI_SIZE")) {
+  } else if (set(k::kPmixRank) && set(k::kPmiSize)) {
     fillFromPmi(env, r, RankSource::kPmix);
-  } else if (env.count("PMI_RANK")) {
+  } else if (set(k::kPmiRank)) {
     fillFromPmi(env, r, RankSource::kHydra);
-  } else if (env.count("SLURM_PROCID") && env.count("SLURM_NTASKS")) {
+  } else if (set(k::kSlurmProcId) && set(k::kSlurmNTasks)) {
     fillFromSlurm(env, r);
   }
   if (r.source != RankSource::kDsrun && r.source != RankSource::kSlurm && r.localSize > 0)
@@ -145,7 +150,7 @@ RankEnv deriveRankEnv(const EnvMap& env) {
   if (r.source != RankSource::kDsrun && r.source != RankSource::kSlurm)
     r.crossSize = std::max(r.crossSize, (r.worldSize + r.localSize - 1) / r.localSize);
 
-  if (auto a = envString(env, "MASTER_ADDR")) {
+  if (auto a = knobString(k::kMasterAddr, env)) {
     if (a->empty()) throw ConfigError("MASTER_ADDR is set but empty");
     r.masterAddr = *a;
   } else if (r.crossSize > 1 && r.source != RankSource::kSlurm) {
@@ -154,35 +159,38 @@ RankEnv deriveRankEnv(const EnvMap& env) {
         "to rank 0's address, or launch with dsrun", r.crossSize, rankSourceName(r.source)));
   }
   r.masterPort = static_cast<int>(
-      envInt(env, "MASTER_PORT", 1, 65535).value_or(kDefaultMasterPort));
-  if (auto id = envString(env, "DS_JOB_ID")) r.jobId = *id;
-  if (auto tok = envString(env, "DS_JOB_TOKEN")) {
+      knobInt(k::kMasterPort, env).value_or(kDefaultMasterPort));
+  if (auto id = knobString(k::kJobId, env)) r.jobId = *id;
+  if (auto tok = knobString(k::kJobToken, env)) {
     r.jobToken = *tok;
     r.tokenIsSecret = true;
   } else {
     r.jobToken = "job:" + r.jobId;  // not a secret: a launcher that sets no token
   }
   warnWeakTokenOnce(r);
-  r.commBackend = envString(env, "DS_COMM_BACKEND").value_or("");
-  r.commBackendFlag = envString(env, "DS_COMM_BACKEND_FLAG").value_or("");
+  r.commBackend = text(env, k::kCommBackend);
+  r.commBackendFlag = text(env, k::kCommBackendFlag);
   return r;
 }
 
 EnvMap rankEnvVars(const RankEnv& r) {
   EnvMap m;
-  m["RANK"] = std::to_string(r.rank);
-  m["WORLD_SIZE"] = std::to_string(r.worldSize);
-  m["LOCAL_RANK"] = std::to_string(r.localRank);
-  m["LOCAL_SIZE"] = std::to_string(r.localSize);
-  m["LOCAL_WORLD_SIZE"] = std::to_string(r.localSize);
-  m["CROSS_RANK"] = std::to_string(r.crossRank);
-  m["CROSS_SIZE"] = std::to_string(r.crossSize);
-  m["MASTER_ADDR"] = r.masterAddr;
-  m["MASTER_PORT"] = std::to_string(r.masterPort);
-  if (!r.jobId.empty()) m["DS_JOB_ID"] = r.jobId;
-  if (r.tokenIsSecret) m["DS_JOB_TOKEN"] = r.jobToken;
-  if (!r.commBackend.empty()) m["DS_COMM_BACKEND"] = r.commBackend;
-  if (!r.commBackendFlag.empty()) m["DS_COMM_BACKEND_FLAG"] = r.commBackendFlag;
+  auto put = [&m](const Knob& knob, std::string value) {
+    m[std::string(knob.name)] = std::move(value);
+  };
+  put(k::kRank, std::to_string(r.rank));
+  put(k::kWorldSize, std::to_string(r.worldSize));
+  put(k::kLocalRank, std::to_string(r.localRank));
+  put(k::kLocalSize, std::to_string(r.localSize));
+  put(k::kLocalWorldSize, std::to_string(r.localSize));
+  put(k::kCrossRank, std::to_string(r.crossRank));
+  put(k::kCrossSize, std::to_string(r.crossSize));
+  put(k::kMasterAddr, r.masterAddr);
+  put(k::kMasterPort, std::to_string(r.masterPort));
+  if (!r.jobId.empty()) put(k::kJobId, r.jobId);
+  if (r.tokenIsSecret) put(k::kJobToken, r.jobToken);
+  if (!r.commBackend.empty()) put(k::kCommBackend, r.commBackend);
+  if (!r.commBackendFlag.empty()) put(k::kCommBackendFlag, r.commBackendFlag);
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "ds/config.h"
 #include "launcher/hostfile.h"
+#include "launcher/launcher_knobs.h"
 
 namespace ds::launcher {
 
@@ -30,10 +31,8 @@ OMP_*, UCX*, PYTHON*, ~/.dsenv and ./.dsenv (KEY=VALUE lines), --export K[=V].
 Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
 and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
 as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
-Environment: DS_KILL_GRACE, DS_TIMEOUT; ssh runner: DS_SSH_CONFIG (like ssh -F),
-DS_SSH_CONNECT_TIMEOUT [ssh_config ConnectTimeout, else 10], DS_SSH_TEARDOWN_GRACE [15],
-DS_SSH_LOG_LEVEL [0, up to 4]; pdsh: PDSH_SSH_ARGS_APPEND.
-Documentation: docs/launcher.md)";
+Environment: `dsrun --help-env` lists every variable dsrun reads, with its default.
+Documentation: docs/launcher.md, docs/knobs.md)";
 
 // "--num_nodes,--num-nodes" for every underscore name.
 std::string names(const std::string& shortName, const std::string& longName) {
@@ -109,6 +108,8 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
       ->type_name("NAME");
   app.add_flag(names("", "dry_run"), o->dryRun,
                "Print, per host, the exact command that would run, and exit");
+  bool helpEnv = false;
+  app.add_flag("--help-env", helpEnv, "List the environment variables dsrun reads, and exit");
   app.set_version_flag("--version", std::string("dsrun ") + DS_VERSION);
 
   std::vector<const char*> argv;
@@ -123,6 +124,11 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
     return 0;
   } catch (const CLI::ParseError& e) {
     throw ConfigError(fmt::format("{} (see dsrun --help)", e.what()));
+  }
+  if (helpEnv) {
+    *printed = "Environment variables dsrun reads (docs/knobs.md):\n\n" +
+               knobsHelpText(kDsrunKnobTables, kReadByDsrun);
+    return 0;
   }
   o->hostfileExplicit = app.count("--hostfile") > 0;
   std::transform(o->launcher.begin(), o->launcher.end(), o->launcher.begin(), ::tolower);

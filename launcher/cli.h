@@ -35,7 +35,8 @@ struct CliOptions {
 };
 
 // Parses args (args[0] = program name). Returns -1 when the job should run, else the exit status
-// after --help/--version printed their text into *printed. Throws ConfigError on a bad flag.
+// after --help/--help-env/--version printed their text into *printed. Throws ConfigError on a bad
+// flag.
 int parseCli(const std::vector<std::string>& args, CliOptions* out, std::string* printed);
 
 }  // namespace ds::launcher

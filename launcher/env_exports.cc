@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "launcher/launcher_knobs.h"
 
 namespace ds::launcher {
 
@@ -88,15 +89,15 @@ EnvMap parseDsenv(const std::string& text, const std::string& path) {
 }
 
 std::vector<std::string> dsenvFiles(const EnvMap& env, const std::string& cwd) {
-  auto named = env.find("DS_ENV_FILE");
-  bool explicitName = named != env.end() && !named->second.empty();
-  std::string name = explicitName ? named->second : ".dsenv";
+  auto named = knobString(knobs::kEnvFile, env);
+  bool explicitName = named && !named->empty();
+  std::string name = explicitName ? *named : std::string(knobs::kEnvFile.dflt);
   std::vector<std::string> candidates;
   if (name[0] == '/') {
     candidates.push_back(name);
   } else {
-    auto home = env.find("HOME");
-    if (home != env.end() && !home->second.empty()) candidates.push_back(home->second + "/" + name);
+    auto home = knobString(knobs::kHome, env);
+    if (home && !home->empty()) candidates.push_back(*home + "/" + name);
     candidates.push_back(cwd + "/" + name);
   }
   std::vector<std::string> out;

@@ -12,6 +12,7 @@
 #include "launcher/hostfile.h"
 #include "launcher/job_spec_codec.h"
 #include "launcher/job_token.h"
+#include "launcher/launcher_knobs.h"
 #include "launcher/local_host.h"
 #include "launcher/resources.h"
 #include "launcher/shell_quote.h"
@@ -27,9 +28,8 @@ constexpr const char* kDsrtCommands[] = {"train", "hello", "comm-bench", "prepar
 // DeepSpeed's visible-devices rule (reference/launcher.md §4 step 4), local runs only.
 void applyVisibleDevices(const CliOptions& o, const EnvMap& env, ResourceFilter* f, int* poolSlots,
                          std::vector<std::string>* notices) {
-  auto it = env.find("CUDA_VISIBLE_DEVICES");
-  if (it == env.end() || it->second.empty()) return;
-  const std::string& v = it->second;
+  const std::string v = knobString(knobs::kCudaVisibleDevices, env).value_or("");
+  if (v.empty()) return;
   if (!o.include.empty() || !o.exclude.empty() || o.numNodes > 1 || o.numGpus > 0) {
     notices->push_back(fmt::format(
         "Detected VISIBLE_DEVICES={} but ignoring it because one or several of "
@@ -123,8 +123,7 @@ std::string deriveMasterAddr(const CliOptions& o, const JobSpec& spec, const Env
 
 // --no_ssh: every node runs dsrun itself, so the job id must agree without talking.
 std::string sharedJobId(const JobSpec& spec, const EnvMap& env) {
-  auto it = env.find("DS_JOB_ID");
-  if (it != env.end() && !it->second.empty()) return it->second;
+  if (auto id = knobString(knobs::kJobId, env); id && !id->empty()) return *id;
   std::string key = spec.masterAddr + ":" + std::to_string(spec.masterPort);
   for (const auto& h : spec.hosts) key += "|" + h.host;
   for (const auto& a : spec.program) key += "|" + a;
@@ -231,9 +230,8 @@ void assignIdentity(const BuildContext& ctx, JobPlan* plan) {
     return;
   }
   spec.jobId = sharedJobId(spec, ctx.env);
-  auto tok = ctx.env.find("DS_JOB_TOKEN");
-  if (tok != ctx.env.end() && !tok->second.empty()) {
-    spec.jobToken = tok->second;
+  if (auto tok = knobString(knobs::kJobToken, ctx.env); tok && !tok->empty()) {
+    spec.jobToken = *tok;
     return;
   }
   spec.jobToken = "job:" + spec.jobId;  // what a rank without a token derives (core/rank_env.h)
@@ -256,7 +254,7 @@ void rankOptions(const CliOptions& o, const BuildContext& ctx, JobSpec* spec) {
   spec->bindCoresToRank = o.bindCoresToRank || !o.bindCoreList.empty();
   if (!o.bindCoreList.empty()) parseCoreList(o.bindCoreList);
   spec->bindCoreList = o.bindCoreList;
-  if (spec->bindCoresToRank && ctx.env.count("KMP_AFFINITY"))
+  if (spec->bindCoresToRank && knobIsSet(knobs::kKmpAffinity, ctx.env))
     throw ConfigError("KMP_AFFINITY is set and conflicts with --bind_cores_to_rank: unset "
                       "KMP_AFFINITY or drop --bind_cores_to_rank");
   if (o.savePid) spec->savePidFile = fmt::format("/tmp/{}.dsrun", ctx.pid);

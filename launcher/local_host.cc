@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "launcher/launcher_knobs.h"
 
 namespace ds::launcher {
 
@@ -67,8 +68,7 @@ bool isResolvable(const std::string& host) {
 std::string findOnPath(const std::string& name, const EnvMap& env) {
   if (name.empty()) return "";
   if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
-  auto it = env.find("PATH");
-  std::string path = it == env.end() ? "/usr/bin:/bin" : it->second;
+  std::string path = knobString(knobs::kPath, env).value_or(std::string(knobs::kPath.dflt));
   size_t start = 0;
   while (start <= path.size()) {
     size_t colon = path.find(':', start);

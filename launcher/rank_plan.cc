@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "launcher/launcher_knobs.h"
 
 namespace ds::launcher {
 
@@ -43,7 +44,7 @@ EnvMap rankEnvironment(const JobSpec& spec, int node, int localIndex, const EnvM
     for (int s : h.slots) ids += (ids.empty() ? "" : ",") + std::to_string(s);
     env["CUDA_VISIBLE_DEVICES"] = ids;
   }
-  if (!base.count("OMP_NUM_THREADS") && !spec.exports.count("OMP_NUM_THREADS")) {
+  if (!knobIsSet(knobs::kOmpNumThreads, base) && !spec.exports.count("OMP_NUM_THREADS")) {
     int per = std::max(1, cores / std::max<int>(1, static_cast<int>(h.slots.size())));
     env["OMP_NUM_THREADS"] = std::to_string(per);
   }

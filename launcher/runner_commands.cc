@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "launcher/job_spec_codec.h"
+#include "launcher/launcher_knobs.h"
 #include "launcher/shell_quote.h"
 
 namespace ds::launcher {
@@ -85,8 +86,8 @@ Invocation pdshInvocation(const JobSpec& spec, const std::string& dsrunPath, con
   inv.argv = {"pdsh", "-S", "-f", "1024", "-R", "ssh", "-w", joinHosts(spec)};
   append(&inv.argv, shellSplit(spec.launcherArgs, "--launcher_args"));
   inv.argv.push_back(pdshEscape(c.prefix) + "%n" + pdshEscape(c.suffix));
-  auto old = env.find("PDSH_SSH_ARGS_APPEND");
-  std::string sshArgs = old != env.end() && !old->second.empty() ? old->second + " " : "";
+  auto old = knobString(knobs::kPdshSshArgsAppend, env);
+  std::string sshArgs = old && !old->empty() ? *old + " " : "";
   sshArgs += "-tt -o SendEnv=DS_JOB_TOKEN";
   if (spec.sshPort > 0) sshArgs += " -p " + std::to_string(spec.sshPort);
   inv.env["PDSH_SSH_ARGS_APPEND"] = sshArgs;

@@ -1,7 +1,7 @@
-// Reads the HostName an ~/.ssh/config alias stands for, so that dsrun can derive MASTER_ADDR for
-// a hostfile written with aliases. Not an ssh_config implementation: only `Host` patterns (with
-// * ? and !negation) and `HostName` (with %h) are read; `Match` blocks and `Include` are skipped.
-// Invariant: like ssh, the first matching HostName wins.
+// The HostName an ssh_config alias stands for, so that dsrun can derive MASTER_ADDR for a
+// hostfile written with aliases. The files are read by libssh's own parser
+// (launcher/ssh/ssh_config.h), the same one the ssh runner uses, so both agree on what an alias
+// means. Invariant: like ssh, the first matching HostName wins.
 #pragma once
 
 #include <optional>
@@ -12,14 +12,13 @@
 
 namespace ds::launcher {
 
-// HostName for `alias` in the config text, nullopt when no block sets one.
-std::optional<std::string> sshHostNameIn(const std::string& configText, const std::string& alias);
-
 // The config files ssh would read: $DS_SSH_CONFIG alone when set (like ssh -F), else
 // $HOME/.ssh/config then /etc/ssh/ssh_config.
 std::vector<std::string> sshConfigFiles(const EnvMap& env);
 
-// HostName for `alias` over those files (missing or unreadable files are skipped).
+// HostName for `alias` over those files (missing or unreadable files are skipped); nullopt when
+// none names another host. A config line libssh refuses is logged as a warning naming the file,
+// and the alias is then left unresolved (nullopt).
 std::optional<std::string> sshHostName(const std::string& alias, const EnvMap& env);
 
 }  // namespace ds::launcher

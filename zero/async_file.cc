@@ -21,6 +21,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "zero/zero_knobs.h"
 
 #ifdef DS_HAVE_URING
 #include <liburing.h>
@@ -302,7 +303,7 @@ AsyncFile::AsyncFile(const std::string& path, size_t bytes, Options opts)
     ::close(fd);
     throw SystemError("ftruncate swap file " + path, e);
   }
-  const bool allow = opts.allowUring && !getEnvBool("DS_ZERO_NO_URING", false);
+  const bool allow = opts.allowUring && !knobBoolOrDefault(knobs::kZeroNoUring);
 #ifdef DS_HAVE_URING
   if (allow) {
     int r = io_uring_queue_init(Impl::kDepth, &impl_->ring, 0);

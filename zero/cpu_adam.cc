@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "zero/cpu_adam_kernels.h"
+#include "zero/zero_knobs.h"
 
 namespace ds::zero {
 namespace {
@@ -63,13 +64,10 @@ bool isaSupported(Isa isa) {
 
 Isa bestIsa() {
   static const Isa best = [] {
-    if (const char* e = std::getenv("DS_CPU_ADAM_ISA"); e && *e) {
-      std::string s(e);
-      Isa want = s == "scalar" ? Isa::kScalar : s == "avx2" ? Isa::kAvx2
-               : s == "avx512" ? Isa::kAvx512
-               : throw ConfigError("DS_CPU_ADAM_ISA='" + s + "': expected scalar, avx2 or avx512");
+    if (auto s = knobChoice(knobs::kCpuAdamIsa)) {
+      Isa want = *s == "scalar" ? Isa::kScalar : *s == "avx2" ? Isa::kAvx2 : Isa::kAvx512;
       if (!isaSupported(want))
-        throw ConfigError("DS_CPU_ADAM_ISA=" + s + ": this CPU does not support it");
+        throw ConfigError("DS_CPU_ADAM_ISA=" + *s + ": this CPU does not support it");
       return want;
     }
     if (isaSupported(Isa::kAvx512)) return Isa::kAvx512;

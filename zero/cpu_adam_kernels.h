@@ -1,5 +1,6 @@
-// Per-ISA kernels of cpu_adam (internal to zero/): one contiguous chunk, single thread. The
-// coefficients are precomputed once per step so every path performs the same fp32 operations.
+// Per-ISA kernels of cpu_adam (internal to zero/): one contiguous chunk, single thread, each the
+// arithmetic of cpu_adam_math.h on that ISA's lanes. The coefficients are precomputed once per
+// step so every path performs the same fp32 operations.
 // Not a public API: use zero/cpu_adam.h.
 #pragma once
 

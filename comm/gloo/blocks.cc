@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "comm/comm_knobs.h"
 #include "comm/gloo/collectives.h"
-#include "core/env.h"
 
 namespace ds::comm::gloo_impl {
 
@@ -27,38 +27,34 @@ Blocks blocksFrom(const std::vector<size_t>& counts) {
 }
 
 size_t smallAllreduceBytes() {
-  static const size_t v =
-      static_cast<size_t>(getEnvInt("DS_GLOO_SMALL_ALLREDUCE_BYTES", 32 << 10, 0, 1 << 30));
+  static const size_t v = static_cast<size_t>(knobIntOrDefault(knobs::kGlooSmallAllreduceBytes));
   return v;
 }
 
 size_t segmentBytes() {
-  static const size_t v =
-      static_cast<size_t>(getEnvInt("DS_GLOO_SEGMENT_BYTES", 1 << 20, 4096, 1 << 30));
+  static const size_t v = static_cast<size_t>(knobIntOrDefault(knobs::kGlooSegmentBytes));
   return v;
 }
 
 size_t ringSegmentBytes() {
-  static const size_t v =
-      static_cast<size_t>(getEnvInt("DS_GLOO_RING_SEGMENT_BYTES", 1 << 20, 1024, 1 << 30));
+  static const size_t v = static_cast<size_t>(knobIntOrDefault(knobs::kGlooRingSegmentBytes));
   return v;
 }
 
 size_t pairAllreduceBytes() {
-  static const size_t v =
-      static_cast<size_t>(getEnvInt("DS_GLOO_PAIR_ALLREDUCE_BYTES", 4 << 20, 0, 1 << 30));
+  static const size_t v = static_cast<size_t>(knobIntOrDefault(knobs::kGlooPairAllreduceBytes));
   return v;
 }
 
 size_t directReduceScatterBytes() {
-  static const size_t v = static_cast<size_t>(
-      getEnvInt("DS_GLOO_DIRECT_REDUCE_SCATTER_BYTES", 4 << 20, 0, 1 << 30));
+  static const size_t v =
+      static_cast<size_t>(knobIntOrDefault(knobs::kGlooDirectReduceScatterBytes));
   return v;
 }
 
 Pieces messagePieces(size_t messageBytes) {
-  static const size_t maxPiece = static_cast<size_t>(
-      getEnvInt("DS_GLOO_PIECE_BYTES", 384 << 10, 0, 1 << 30)) / 64 * 64;
+  static const size_t maxPiece =
+      static_cast<size_t>(knobIntOrDefault(knobs::kGlooPieceBytes)) / 64 * 64;
   constexpr size_t kMinPiece = 32 << 10;
   if (maxPiece == 0 || messageBytes < 3 * kMinPiece) return {};
   // At least 3 pieces, and never a power-of-two count: on loopback TCP here, 2, 4 and 8 equal

@@ -70,7 +70,7 @@ void reduceToRoot(GlooLink& link, void* data, size_t count, DType t, int root, R
 // Dissemination barrier: ceil(log2 n) rounds of 1-byte messages.
 void barrierDissemination(GlooLink& link);
 
-// Tuning knobs, read once from the environment (documented in docs/comm.md).
+// Tuning knobs, read once from the environment (declared in comm/comm_knobs.h; docs/knobs.md).
 size_t smallAllreduceBytes();  // DS_GLOO_SMALL_ALLREDUCE_BYTES, default 32 KiB
 size_t segmentBytes();         // DS_GLOO_SEGMENT_BYTES, default 1 MiB (broadcast pipeline)
 size_t ringSegmentBytes();     // DS_GLOO_RING_SEGMENT_BYTES, default 1 MiB (ring reduce-scatter)

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "comm/gloo/store_adapter.h"
-#include "core/env.h"
+#include "core/core_knobs.h"
 #include "core/error.h"
 
 namespace ds::comm::gloo_impl {
@@ -59,7 +59,7 @@ void ignoreSigpipeIfDefault() {
 
 std::string chooseHostAddr(const std::string& hostAddr) {
   if (!hostAddr.empty()) return hostAddr;
-  auto master = getEnv("MASTER_ADDR");
+  auto master = knobString(knobs::kMasterAddr);
   if (!master || master->empty() || master->rfind("127.", 0) == 0 || *master == "localhost") {
     return "127.0.0.1";
   }

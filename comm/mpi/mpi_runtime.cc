@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "core/core_knobs.h"
 #include "core/error.h"
 
 namespace ds::comm::mpi_impl {
@@ -28,8 +29,8 @@ Runtime& runtime() {
 }  // namespace
 
 bool launchedByMpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr ||
-         std::getenv("PMI_RANK") != nullptr;
+  return knobIsSet(knobs::kOmpiWorldSize) || knobIsSet(knobs::kPmixRank) ||
+         knobIsSet(knobs::kPmiRank);
 }
 
 void ensureInitialized() {

@@ -24,6 +24,7 @@
 #include "comm/nccl/nccl_comm.h"
 #include "comm/nccl/nccl_work.h"
 #include "comm/nccl/peer_liveness.h"
+#include "core/core_knobs.h"
 #include "core/env.h"
 #include "core/error.h"
 
@@ -428,8 +429,7 @@ std::unique_ptr<Backend> createNcclBackend(std::shared_ptr<Store> store, int ran
     throw ConfigError("comm backend 'nccl' needs a CUDA device and none is visible; use "
                       "--comm_backend gloo");
   }
-  const char* lr = std::getenv("LOCAL_RANK");
-  int device = (lr ? std::atoi(lr) : rank) % devices;
+  int device = static_cast<int>(knobInt(knobs::kLocalRank).value_or(rank) % devices);
   cudaCheck(cudaSetDevice(device), "cudaSetDevice");
   auto timeout = opts.timeout.count() > 0 ? opts.timeout : defaultTimeout();
   ncclUniqueId id;

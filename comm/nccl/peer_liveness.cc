@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "comm/comm_knobs.h"
 #include "comm/peer_process.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -19,15 +20,8 @@ using std::chrono::milliseconds;
 
 LivenessOptions LivenessOptions::fromEnv() {
   LivenessOptions o;
-  if (auto s = getEnv("DS_NCCL_PEER_TIMEOUT")) {
-    double secs = parseDouble(*s, "DS_NCCL_PEER_TIMEOUT");
-    if (!(secs > 0)) {
-      throw ConfigError(fmt::format(
-          "DS_NCCL_PEER_TIMEOUT='{}': expected a positive number of seconds", *s));
-    }
-    o.peerTimeout = milliseconds(static_cast<int64_t>(secs * 1000.0));
-  }
-  int64_t beat = getEnvInt("DS_NCCL_HEARTBEAT_MS", 1000, 1, 3600 * 1000);
+  o.peerTimeout = knobSecondsOrDefault(knobs::kNcclPeerTimeout);
+  int64_t beat = knobIntOrDefault(knobs::kNcclHeartbeatMs);
   o.beat = std::min(milliseconds(beat), std::max(milliseconds(1), o.peerTimeout / 4));
   return o;
 }

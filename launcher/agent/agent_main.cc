@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/core_knobs.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -101,7 +102,7 @@ int runAgent(int argc, char** argv) {
   if (a.tokenStdin) {
     spec.jobToken = readTokenLine(defaultTimeout());
     opt.watchFd = 0;
-  } else if (auto t = getEnv("DS_JOB_TOKEN"); t && !t->empty()) {
+  } else if (auto t = knobString(knobs::kJobToken); t && !t->empty()) {
     spec.jobToken = *t;
     if (::isatty(0)) opt.watchFd = 0;  // pdsh's ssh -tt: the pty hangs up when ssh dies
   } else {

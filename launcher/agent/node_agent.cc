@@ -23,6 +23,7 @@
 #include "launcher/agent/rank_logs.h"
 #include "launcher/agent/signal_watch.h"
 #include "launcher/job_builder.h"
+#include "launcher/launcher_knobs.h"
 #include "launcher/rank_plan.h"
 #include "launcher/runners.h"
 
@@ -303,12 +304,7 @@ void NodeAgent::killAll(int sig) {
 
 AgentOptions defaultAgentOptions() {
   AgentOptions o;
-  if (auto v = getEnv("DS_KILL_GRACE")) {
-    double s = parseDouble(*v, "DS_KILL_GRACE");
-    if (s < 0 || s > 3600)
-      throw ConfigError(fmt::format("DS_KILL_GRACE='{}': expected seconds in [0, 3600]", *v));
-    o.killGrace = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
-  }
+  o.killGrace = knobSecondsOrDefault(knobs::kKillGrace);
   return o;
 }
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <utility>
 
-#include "core/env.h"
 #include "core/error.h"
+#include "launcher/launcher_knobs.h"
 
 namespace ds::launcher::ssh {
 
@@ -39,9 +39,9 @@ int signalNumber(const std::string& name) {
 
 SshOptions sshOptionsFromEnv(int port) {
   SshOptions o;
-  o.configFile = getEnv("DS_SSH_CONFIG").value_or("");
+  o.configFile = knobString(knobs::kSshConfig).value_or("");
   o.port = port;
-  o.connectTimeoutSec = static_cast<int>(getEnvInt("DS_SSH_CONNECT_TIMEOUT", 0, 0, 3600));
+  o.connectTimeoutSec = static_cast<int>(knobIntOrDefault(knobs::kSshConnectTimeout));
   return o;
 }
 
@@ -96,7 +96,7 @@ SshConnection::SshConnection(std::string host, const SshOptions& options)
   // libssh's own log goes to stderr (e.g. a warning on OpenSSH's hostkeys global request): set
   // after the config, whose LogLevel would turn it on, and silent unless DS_SSH_LOG_LEVEL (0-4)
   // asks for it; our errors carry ssh_get_error's text.
-  int verbosity = static_cast<int>(getEnvInt("DS_SSH_LOG_LEVEL", SSH_LOG_NOLOG, 0, 4));
+  int verbosity = static_cast<int>(knobIntOrDefault(knobs::kSshLogLevel));  // 0: SSH_LOG_NOLOG
   ssh_options_set(s.session, SSH_OPTIONS_LOG_VERBOSITY, &verbosity);
   if (options.port > 0) {
     unsigned p = static_cast<unsigned>(options.port);

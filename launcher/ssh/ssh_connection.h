@@ -1,7 +1,7 @@
-// SshConnection: one libssh session to one host running one remote command (the libssh boundary:
-// no other file calls libssh). Owns the session and its exec channel; not thread-safe, use each
-// object from one thread at a time. Invariant: a command runs only on a host whose key matched
-// known_hosts and after key authentication succeeded.
+// SshConnection: one libssh session to one host running one remote command (the libssh boundary,
+// with ssh_config.cc: no other file calls libssh). Owns the session and its exec channel; not
+// thread-safe, use each object from one thread at a time. Invariant: a command runs only on a
+// host whose key matched known_hosts and after key authentication succeeded.
 #pragma once
 
 #include <memory>

@@ -16,6 +16,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "launcher/launcher_knobs.h"
 #include "launcher/runners.h"
 #include "launcher/ssh/line_relay.h"
 #include "launcher/ssh/ssh_connection.h"
@@ -78,7 +79,7 @@ int runHost(ssh::SshConnection& conn, const std::string& command, const std::str
   ssh::LineRelay err(STDERR_FILENO, &st.outMu);
   conn.exec(command);
   conn.writeStdin("DS_JOB_TOKEN=" + token + "\n");  // stdin then stays open: EOF = job over
-  const auto grace = std::chrono::seconds(getEnvInt("DS_SSH_TEARDOWN_GRACE", 15, 1, 3600));
+  const auto grace = std::chrono::seconds(knobIntOrDefault(knobs::kSshTeardownGrace));
   bool eofSent = false;
   Clock::time_point deadline{};
   ssh::SshConnection::Chunk chunk;

@@ -11,7 +11,6 @@
 
 #include "core/error.h"
 #include "runtime/checkpoint/checkpoint.h"
-#include "runtime/checkpoint/crc32c_fast.h"
 #include "runtime/checkpoint/durable_file.h"
 #include "runtime/checkpoint/layout.h"
 #include "runtime/checkpoint/safetensors.h"

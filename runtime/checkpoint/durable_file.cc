@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "core/crc32c.h"
 #include "core/error.h"
-#include "runtime/checkpoint/crc32c_fast.h"
 
 namespace ds::runtime::ckpt {
 
@@ -31,7 +31,7 @@ DurableWriter::~DurableWriter() {
 
 void DurableWriter::write(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
-  crc_ = crc32cUpdate(crc_, p, n);
+  crc_ = ds::crc32c(p, n, crc_);
   bytes_ += n;
   while (n > 0) {
     ssize_t w = ::write(fd_, p, n);
@@ -153,7 +153,7 @@ uint32_t ReadFile::crc32c() const {
   for (uint64_t off = 0; off < size_; off += buf.size()) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size_ - off));
     read(off, buf.data(), n);
-    c = crc32cUpdate(c, buf.data(), n);
+    c = ds::crc32c(buf.data(), n, c);
   }
   return c;
 }

@@ -38,4 +38,6 @@ void checkTag(const std::string& tag) {
   }
 }
 
+std::string crcHex(uint32_t crc) { return fmt::format("{:08x}", crc); }
+
 }  // namespace ds::runtime::ckpt

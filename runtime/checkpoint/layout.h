@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace ds::runtime::ckpt {
@@ -23,5 +24,7 @@ std::string rangeTensorName(const std::string& state, size_t offset);  // exp_av
 bool parseRangeTensorName(const std::string& name, std::string* state, size_t* offset);
 // Throws ConfigError unless tag is a plain directory name (no '/', not '.'/'..', no spaces).
 void checkTag(const std::string& tag);
+// A file's CRC-32C as the manifest writes it: 8 lowercase hex digits ("e3069283").
+std::string crcHex(uint32_t crc);
 
 }  // namespace ds::runtime::ckpt

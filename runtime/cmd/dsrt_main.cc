@@ -10,6 +10,7 @@
 #include "ds/config.h"
 #include "runtime/cmd/comm_bench_command.h"
 #include "runtime/cmd/command.h"
+#include "runtime/cmd/dsrt_knobs.h"
 #include "runtime/cmd/export_checkpoint_command.h"
 #include "runtime/cmd/hello_command.h"
 #include "runtime/cmd/prepare_data_command.h"
@@ -36,7 +37,8 @@ const ds::runtime::Command kCommands[] = {
 void usage(FILE* out) {
   std::fprintf(out, "usage: dsrt <command> [args...]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
-  std::fprintf(out, "\nRun 'dsrt <command> --help' for a command's options.\n");
+  std::fprintf(out, "\nRun 'dsrt <command> --help' for a command's options, and 'dsrt --help-env'\n"
+                    "for the environment variables dsrt reads (docs/knobs.md).\n");
 }
 
 }  // namespace
@@ -45,6 +47,11 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--help-env")) {
+    std::printf("Environment variables dsrt reads (docs/knobs.md):\n\n%s",
+                ds::knobsHelpText(ds::runtime::kDsrtKnobTables, ds::kReadByDsrt).c_str());
+    return 0;
   }
   if (!std::strcmp(argv[1], "--version")) argv[1] = const_cast<char*>("version");
   for (const auto& c : kCommands) {

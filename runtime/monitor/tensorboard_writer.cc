@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/crc32c.h"
 #include "core/error.h"
-#include "runtime/monitor/crc32c.h"
 
 namespace ds::runtime {
 namespace {

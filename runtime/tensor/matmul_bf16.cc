@@ -13,6 +13,7 @@
 #include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/matmul.h"
+#include "runtime/tensor/tensor_knobs.h"
 #include "runtime/tensor/threads.h"
 
 namespace ds::runtime {
@@ -20,8 +21,6 @@ namespace ds::runtime {
 namespace {
 std::atomic<bool> gEnabled{true};
 
-// DS_BF16_LINEAR: auto (default) | native | widen, the bf16 model's linear-layer path.
-constexpr const char* kEnvBf16Linear = "DS_BF16_LINEAR";
 // The probe shape: rows x in x out of one forward linear product, and its FLOP count.
 constexpr int kProbeM = 256, kProbeK = 768, kProbeN = 768;
 constexpr double kProbeFlop = 2.0 * kProbeM * kProbeK * kProbeN;
@@ -48,11 +47,9 @@ Bf16Linear pickBf16Linear(const Bf16LinearTiming& t) {
 }
 
 std::optional<Bf16Linear> bf16LinearForced(const EnvMap& env) {
-  const auto v = envString(env, kEnvBf16Linear);
-  if (!v || v->empty() || *v == "auto") return std::nullopt;
-  if (*v == "native") return Bf16Linear::kNative;
-  if (*v == "widen") return Bf16Linear::kWiden;
-  throw ConfigError(fmt::format("{}='{}': expected auto, native or widen", kEnvBf16Linear, *v));
+  const auto v = knobChoice(knobs::kBf16Linear, env);  // DS_BF16_LINEAR
+  if (!v || *v == "auto") return std::nullopt;
+  return *v == "native" ? Bf16Linear::kNative : Bf16Linear::kWiden;
 }
 
 Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
@@ -60,7 +57,7 @@ Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
   const auto forced = bf16LinearForced(env);
   if (!nativeAvailable) {
     if (forced == Bf16Linear::kNative) {
-      throw NotSupported(fmt::format("{}=native: this CPU has no AVX512-BF16", kEnvBf16Linear));
+      throw NotSupported(fmt::format("{}=native: this CPU has no AVX512-BF16", knobs::kBf16Linear.name));
     }
     return Bf16Linear::kWiden;
   }
@@ -110,7 +107,7 @@ Bf16Linear bf16LinearChoice() {
                   "ms = {:.1f} GFLOP/s, widen+sgemm {:.3f} ms = {:.1f} GFLOP/s; {}=native|widen "
                   "forces a path)",
                   bf16LinearName(c), timed->native * 1e3, kProbeFlop / timed->native / 1e9,
-                  timed->widen * 1e3, kProbeFlop / timed->widen / 1e9, kEnvBf16Linear);
+                  timed->widen * 1e3, kProbeFlop / timed->widen / 1e9, knobs::kBf16Linear.name);
     } else {
       DS_LOG_DEBUG("tensor", "bf16 linear layers: {} ({})", bf16LinearName(c),
                    available ? "forced by DS_BF16_LINEAR" : "no AVX512-BF16");

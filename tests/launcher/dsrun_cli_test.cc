@@ -81,10 +81,28 @@ TEST_CASE("dsrun binary: --version and --help", "[e2e]") {
         "--bind_core_list,--bind-core-list", "--ssh_port,--ssh-port", "--save_pid,--save-pid",
         "--export", "--comm_backend,--comm-backend", "--dry_run,--dry-run", "--version",
         "ssh (default), pdsh, openmpi, mpich, slurm", "PROGRAM [ARGS...]", "Exit status:",
-        "DS_KILL_GRACE", "DS_SSH_CONFIG", "DS_SSH_TEARDOWN_GRACE"}) {
+        "DS_KILL_GRACE", "--help-env", "docs/knobs.md"}) {
     INFO(flag);
     CHECK(contains(h.out, flag));
   }
+}
+
+TEST_CASE("dsrun binary: --help-env lists the variables dsrun reads", "[e2e]") {
+  ds::test::TempDir dir;
+  Result h = dsrun({"--help-env"}, dir.path());
+  CHECK(h.rc == 0);
+  INFO(h.out);
+  for (const char* text :
+       {"DS_KILL_GRACE  (seconds in [0, 3600], default: 5)", "DS_SSH_CONFIG  (path, default: none)",
+        "DS_SSH_TEARDOWN_GRACE  (int in [1, 3600], default: 15)",
+        "DS_LOG_LEVEL  (one of error, warn, info or debug, default: info)",
+        "DS_TIMEOUT  (seconds > 0, default: 300)", "HOME  (path, default: none) (set by another",
+        "DS_JOB_TOKEN"}) {
+    CHECK(contains(h.out, text));
+  }
+  // Only what dsrun itself reads: the ranks' variables and comm's knobs are dsrt's.
+  CHECK_FALSE(contains(h.out, "WORLD_SIZE"));
+  CHECK_FALSE(contains(h.out, "DS_GLOO_PIECE_BYTES"));
 }
 
 TEST_CASE("dsrun binary: bad input exits 2 with one clear line", "[e2e]") {

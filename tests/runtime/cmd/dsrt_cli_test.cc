@@ -128,3 +128,20 @@ TEST_CASE("dsrt prepare-data and export-checkpoint refuse bad arguments with exi
   CHECK(out.find(dir.file("none")) != std::string::npos);
   CHECK(runCommand(single("export-checkpoint"), &out) == 2);
 }
+
+TEST_CASE("dsrt --help-env lists the variables dsrt reads", "[unit]") {
+  std::string out;
+  REQUIRE(runCommand(dsrt() + " --help-env", &out) == 0);
+  INFO(out);
+  for (const char* text : {"DS_STORE_BIND_ADDR  (string, default: none)",
+                           "DS_CPU_ADAM_ISA  (one of scalar, avx2 or avx512, default: none)",
+                           "DS_BF16_LINEAR  (one of auto, native or widen, default: auto)",
+                           "DS_GLOO_PIECE_BYTES  (int in [0, 1073741824], default: 393216)",
+                           "MASTER_PORT  (int in [1, 65535], default: 29500) (rank contract)",
+                           "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "DS_TIMEOUT"}) {
+    CHECK(out.find(text) != std::string::npos);
+  }
+  CHECK(out.find("DS_SSH_CONFIG") == std::string::npos);  // dsrun's
+  REQUIRE(runCommand(dsrt() + " --help", &out) == 0);
+  CHECK(out.find("dsrt --help-env") != std::string::npos);
+}

@@ -1,30 +1,18 @@
-// TensorBoard event files: CRC-32C against the standard check value (with a bit-by-bit reference
-// computed here), a hand-built expected record byte for byte, and a real file read back.
+// TensorBoard event files: a hand-built expected record byte for byte, and a real file read back.
+// (CRC-32C itself is tested in tests/core/crc32c_test.cc.)
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/monitor/crc32c.h"
+#include "core/crc32c.h"
 #include "runtime/monitor/tensorboard_writer.h"
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds::runtime;
 
 namespace {
-// Bit-at-a-time CRC-32C, independent of the table-driven one under test.
-uint32_t slowCrc32c(const std::string& s) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : s) {
-    c ^= b;
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-  }
-  return c ^ 0xFFFFFFFFu;
-}
-uint32_t slowMasked(const std::string& s) {
-  uint32_t c = slowCrc32c(s);
-  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
-}
+uint32_t maskedCrc32c(const std::string& s) { return ds::maskedCrc32c(s.data(), s.size()); }
 std::string le32(uint32_t v) {
   std::string s(4, '\0');
   for (int i = 0; i < 4; ++i) s[size_t(i)] = char((v >> (8 * i)) & 0xFF);
@@ -37,15 +25,6 @@ std::string bytes(std::initializer_list<int> b) {
 }
 }  // namespace
 
-TEST_CASE("tensorboard: CRC-32C check value and masking", "[unit]") {
-  CHECK(crc32c("123456789", 9) == 0xE3069283u);
-  CHECK(slowCrc32c("123456789") == 0xE3069283u);
-  std::string text = "The quick brown fox jumps over the lazy dog";
-  CHECK(crc32c(text.data(), text.size()) == slowCrc32c(text));
-  CHECK(maskedCrc32c(text.data(), text.size()) == slowMasked(text));
-  CHECK(crc32c("6789", 4, crc32c("12345", 5)) == 0xE3069283u);  // incremental
-}
-
 TEST_CASE("tensorboard: scalar event and record bytes match a hand-built record", "[unit]") {
   // Event{wall_time: 1.5, step: 3, summary{value{tag: "loss", simple_value: 2.0}}}
   std::string value = bytes({0x0A, 0x04}) + "loss" + bytes({0x15, 0x00, 0x00, 0x00, 0x40});
@@ -56,7 +35,7 @@ TEST_CASE("tensorboard: scalar event and record bytes match a hand-built record"
   CHECK(encodeScalarEvent(1.5, 3, "loss", 2.0f) == event);
 
   std::string len = bytes({26, 0, 0, 0, 0, 0, 0, 0});
-  std::string record = len + le32(slowMasked(len)) + event + le32(slowMasked(event));
+  std::string record = len + le32(maskedCrc32c(len)) + event + le32(maskedCrc32c(event));
   CHECK(tfRecord(event) == record);
 
   // file_version event, step omitted (proto3 default), multi-byte varint step.
@@ -85,11 +64,11 @@ TEST_CASE("tensorboard: event file on disk parses as TFRecords", "[unit]") {
     std::memcpy(&n, f.data() + pos, 8);
     uint32_t lenCrc = 0, dataCrc = 0;
     std::memcpy(&lenCrc, f.data() + pos + 8, 4);
-    CHECK(lenCrc == slowMasked(f.substr(pos, 8)));
+    CHECK(lenCrc == maskedCrc32c(f.substr(pos, 8)));
     REQUIRE(pos + 12 + n + 4 <= f.size());
     std::string data = f.substr(pos + 12, n);
     std::memcpy(&dataCrc, f.data() + pos + 12 + n, 4);
-    CHECK(dataCrc == slowMasked(data));
+    CHECK(dataCrc == maskedCrc32c(data));
     events.push_back(data);
     pos += 12 + n + 4;
   }
@@ -133,5 +112,5 @@ TEST_CASE("tensorboard: records match bytes of real TensorFlow event files", "[u
             bytes({0xa5, 0x5b, 0x64, 0x33}));
 
   const std::string crcTest = bytes({0x1a, 0x11}) + "CRC test, one two";
-  CHECK(maskedCrc32c(crcTest.data(), crcTest.size()) == 0x5794d08au);
+  CHECK(ds::maskedCrc32c(crcTest.data(), crcTest.size()) == 0x5794d08au);
 }

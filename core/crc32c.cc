@@ -1,21 +1,19 @@
-// CRC-32C, hardware or table (see crc32c_fast.h).
-#include "runtime/checkpoint/crc32c_fast.h"
+// CRC-32C, hardware or table (see crc32c.h).
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
 
-namespace ds::runtime::ckpt {
+namespace ds {
 namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;  // reflected Castagnoli polynomial
 
-std::array<uint32_t, 256> makeTable() {
+constexpr std::array<uint32_t, 256> makeTable() {
   std::array<uint32_t, 256> t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
@@ -25,9 +23,10 @@ std::array<uint32_t, 256> makeTable() {
   return t;
 }
 
+constexpr auto kTable = makeTable();
+
 uint32_t tableCrc(uint32_t c, const uint8_t* p, size_t n) {
-  static const std::array<uint32_t, 256> table = makeTable();
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ p[i]) & 0xffu] ^ (c >> 8);
+  for (size_t i = 0; i < n; ++i) c = kTable[(c ^ p[i]) & 0xffu] ^ (c >> 8);
   return c;
 }
 
@@ -54,15 +53,18 @@ bool haveSse42() {
 
 }  // namespace
 
-uint32_t crc32cUpdate(uint32_t crc, const void* data, size_t n) {
+uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);
-  uint32_t c = ~crc;
+  const uint32_t c = ~crc;
 #if defined(__x86_64__)
   if (haveSse42()) return ~hwCrc(c, p, n);
 #endif
   return ~tableCrc(c, p, n);
 }
 
-std::string crcHex(uint32_t crc) { return fmt::format("{:08x}", crc); }
+uint32_t maskedCrc32c(const void* data, size_t n) {
+  const uint32_t c = crc32c(data, n);
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
 
-}  // namespace ds::runtime::ckpt
+}  // namespace ds

@@ -1,0 +1,113 @@
+// The environment knobs comm reads (bootstrap, the gloo algorithms' tuning, the nccl peer
+// watchdog). Declarations only: read them with core/knobs.h's accessors. comm also reads core's
+// DS_TIMEOUT, MASTER_ADDR, LOCAL_RANK and the launchers' rank variables (core/core_knobs.h).
+#pragma once
+
+#include "core/knobs.h"
+
+// Declarations name only the fields they set (designated initializers; the rest keep their
+// defaults), which GCC's -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace ds::knobs {
+
+// comm/bootstrap.cc
+inline constexpr Knob kStoreBindAddr{
+    .name = "DS_STORE_BIND_ADDR",
+    .type = KnobType::kString,
+    .doc =
+        "Address rank 0's rendezvous store listens on. Unset or empty: MASTER_ADDR itself; "
+        "0.0.0.0 for all interfaces (e.g. when MASTER_ADDR is a name that maps to a NAT "
+        "address).",
+    .readBy = kReadByDsrt};
+
+// comm/gloo/blocks.cc: algorithm thresholds and message splitting (docs/comm.md).
+constexpr int64_t kGiB = int64_t{1} << 30;
+inline constexpr Knob kGlooSmallAllreduceBytes{
+    .name = "DS_GLOO_SMALL_ALLREDUCE_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "32768",
+    .doc =
+        "gloo: an allreduce at or below this many (fp32-staged) bytes uses the direct "
+        "algorithm (more than 2 ranks).",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = kGiB};
+inline constexpr Knob kGlooSegmentBytes{.name = "DS_GLOO_SEGMENT_BYTES",
+                                        .type = KnobType::kInt,
+                                        .dflt = "1048576",
+                                        .doc = "gloo: broadcast pipeline segment.",
+                                        .readBy = kReadByDsrt,
+                                        .lo = 4096,
+                                        .hi = kGiB};
+inline constexpr Knob kGlooRingSegmentBytes{
+    .name = "DS_GLOO_RING_SEGMENT_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "1048576",
+    .doc = "gloo: ring reduce-scatter segment (at most 8 per block).",
+    .readBy = kReadByDsrt,
+    .lo = 1024,
+    .hi = kGiB};
+inline constexpr Knob kGlooPairAllreduceBytes{
+    .name = "DS_GLOO_PAIR_ALLREDUCE_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "4194304",
+    .doc =
+        "gloo: a 2-rank allreduce at or below this many (fp32-staged) bytes uses the pair "
+        "exchange; 0 disables it.",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = kGiB};
+inline constexpr Knob kGlooDirectReduceScatterBytes{
+    .name = "DS_GLOO_DIRECT_REDUCE_SCATTER_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "4194304",
+    .doc =
+        "gloo: a reduce_scatter whose (fp32-staged) input is at most this many bytes uses the "
+        "direct round; 0 disables it.",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = kGiB};
+inline constexpr Knob kGlooPieceBytes{
+    .name = "DS_GLOO_PIECE_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "393216",
+    .doc =
+        "gloo: largest piece of a pair-allreduce, direct-reduce_scatter or allgather message "
+        "(rounded down to 64 bytes); 0 sends whole messages.",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = kGiB};
+
+// comm/nccl/peer_liveness.cc
+inline constexpr Knob kNcclPeerTimeout{
+    .name = "DS_NCCL_PEER_TIMEOUT",
+    .type = KnobType::kSeconds,
+    .dflt = "10",
+    .doc =
+        "nccl: a member whose heartbeat has not moved this long, while Work is pending, is "
+        "dead (the communicator is aborted).",
+    .readBy = kReadByDsrt,
+    .lo = 0};
+inline constexpr Knob kNcclHeartbeatMs{
+    .name = "DS_NCCL_HEARTBEAT_MS",
+    .type = KnobType::kInt,
+    .dflt = "1000",
+    .doc =
+        "nccl: heartbeat and check period in milliseconds (at most a quarter of the peer "
+        "timeout).",
+    .readBy = kReadByDsrt,
+    .lo = 1,
+    .hi = 3600 * 1000};
+
+inline constexpr const Knob* kCommKnobList[] = {
+    &kStoreBindAddr,        &kGlooSmallAllreduceBytes, &kGlooSegmentBytes,
+    &kGlooRingSegmentBytes, &kGlooPairAllreduceBytes,  &kGlooDirectReduceScatterBytes,
+    &kGlooPieceBytes,       &kNcclPeerTimeout,         &kNcclHeartbeatMs,
+};
+inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};
+
+}  // namespace ds::knobs
+
+#pragma GCC diagnostic pop
