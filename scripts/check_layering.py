@@ -43,7 +43,11 @@ FINER = [
     (r"^comm/(gloo|mpi|nccl)/", None, ("comm/registry.h", "comm/bootstrap.h"),
      "backends are below ds_comm (registry, bootstrap)", ()),
     (r"^launcher/[^/]+$", r"^launcher/main\.cc$", ("launcher/agent/", "launcher/ssh/"),
-     "the front end (ds_launcher) is below agent/ and ssh/; only main.cc calls into them", ()),
+     "the front end (ds_launcher) is below agent/ and ssh/ (but for ssh/ssh_config.h); only "
+     "main.cc calls into them", ("launcher/ssh/ssh_config.h",)),
+    (r"^launcher/ssh/ssh_config\.", None, ("launcher/",),
+     "ssh/ssh_config (ds_launcher_ssh_config) is below the front end and the rest of ssh/",
+     ("launcher/ssh/ssh_config.h",)),
 ]
 
 # CMake targets -> layer. Targets not named here (tests, benchmarks, imported libraries) are free,

@@ -9,7 +9,7 @@ fail() { echo "layering_selftest: FAIL: $*" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/ds-layering-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 t=$tmp/src
-mkdir -p "$t"/{core,comm/store,comm/gloo,zero,runtime/engine,launcher/agent}
+mkdir -p "$t"/{core,comm/store,comm/gloo,zero,runtime/engine,launcher/agent,launcher/ssh}
 touch "$t/core/CMakeLists.txt"
 put() { printf '%s\n' "${@:2}" >"$t/$1"; }
 # Allowed edges, one of each kind.
@@ -19,6 +19,8 @@ put comm/gloo/gloo_backend.cc '#include "comm/backend.h"'
 put zero/partition.cc '#include "comm/process_group.h"'
 put runtime/engine/trainer.cc '#include "zero/zero_engine.h"' '#include "comm/bootstrap.h"'
 put launcher/main.cc '#include "launcher/agent/node_agent.h"' '#include "core/env.h"'
+put launcher/ssh_alias.cc '#include "launcher/ssh/ssh_config.h"'
+put launcher/ssh/ssh_runner.cc '#include "launcher/runners.h"'
 cat >"$tmp/ok.dot" <<'DOT'
 "n0" [ label = "ds_core" ];
 "n1" [ label = "ds_comm" ];
@@ -37,6 +39,7 @@ put comm/work.cc '#include "comm/nccl/nccl_backend.h"'
 put comm/gloo/bad.cc '#include "comm/registry.h"'
 put zero/bad.cc '#include "runtime/engine/trainer.h"'
 put launcher/cli.cc '#include "comm/store/tcp_store.h"' '#include "launcher/ssh/line_relay.h"'
+put launcher/ssh/ssh_config.cc '#include "launcher/ssh/ssh_config.h"' '#include "launcher/cli.h"'
 cat >"$tmp/bad.dot" <<'DOT'
 "n0" [ label = "ds_core" ];
 "n1" [ label = "ds_comm" ];
@@ -62,10 +65,11 @@ for want in 'core/bad.h:2: forbidden include core -> zero' \
             'zero/bad.cc:1: forbidden include zero -> runtime' \
             'launcher/cli.cc:1: forbidden include launcher -> comm' \
             'launcher/cli.cc:2: forbidden include launcher/cli.cc -> launcher/ssh/line_relay.h' \
+            'ssh_config.cc:2: forbidden include launcher/ssh/ssh_config.cc -> launcher/cli.h' \
             'target ds_core -> ds_zero: forbidden link core -> zero' \
             'target ds_launcher -> CUDA::cudart: the launcher may not link' \
             'link cycle: ds_comm -> ds_comm_gloo -> ds_comm' \
-            '10 violation(s)'; do
+            '11 violation(s)'; do
   grep -qF "$want" <<<"$out" || fail "not reported: $want"
 done
 echo "layering_selftest: every planted violation reported: ok"
