@@ -2,13 +2,20 @@
 # CMake edit. Each Catch2 test case becomes its own CTest test, labelled with its tags,
 # discovered from the built binary (ds_test_dir below, cmake/DsDiscoverTests.cmake).
 
-# ds_library(NAME DIR <dir> [DEPS ...]): a static library from <dir>/*.cc (not recursive).
+# ds_library(NAME DIR <dir> [DEPS ...] [EXCLUDE file...] [ONLY file...]): a static library from
+# <dir>/*.cc (not recursive; ONLY keeps just the named files). Every library declares the include
+# root itself: "core/x.h" style from the source tree, "ds/config.h" from the build tree, and
+# include/dsrun once installed. DEPS are PUBLIC: a library's headers may use what it links.
 function(ds_library name)
-  cmake_parse_arguments(A "" "DIR" "DEPS;EXCLUDE" ${ARGN})
+  cmake_parse_arguments(A "" "DIR" "DEPS;EXCLUDE;ONLY" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${A_DIR}/*.cc)
   foreach(ex ${A_EXCLUDE})
     list(FILTER srcs EXCLUDE REGEX ".*/${ex}$")
   endforeach()
+  if(A_ONLY)
+    list(JOIN A_ONLY "|" only)
+    list(FILTER srcs INCLUDE REGEX ".*/(${only})$")
+  endif()
   if(NOT srcs)
     # A folder not written yet still yields a real (empty) library, so links stay uniform.
     set(stub ${CMAKE_CURRENT_BINARY_DIR}/${name}_empty.cc)
@@ -16,7 +23,13 @@ function(ds_library name)
     set(srcs ${stub})
   endif()
   add_library(${name} STATIC ${srcs})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/dsrun>)
   target_link_libraries(${name} PUBLIC ${A_DEPS})
+  string(REGEX REPLACE "^ds_" "" export_name ${name})
+  set_target_properties(${name} PROPERTIES EXPORT_NAME ${export_name})
 endfunction()
 
 set(DS_TEST_TAGS unit multirank multiproc e2e mpi gpu)

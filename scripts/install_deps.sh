@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git ccache
   libgloo-dev libopenmpi-dev openmpi-bin libssh-dev openssh-server openssh-client pdsh
-  libcli11-dev libyaml-cpp-dev libfmt-dev catch2 nlohmann-json3-dev libopenblas-dev
+  libcli11-dev libyaml-cpp-dev libfmt-dev catch2 nlohmann-json3-dev libopenblas-dev help2man
   liburing-dev libaio-dev clang libclang-rt-14-dev procps iproute2 python3 jq
   slurmd slurmctld slurm-client munge
   mpich  # hydra for the mpich launcher tests; its mpirun alternative ranks below Open MPI's

@@ -16,6 +16,17 @@ fi
 bash scripts/setup.sh -DDS_WERROR=ON "${cuda_flags[@]}"
 cd "${DS_BUILD_DIR:-build}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# >>> build checks (issue 13 item 3: layering, install, package; docs/install.md) >>>
+# The layering check (includes + CMake link graph), the install + find_package consumer test and
+# the Debian package test are CTest tests (tests/build/, labels unit and e2e) that the ctest run
+# below includes. Here the include layering is checked first (well under a second) so a layering
+# break fails before the long suite, and CI fails if those tests went missing.
+python3 "$OLDPWD/scripts/check_layering.py" --includes-only
+for t in build:layering build:install build:deb; do
+  [[ "$(ctest -N -R "^$t\$")" == *": $t"$'\n'* ]] ||
+    { echo "test.sh: ctest test $t (tests/build/) is not registered" >&2; exit 1; }
+done
+# <<< build checks <<<
 # --- test run and report (issue 13 item 1) ---------------------------------------------------
 # One CTest test per Catch2 case. Both passes run even if the first fails; then test_report.py
 # prints passed / failed / skipped and every skip with its reason, and fails the run if anything

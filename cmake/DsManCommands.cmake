@@ -1,0 +1,25 @@
+# cmake -DPROG=<dsrt> -DBASE=<docs/man/dsrt.h2m> -DOUT=<file> -P DsManCommands.cmake
+# Writes a help2man include file: BASE, then a COMMANDS section holding, for each command that
+# `PROG --help` lists, that command's own --help text (so dsrt.1 documents every option).
+execute_process(COMMAND ${PROG} --help OUTPUT_VARIABLE top RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PROG} --help failed (${rc})")
+endif()
+file(READ ${BASE} text)
+string(APPEND text "[COMMANDS]\n")
+string(REGEX MATCHALL "\n  [a-z][a-z-]+ " names "${top}")
+foreach(name ${names})
+  string(STRIP "${name}" name)
+  if(name STREQUAL "version")
+    continue()
+  endif()
+  execute_process(COMMAND ${PROG} ${name} --help OUTPUT_VARIABLE help RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${PROG} ${name} --help failed (${rc})")
+  endif()
+  # roff: backslashes escaped, lines kept as printed (.nf), none read as a request.
+  string(REPLACE "\\" "\\e" help "${help}")
+  string(REGEX REPLACE "(^|\n)([.'])" "\\1\\\\&\\2" help "${help}")
+  string(APPEND text ".SS \"dsrt ${name}\"\n.nf\n${help}.fi\n")
+endforeach()
+file(WRITE ${OUT} "${text}")
