@@ -6,7 +6,7 @@
 // the transient per-parameter gradients and stage-3 gathered params).
 #include <fmt/format.h>
 
-#include "zero/zero_engine_impl.h"
+#include "zero/zero_engine.h"
 
 namespace ds::zero {
 namespace {
@@ -41,39 +41,5 @@ std::string MemoryReport::toJson() const {
   }
   return s + "}";
 }
-
-template <typename T>
-static size_t vbytes(const std::vector<T>& v) {
-  return v.size() * sizeof(T);
-}
-
-MemoryReport ZeroEngine::Impl::memory() const {
-  MemoryReport r;
-  auto add = [&](MemKind k, MemPlace p, size_t b) { r.bytes[int(k)][int(p)] += b; };
-  const size_t es = bf16 ? 2 : 4;
-  if (z.stage < 3) {
-    add(MemKind::kParams, MemPlace::kDevice, vbytes(full32) + vbytes(full16));
-  } else {
-    const MemPlace pp = z.offloadParam.device == "cpu"    ? MemPlace::kHost
-                      : z.offloadParam.device == "nvme" ? MemPlace::kNvme
-                                                        : MemPlace::kDevice;
-    add(MemKind::kParams, pp, pswap ? pswap->bytes() : vbytes(part32) + vbytes(part16));
-    if (pswap) add(MemKind::kBuffers, MemPlace::kHost, pswap->bufferBytes());
-    for (size_t p = 0; p < params.size(); ++p)
-      if (persistent[p]) add(MemKind::kParams, MemPlace::kDevice, s3->chunk(p) * size_t(world) * es);
-    add(MemKind::kBuffers, MemPlace::kDevice, peakLiveElems * es);
-  }
-  const MemPlace gp = z.offloadOptimizer.device == "none" ? MemPlace::kDevice : MemPlace::kHost;
-  add(MemKind::kGrads, z.stage <= 1 ? MemPlace::kDevice : gp, vbytes(fullGrad) + vbytes(gradPart));
-  add(MemKind::kOptimizerStates, opt->place(), opt->stateBytes());
-  add(MemKind::kBuffers, MemPlace::kHost, opt->bufferBytes());
-  size_t buf = vbytes(agStage) + peakPgradElems * 4;
-  for (const auto& b : bucketIn) buf += vbytes(b);
-  for (const auto& b : bucketOut) buf += vbytes(b);
-  add(MemKind::kBuffers, MemPlace::kDevice, buf);
-  return r;
-}
-
-MemoryReport ZeroEngine::memory() const { return impl_->memory(); }
 
 }  // namespace ds::zero

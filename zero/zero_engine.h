@@ -29,42 +29,13 @@
 
 #include "core/dtype.h"
 #include "zero/param_table.h"
+#include "zero/zero_options.h"
 
 namespace ds::comm {
 class ProcessGroup;
 }
 
 namespace ds::zero {
-
-struct OffloadOptions {
-  std::string device = "none";  // none | cpu | nvme
-  std::string nvmePath;         // directory for swap files (nvme)
-  bool pinMemory = false;       // mlock the host buffers (best effort)
-  int bufferCount = 4;          // nvme: tiles in flight (>= 3: read k+1, update k, write k-1)
-};
-
-struct ZeroOptions {
-  int stage = 0;                               // 0..3
-  size_t reduceBucketSize = 500000000;         // elements
-  size_t allgatherBucketSize = 500000000;      // elements (stage 1/2 param allgather chunks)
-  bool overlapComm = false;                    // buckets are reduced asynchronously
-  bool reduceScatter = true;                   // false: stage 1/2 buckets are allreduced
-  bool contiguousGradients = true;             // only true: grads are copied into the bucket
-                                               // buffer (stage 2/3); false is a ConfigError
-  size_t prefetchBucketSize = 50000000;        // stage 3: elements prefetched ahead
-  size_t paramPersistenceThreshold = 100000;   // stage 3: params <= this stay gathered
-  size_t maxLiveParameters = 1000000000;       // stage 3: cap on gathered (non-persistent) elems
-  size_t subGroupSize = 1000000000;            // optimizer tile (elements) for offload/nvme
-  OffloadOptions offloadOptimizer, offloadParam;
-  DType compute = DType::kF32;                 // kF32 or kBF16
-};
-
-struct OptimizerOptions {
-  std::string type = "AdamW";  // Adam | AdamW | SGD
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.f, momentum = 0.f;
-  bool adamwMode = true;       // Adam: L2 (false) unless type == "AdamW"; AdamW: decoupled
-  bool biasCorrection = true;
-};
 
 struct StepResult {
   bool skipped = false;  // inf/nan in gradients: no update happened
