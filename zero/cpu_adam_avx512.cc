@@ -13,22 +13,22 @@
 namespace ds::zero::kernels {
 namespace {
 
-constexpr size_t kW = 16;
+constexpr size_t kLanes = 16;
 
-inline void store16v(uint16_t* dst, __m512 x, int kind) {
+inline void store16v(uint16_t* dst, __m512 values, int kind) {
   if (kind == 1) {
-    __m512i u = _mm512_castps_si512(x);
-    __m512i absu = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    __m512i bits = _mm512_castps_si512(values);
+    __m512i absu = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
     __mmask16 nan = _mm512_cmpgt_epi32_mask(absu, _mm512_set1_epi32(0x7f800000));
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    r = _mm512_srli_epi32(r, 16);
-    __m512i nv = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    r = _mm512_mask_blend_epi32(nan, r, nv);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(r));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    rounded = _mm512_srli_epi32(rounded, 16);
+    __m512i nanBits = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+    rounded = _mm512_mask_blend_epi32(nan, rounded, nanBits);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(rounded));
   } else if (kind == 2) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                        _mm512_cvtps_ph(values, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 }
 
@@ -39,58 +39,59 @@ inline void store16v(uint16_t* dst, __m512 x, int kind) {
 #define VFMA _mm512_fmadd_ps
 #define VSQRT _mm512_sqrt_ps
 #define VDIV _mm512_div_ps
-using V = __m512;
+using Vec = __m512;
 
 }  // namespace
 
-void adamAvx512(const AdamCoeffs& c, float* p, const float* g, float* m, float* v, size_t n,
-              uint16_t* out16, int out16Kind) {
-  const V b1 = VSET(c.beta1), b2 = VSET(c.beta2), omb1 = VSET(c.oneMinusBeta1),
-          omb2 = VSET(c.oneMinusBeta2), eps = VSET(c.eps), step = VSET(c.stepSize),
-          bc2 = VSET(c.bc2RsqrtInv), l2 = VSET(c.l2Decay), dec = VSET(c.decoupled),
-          gs = VSET(c.gradScale);
+void adamAvx512(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
+                float* expAvgSq, size_t n, uint16_t* out16, int out16Kind) {
+  const Vec beta1 = VSET(coeffs.beta1), beta2 = VSET(coeffs.beta2),
+            omb1 = VSET(coeffs.oneMinusBeta1), omb2 = VSET(coeffs.oneMinusBeta2),
+            eps = VSET(coeffs.eps), step = VSET(coeffs.stepSize), bc2 = VSET(coeffs.bc2RsqrtInv),
+            l2Decay = VSET(coeffs.l2Decay), dec = VSET(coeffs.decoupled),
+            gradScale = VSET(coeffs.gradScale);
   size_t i = 0;
-  for (; i + kW <= n; i += kW) {
-    V grad = VMUL(VLOAD(g + i), gs);
-    V param = VLOAD(p + i);
-    if (c.l2) grad = VFMA(param, l2, grad);
-    V mom = VFMA(grad, omb1, VMUL(VLOAD(m + i), b1));
-    V var = VFMA(VMUL(grad, grad), omb2, VMUL(VLOAD(v + i), b2));
-    V den = VFMA(VSQRT(var), bc2, eps);
-    V upd = VDIV(mom, den);
-    if (c.decoupledOn) param = VFMA(param, dec, param);
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec grad = VMUL(VLOAD(grads + i), gradScale);
+    Vec param = VLOAD(params + i);
+    if (coeffs.l2Mode) grad = VFMA(param, l2Decay, grad);
+    Vec mom = VFMA(grad, omb1, VMUL(VLOAD(expAvg + i), beta1));
+    Vec var = VFMA(VMUL(grad, grad), omb2, VMUL(VLOAD(expAvgSq + i), beta2));
+    Vec den = VFMA(VSQRT(var), bc2, eps);
+    Vec upd = VDIV(mom, den);
+    if (coeffs.decoupledOn) param = VFMA(param, dec, param);
     param = VFMA(upd, step, param);
-    VSTORE(p + i, param);
-    VSTORE(m + i, mom);
-    VSTORE(v + i, var);
+    VSTORE(params + i, param);
+    VSTORE(expAvg + i, mom);
+    VSTORE(expAvgSq + i, var);
     if (out16Kind) store16v(out16 + i, param, out16Kind);
   }
-  for (; i < n; ++i) adamOne(c, p, g, m, v, i, out16, out16Kind);
+  for (; i < n; ++i) adamOne(coeffs, params, grads, expAvg, expAvgSq, i, out16, out16Kind);
 }
 
-void sgdAvx512(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
+void sgdAvx512(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
              uint16_t* out16, int out16Kind) {
-  const V lr = VSET(c.negLr), mo = VSET(c.momentum), wd = VSET(c.weightDecay),
-          gs = VSET(c.gradScale);
+  const Vec negLr = VSET(coeffs.negLr), momentum = VSET(coeffs.momentum),
+            decay = VSET(coeffs.weightDecay), gradScale = VSET(coeffs.gradScale);
   size_t i = 0;
-  for (; i + kW <= n; i += kW) {
-    V grad = VMUL(VLOAD(g + i), gs);
-    V param = VLOAD(p + i);
-    if (c.decay) grad = VFMA(param, wd, grad);
-    if (c.useMomentum) {
-      grad = VFMA(VLOAD(buf + i), mo, grad);
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec grad = VMUL(VLOAD(grads + i), gradScale);
+    Vec param = VLOAD(params + i);
+    if (coeffs.decay) grad = VFMA(param, decay, grad);
+    if (coeffs.useMomentum) {
+      grad = VFMA(VLOAD(buf + i), momentum, grad);
       VSTORE(buf + i, grad);
     }
-    param = VFMA(grad, lr, param);
-    VSTORE(p + i, param);
+    param = VFMA(grad, negLr, param);
+    VSTORE(params + i, param);
     if (out16Kind) store16v(out16 + i, param, out16Kind);
   }
-  for (; i < n; ++i) sgdOne(c, p, g, buf, i, out16, out16Kind);
+  for (; i < n; ++i) sgdOne(coeffs, params, grads, buf, i, out16, out16Kind);
 }
 
 void to16Avx512(const float* src, uint16_t* dst, size_t n, int kind) {
   size_t i = 0;
-  for (; i + kW <= n; i += kW) store16v(dst + i, VLOAD(src + i), kind);
+  for (; i + kLanes <= n; i += kLanes) store16v(dst + i, VLOAD(src + i), kind);
   for (; i < n; ++i) store16(dst, kind, i, src[i]);
 }
 

@@ -3,14 +3,15 @@
 
 namespace ds::zero::kernels {
 
-void adamScalar(const AdamCoeffs& c, float* p, const float* g, float* m, float* v, size_t n,
-                uint16_t* out16, int out16Kind) {
-  for (size_t i = 0; i < n; ++i) adamOne(c, p, g, m, v, i, out16, out16Kind);
+void adamScalar(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
+                float* expAvgSq, size_t n, uint16_t* out16, int out16Kind) {
+  for (size_t i = 0; i < n; ++i)
+    adamOne(coeffs, params, grads, expAvg, expAvgSq, i, out16, out16Kind);
 }
 
-void sgdScalar(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
+void sgdScalar(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
                uint16_t* out16, int out16Kind) {
-  for (size_t i = 0; i < n; ++i) sgdOne(c, p, g, buf, i, out16, out16Kind);
+  for (size_t i = 0; i < n; ++i) sgdOne(coeffs, params, grads, buf, i, out16, out16Kind);
 }
 
 void to16Scalar(const float* src, uint16_t* dst, size_t n, int kind) {

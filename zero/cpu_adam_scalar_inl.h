@@ -12,59 +12,60 @@
 
 namespace ds::zero::kernels {
 
-static inline uint16_t bf16Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+static inline uint16_t bf16Bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
 }
 
-static inline uint16_t fp16Bits(float f) {
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
+static inline uint16_t fp16Bits(float value) {
+  _Float16 half = static_cast<_Float16>(value);
+  uint16_t bits16;
+  std::memcpy(&bits16, &half, 2);
+  return bits16;
 }
 
-static inline void store16(uint16_t* out16, int kind, size_t i, float x) {
-  if (kind == 1) out16[i] = bf16Bits(x);
-  else if (kind == 2) out16[i] = fp16Bits(x);
+static inline void store16(uint16_t* out16, int kind, size_t index, float value) {
+  if (kind == 1) out16[index] = bf16Bits(value);
+  else if (kind == 2) out16[index] = fp16Bits(value);
 }
 
-static inline void adamOne(const AdamCoeffs& c, float* p, const float* g, float* m, float* v,
-                           size_t i, uint16_t* out16, int kind) {
-  float grad = g[i] * c.gradScale;
-  float param = p[i];
-  if (c.l2) grad = std::fmaf(param, c.l2Decay, grad);
-  float mom = m[i] * c.beta1;
-  mom = std::fmaf(grad, c.oneMinusBeta1, mom);
-  float var = v[i] * c.beta2;
-  float g2 = grad * grad;
-  var = std::fmaf(g2, c.oneMinusBeta2, var);
+static inline void adamOne(const AdamCoeffs& coeffs, float* params, const float* grads,
+                           float* expAvg, float* expAvgSq, size_t index, uint16_t* out16,
+                           int kind) {
+  float grad = grads[index] * coeffs.gradScale;
+  float param = params[index];
+  if (coeffs.l2Mode) grad = std::fmaf(param, coeffs.l2Decay, grad);
+  float mom = expAvg[index] * coeffs.beta1;
+  mom = std::fmaf(grad, coeffs.oneMinusBeta1, mom);
+  float var = expAvgSq[index] * coeffs.beta2;
+  float gradSq = grad * grad;
+  var = std::fmaf(gradSq, coeffs.oneMinusBeta2, var);
   float denom = std::sqrt(var);
-  denom = std::fmaf(denom, c.bc2RsqrtInv, c.eps);
+  denom = std::fmaf(denom, coeffs.bc2RsqrtInv, coeffs.eps);
   float upd = mom / denom;
-  if (c.decoupledOn) param = std::fmaf(param, c.decoupled, param);
-  param = std::fmaf(upd, c.stepSize, param);
-  p[i] = param;
-  m[i] = mom;
-  v[i] = var;
-  store16(out16, kind, i, param);
+  if (coeffs.decoupledOn) param = std::fmaf(param, coeffs.decoupled, param);
+  param = std::fmaf(upd, coeffs.stepSize, param);
+  params[index] = param;
+  expAvg[index] = mom;
+  expAvgSq[index] = var;
+  store16(out16, kind, index, param);
 }
 
-static inline void sgdOne(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t i,
-                          uint16_t* out16, int kind) {
-  float grad = g[i] * c.gradScale;
-  float param = p[i];
-  if (c.decay) grad = std::fmaf(param, c.weightDecay, grad);
-  if (c.useMomentum) {
-    grad = std::fmaf(buf[i], c.momentum, grad);
-    buf[i] = grad;
+static inline void sgdOne(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf,
+                          size_t index, uint16_t* out16, int kind) {
+  float grad = grads[index] * coeffs.gradScale;
+  float param = params[index];
+  if (coeffs.decay) grad = std::fmaf(param, coeffs.weightDecay, grad);
+  if (coeffs.useMomentum) {
+    grad = std::fmaf(buf[index], coeffs.momentum, grad);
+    buf[index] = grad;
   }
-  param = std::fmaf(grad, c.negLr, param);
-  p[i] = param;
-  store16(out16, kind, i, param);
+  param = std::fmaf(grad, coeffs.negLr, param);
+  params[index] = param;
+  store16(out16, kind, index, param);
 }
 
 }  // namespace ds::zero::kernels

@@ -14,9 +14,9 @@ class Tracer {
  public:
   void enable(bool enabled) { enabled_ = enabled; }
   bool enabled() const { return enabled_; }
-  void note(TraceEvent::Kind kind, int64_t id, bool completedBeforeWait = false,
+  void note(TraceEvent::Kind kind, int64_t eventId, bool completedBeforeWait = false,
             bool allreduce = false) {
-    if (enabled_) events_.push_back({kind, id, completedBeforeWait, allreduce});
+    if (enabled_) events_.push_back({kind, eventId, completedBeforeWait, allreduce});
   }
   std::vector<TraceEvent> take() {
     std::vector<TraceEvent> taken;

@@ -69,8 +69,8 @@ const float* FlatPartitionedStage::fillBucket(int slot, size_t begin, size_t end
     const size_t offset = index.offset(param);
     const Shard overlap = intersect({begin, end - begin}, {offset, index.param(param).numel});
     if (overlap.size && transient_.held(param))
-      std::memcpy(buf + (overlap.offset - begin), transient_.data(param) + (overlap.offset - offset),
-                  overlap.size * sizeof(float));
+      std::memcpy(buf + (overlap.offset - begin),
+                  transient_.data(param) + (overlap.offset - offset), overlap.size * sizeof(float));
     if (offset >= begin) transient_.release(param);  // fully emitted
   }
   return buf;

@@ -12,7 +12,8 @@ namespace ds::zero {
 namespace {
 
 void validateParam(const ParamInfo& info, int numBlocks) {
-  if (info.numel == 0) throw ConfigError("ZeroEngine: parameter '" + info.name + "' has 0 elements");
+  if (info.numel == 0)
+    throw ConfigError("ZeroEngine: parameter '" + info.name + "' has 0 elements");
   if (!info.shape.empty()) {
     int64_t product = 1;
     for (auto dim : info.shape) product *= dim;

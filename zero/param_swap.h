@@ -47,7 +47,7 @@ class ParamSwap {
     AlignedBuffer buf;
     uint64_t ticket;
   };
-  void recycle(AlignedBuffer b);
+  void recycle(AlignedBuffer buffer);
 
   size_t bytes_;
   std::unique_ptr<AsyncFile> file_;

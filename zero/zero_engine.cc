@@ -64,7 +64,7 @@ struct ZeroEngine::Impl {
 
   void writeMasterFrom(const float* fullFlat);
   void loadModelFromMaster();
-  void update(StepResult& result, const GradCheck& check, float lr, float lossScale,
+  void update(StepResult& result, const GradCheck& check, float learningRate, float lossScale,
               float clipNorm);
 
   ZeroOptions options;
@@ -94,13 +94,13 @@ void ZeroEngine::Impl::loadModelFromMaster() {
   stage->refreshModelParams();
 }
 
-void ZeroEngine::Impl::update(StepResult& result, const GradCheck& check, float lr,
+void ZeroEngine::Impl::update(StepResult& result, const GradCheck& check, float learningRate,
                               float lossScale, float clipNorm) {
   const float multiplier = gradientMultiplier(check, clipNorm, comm.world(), lossScale);
   auto start = std::chrono::steady_clock::now();
   ++steps;
   ModelParamSink sink = stage->modelSink(optimizer->masterOwned());
-  optimizer->update(stage->localGrads(), stage->optimizerCount(), multiplier, lr, steps,
+  optimizer->update(stage->localGrads(), stage->optimizerCount(), multiplier, learningRate, steps,
                     sink.out16, sink.afterTile);
   result.optimMs = msSince(start);
   start = std::chrono::steady_clock::now();
@@ -168,7 +168,7 @@ void ZeroEngine::afterBackward(int block) {
 
 void ZeroEngine::beginStep(bool lastMicroStep) { impl_->stage->beginMicroStep(lastMicroStep); }
 
-StepResult ZeroEngine::step(float lr, float lossScale, float clipNorm) {
+StepResult ZeroEngine::step(float learningRate, float lossScale, float clipNorm) {
   Impl& engine = *impl_;
   StepResult result;
   const auto start = std::chrono::steady_clock::now();
@@ -179,7 +179,7 @@ StepResult ZeroEngine::step(float lr, float lossScale, float clipNorm) {
                      engine.stage->gradsReplicated(), engine.comm, lossScale);
   result.commMs = msSince(start);
   result.gradNorm = check.norm;
-  if (check.finite()) engine.update(result, check, lr, lossScale, clipNorm);
+  if (check.finite()) engine.update(result, check, learningRate, lossScale, clipNorm);
   else result.skipped = true;
   engine.stage->zeroGrads();
   return result;
@@ -196,7 +196,7 @@ MemoryReport ZeroEngine::memory() const {
   return report;
 }
 
-void ZeroEngine::enableTrace(bool on) { impl_->tracer.enable(on); }
+void ZeroEngine::enableTrace(bool enabled) { impl_->tracer.enable(enabled); }
 std::vector<TraceEvent> ZeroEngine::takeTrace() { return impl_->tracer.take(); }
 
 PipelineState ZeroEngine::pipeline() const {

@@ -51,7 +51,7 @@ enum class MemPlace { kDevice = 0, kHost = 1, kNvme = 2 };
 // buffers' capacity). On a CPU-only machine "device" is host memory not offloaded.
 struct MemoryReport {
   size_t bytes[4][3] = {};
-  size_t at(MemKind k, MemPlace p) const { return bytes[int(k)][int(p)]; }
+  size_t at(MemKind kind, MemPlace place) const { return bytes[int(kind)][int(place)]; }
   size_t total() const;
   std::string toString() const;  // a small table, one line per kind
   std::string toJson() const;    // {"params":{"device":..,"host":..,"nvme":..},...}
@@ -113,15 +113,15 @@ class ZeroEngine : public BlockHooks {
   void afterBackward(int block) override;
 
   void beginStep(bool lastMicroStep);
-  StepResult step(float lr, float lossScale, float clipNorm);
+  StepResult step(float learningRate, float lossScale, float clipNorm);
 
   MemoryReport memory() const;
 
-  void enableTrace(bool on);
+  void enableTrace(bool enabled);
   std::vector<TraceEvent> takeTrace();  // the events since the last take, in order
   PipelineState pipeline() const;
   // Whether stage-3 parameter p's allgather has been issued (in flight or gathered).
-  bool gatherIssued(size_t p) const;
+  bool gatherIssued(size_t param) const;
 
   // Checkpoints. optimizerShard(): this rank's partition of every optimizer state as ranges of
   // the full flat space (names: "fp32", "exp_avg", "exp_avg_sq" for Adam/AdamW; "fp32",

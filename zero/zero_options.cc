@@ -12,14 +12,16 @@ namespace {
 void validateOffload(const ZeroOptions& options) {
   const std::string& paramDevice = options.offloadParam.device;
   if (paramDevice != "none" && options.stage != 3)
-    throw ConfigError(fmt::format(
-        "zero_optimization.offload_param.device '{}': parameter offload needs stage 3 (stage is {})",
-        paramDevice, options.stage));
+    throw ConfigError(
+        fmt::format("zero_optimization.offload_param.device '{}': parameter offload needs stage 3 "
+                    "(stage is {})",
+                    paramDevice, options.stage));
   if (paramDevice != "none" && paramDevice != "cpu" && paramDevice != "nvme")
     throw ConfigError("zero_optimization.offload_param.device '" + paramDevice +
                       "': expected none, cpu or nvme");
   if (options.offloadOptimizer.enabled() && options.stage == 0)
-    throw ConfigError("zero_optimization.offload_optimizer: needs ZeRO stage 1, 2 or 3 (stage is 0)");
+    throw ConfigError(
+        "zero_optimization.offload_optimizer: needs ZeRO stage 1, 2 or 3 (stage is 0)");
 }
 
 }  // namespace
