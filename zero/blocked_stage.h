@@ -1,9 +1,8 @@
-// BlockedStage: ZeRO stage 3 over the Stage3Layout: every parameter is split on its own into
-// world chunks and rank r keeps chunk r of each (in a ParamStore: memory, or nvme for
-// offload_param nvme); a block's parameters are gathered before it runs and released after
-// (ParamGatherer); per-parameter gradients are reduce-scattered in buckets of
-// reduce_bucket_size as blocks finish backward, every micro-step, into the gradient partition.
-// Not stages 0-2. Invariant: local index localOffset(p) + i holds element r*chunk(p) + i of p.
+// BlockedStage: ZeRO stage 3: each param is split on its own into world chunks, rank r keeps chunk
+// r of each (ParamStore); a block's params are gathered before it runs and released after
+// (ParamGatherer); per-param grads are reduce-scattered in reduce_bucket_size buckets as blocks
+// finish backward, every micro-step. Not stages 0-2. Invariant: local index localOffset(p) + i
+// holds element r*chunk(p) + i of p.
 #pragma once
 
 #include <memory>

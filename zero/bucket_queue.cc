@@ -35,8 +35,8 @@ int BucketQueue::acquire() {
 
 void BucketQueue::issue(comm::WorkPtr work, std::function<void()> finish, int slot,
                         bool allreduce) {
-  tracer_.note(TraceEvent::Kind::kBucketIssued, nextId_, false, allreduce);
-  pending_.push_back({std::move(work), std::move(finish), slot, nextId_++});
+  tracer_.note(TraceEvent::Kind::kBucketIssued, nextNumber_, false, allreduce);
+  pending_.push_back({std::move(work), std::move(finish), slot, nextNumber_++});
   if (!overlap_) drainAll();
 }
 
@@ -44,7 +44,7 @@ void BucketQueue::drainOne() {
   DS_CHECK(!pending_.empty());
   Pending bucket = std::move(pending_.front());
   pending_.pop_front();
-  tracer_.note(TraceEvent::Kind::kBucketWaited, bucket.id,
+  tracer_.note(TraceEvent::Kind::kBucketWaited, bucket.number,
                !bucket.work || bucket.work->isCompleted());
   waitWork(bucket.work);
   if (bucket.finish) bucket.finish();

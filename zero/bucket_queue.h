@@ -41,11 +41,11 @@ class BucketQueue {
     comm::WorkPtr work;
     std::function<void()> finish;
     int slot;
-    int64_t id;
+    int64_t number;
   };
   Tracer& tracer_;
   bool overlap_;
-  int64_t nextId_ = 0;
+  int64_t nextNumber_ = 0;  // buckets are numbered per engine from 0
   std::deque<Pending> pending_;
   std::vector<std::vector<float>> input_, output_;
   std::vector<char> busy_;

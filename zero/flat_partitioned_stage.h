@@ -1,10 +1,8 @@
-// FlatPartitionedStage: ZeRO stages 1 and 2 over the FlatLayout: rank r owns the r-th equal
-// slice of the padded flat space for the optimizer. Stage 1 keeps full gradients and reduces
-// them on the last micro-step; stage 2 keeps only the gradient partition and reduces the
-// per-parameter gradients in buckets as blocks finish backward, every micro-step. Buckets are
-// reduce-scattered (or, with reduce_scatter=false, allreduced keeping this rank's slice); after
-// the optimizer the parameters are allgathered in place or in allgather_bucket_size chunks.
-// Not stage 0 or 3. Invariant: the local partition is [partStart_, partStart_ + localSize()).
+// FlatPartitionedStage: ZeRO stages 1 and 2 (rank r owns the r-th slice of the padded flat space):
+// stage 1 keeps full grads reduced on the last micro-step, stage 2 only the gradient partition,
+// reduced per bucket every micro-step; buckets are reduce-scattered (or allreduced with
+// reduce_scatter=false) and params allgathered after the optimizer. Not stage 0 or 3.
+// Invariant: the local partition is [partStart_, partStart_ + localSize()) of the padded space.
 #pragma once
 
 #include <vector>

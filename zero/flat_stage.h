@@ -1,9 +1,8 @@
-// FlatStage: what stages 0, 1 and 2 share: the full flat copy of the model parameters (fp32 or
-// 16-bit, padded to the FlatLayout) and the reduction frontier, which walks down the flat space
-// as blocks finish backward and hands full buckets [begin, end) to the stage's emitBucket().
-// Not a stage by itself (ReplicatedStage, FlatPartitionedStage). Invariant: buckets are emitted
-// from the top of the padded space down, each range exactly once per reduction; [low_, high_)
-// is complete and not yet emitted.
+// FlatStage: what stages 0-2 share: the full flat model params (fp32 or 16-bit, padded to the
+// FlatLayout) and the reduction frontier, which walks down the flat space as blocks finish
+// backward and hands full buckets [begin, end) to emitBucket(). Not a stage by itself.
+// Invariant: buckets go out from the top of the padded space down, each range once per
+// reduction; [low_, high_) is complete and not yet emitted.
 #pragma once
 
 #include <cstdint>

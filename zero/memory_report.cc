@@ -1,9 +1,5 @@
-// Memory accounting: MemoryReport formatting and what one rank's engine holds per kind x place.
-// Counted: model params (full flat copy for stages 0-2, partition + persistent copies for 3),
-// gradients (full for 0/1, partition for 2/3), optimizer states (master only when it is not the
-// model's own fp32 array), buffers (bucket slots, the chunked allgather's staging when
-// allgather_bucket_size is smaller than a partition, nvme tiles and the peaks of
-// the transient per-parameter gradients and stage-3 gathered params).
+// MemoryReport formatting (table and JSON). What is counted lives with the owners: each stage's
+// addMemory(), the bucket slots and the optimizer partition (see ZeroEngine::memory()).
 #include <fmt/format.h>
 
 #include "zero/zero_engine.h"

@@ -1,9 +1,8 @@
-// ParamGatherer: stage 3's gathered parameters: allgathers a parameter's chunks from every
-// rank into a full copy before a block uses it, prefetches the next block's within
-// stage3_prefetch_bucket_size and stage3_max_live_parameters, starts nvme read-aheads, and
-// releases copies after use (persistent ones, <= stage3_param_persistence_threshold elements,
-// stay). Not the gradient path. Invariant: table.value/value16[p] is non-null exactly while p's
-// gathered copy is complete and held; a parameter is gathering, gathered or released.
+// ParamGatherer: stage 3's gathered parameters: allgathers a block's params before use, prefetches
+// the next block's (stage3_prefetch_bucket_size, stage3_max_live_parameters), starts nvme
+// read-aheads and releases copies after use; params <= stage3_param_persistence_threshold stay.
+// Not the gradient path. Invariant: table.value/value16[p] is non-null exactly while p's
+// gathered copy is complete and held.
 #pragma once
 
 #include <cstddef>

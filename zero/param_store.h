@@ -1,9 +1,8 @@
-// ParamStore: where stage 3 keeps this rank's parameter partition (localSize elements of the
-// model dtype): in memory (offload_param none or cpu) or in an nvme swap file (offload_param
-// nvme, with read-ahead). The offload variants of stage 3 differ only here. Not the gathered
-// full parameters (ParamGatherer) and not the optimizer's master copy. Invariant: offsets and
-// counts are in elements of the local partition; values come in as fp32 and are stored in the
-// model dtype.
+// ParamStore: where stage 3 keeps this rank's parameter partition: in memory (offload_param none
+// or cpu) or in an nvme swap file with read-ahead (offload_param nvme); stage 3's offload
+// variants differ only here. Not the gathered copies (ParamGatherer) nor the optimizer master.
+// Invariant: offsets/counts are elements of the local partition; values arrive as fp32 and are
+// stored in the model dtype.
 #pragma once
 
 #include <cstddef>

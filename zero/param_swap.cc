@@ -92,7 +92,7 @@ bool ParamSwap::take(uint64_t key, size_t offset, size_t n, void* dst) {
   Ahead entry = std::move(found->second);
   ahead_.erase(found);
   file_->wait(entry.ticket);
-  const bool match = entry.offset == offset && entry.n == n;
+  const bool match = entry.offset == offset && entry.size == n;
   if (match) std::memcpy(dst, static_cast<char*>(entry.buf.data()) + (offset - entry.base), n);
   recycle(std::move(entry.buf));
   return match;

@@ -43,7 +43,7 @@ class ParamSwap {
 
  private:
   struct Ahead {
-    size_t offset, n, base;  // requested range; base = aligned start of the staging
+    size_t offset, size, base;  // requested range; base = aligned start of the staging
     AlignedBuffer buf;
     uint64_t ticket;
   };

@@ -1,10 +1,8 @@
-// Stage: the interface ZeroEngine drives, one implementation per ZeRO strategy:
-// ReplicatedStage (stage 0), FlatPartitionedStage (stages 1 and 2) and BlockedStage (stage 3,
-// with its parameter partition in memory or on nvme). A stage owns the model's parameter and
-// gradient buffers of its layout and decides what goes into each gradient bucket; it is not the
-// optimizer, the step arithmetic (grad_check) or the bucket machinery (BucketQueue). Invariant:
-// the optimizer's local index space [0, localSize()) maps onto the flat parameter space through
-// ranges() (padding excluded), the same on every call. Not thread-safe.
+// Stage: the interface ZeroEngine drives, one implementation per ZeRO strategy: ReplicatedStage
+// (0), FlatPartitionedStage (1, 2), BlockedStage (3). A stage owns the model's parameter and
+// gradient buffers and fills the gradient buckets; not the optimizer, the step arithmetic
+// (grad_check) or the bucket machinery (BucketQueue). Invariant: ranges() maps the optimizer's
+// local index space [0, localSize()) onto the flat space (no padding), fixed for its lifetime.
 #pragma once
 
 #include <cstddef>

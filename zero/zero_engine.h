@@ -1,6 +1,6 @@
-// ZeroEngine: owns the parameters, gradients and optimizer states of one data-parallel rank and
-// implements ZeRO stages 0-3 (+ cpu/nvme offload) behind the BlockHooks the model calls. It is not
-// the training loop (runtime/engine drives it) and not the collective layer (comm::ProcessGroup).
+// ZeroEngine: the facade over one data-parallel rank's parameters, gradients and optimizer states:
+// ZeRO stages 0-3 (+ cpu/nvme offload), one Stage each (zero/stage.h), behind the BlockHooks the
+// model calls. Not the training loop (runtime/engine) nor the collective layer (comm).
 // Invariants: every rank constructs it with the same params/options and calls the same sequence
 // of hooks/steps; gradients are averaged (sum / world) over the group before the optimizer runs.
 //
