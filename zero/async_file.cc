@@ -32,31 +32,31 @@ namespace ds::zero {
 AlignedBuffer::AlignedBuffer(size_t bytes, bool pin) : bytes_(bytes) {
   if (bytes == 0) return;
   size_t rounded = (bytes + kIoAlign - 1) / kIoAlign * kIoAlign;
-  if (posix_memalign(&p_, kIoAlign, rounded) != 0)
+  if (posix_memalign(&data_, kIoAlign, rounded) != 0)
     throw SystemError("posix_memalign of " + std::to_string(rounded) + " bytes", ENOMEM);
-  std::memset(p_, 0, rounded);
+  std::memset(data_, 0, rounded);
   if (pin) {
-    locked_ = mlock(p_, rounded) == 0;
+    locked_ = mlock(data_, rounded) == 0;
     if (!locked_) DS_LOG_DEBUG("zero", "pin_memory: mlock({} bytes) refused; unpinned", rounded);
   }
 }
 
 AlignedBuffer::~AlignedBuffer() {
-  if (locked_) munlock(p_, bytes_);
-  std::free(p_);
+  if (locked_) munlock(data_, bytes_);
+  std::free(data_);
 }
 
-AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept
-    : p_(o.p_), bytes_(o.bytes_), locked_(o.locked_) {
-  o.p_ = nullptr;
-  o.bytes_ = 0;
-  o.locked_ = false;
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : data_(other.data_), bytes_(other.bytes_), locked_(other.locked_) {
+  other.data_ = nullptr;
+  other.bytes_ = 0;
+  other.locked_ = false;
 }
 
-AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
-  if (this != &o) {
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
+  if (this != &other) {
     this->~AlignedBuffer();
-    new (this) AlignedBuffer(std::move(o));
+    new (this) AlignedBuffer(std::move(other));
   }
   return *this;
 }
@@ -64,7 +64,7 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
 struct AsyncFile::Impl {
   std::string path;
   size_t bytes = 0;
-  int fd = -1;
+  int descriptor = -1;
   bool direct = false;
   bool uring = false;
   size_t maxReq = kMaxIoRequest;
@@ -72,7 +72,7 @@ struct AsyncFile::Impl {
   std::atomic<uint64_t> requests{0};
 
   // One read or write request of at most maxReq bytes, part of ticket t.
-  struct Piece { uint64_t t; bool write; char* buf; size_t n; size_t off; };
+  struct Piece { uint64_t ticket; bool write; char* buf; size_t size; size_t offset; };
   // A ticket until waited for: bytes wanted and moved, the first error (-errno), and how many of
   // its pieces are queued or in flight.
   struct Req { size_t want = 0, got = 0; int err = 0; size_t open = 0; bool shortEof = false; };
@@ -87,74 +87,76 @@ struct AsyncFile::Impl {
 #endif
   // Fallback: one worker thread running the queued tickets in order, piece by piece.
   std::thread worker;
-  std::mutex mu;
-  std::condition_variable cv;
-  struct Op { uint64_t t; bool write; char* buf; size_t n; size_t off; };
+  std::mutex mutex;
+  std::condition_variable wakeup;
+  struct Op { uint64_t ticket; bool write; char* buf; size_t size; size_t offset; };
   std::deque<Op> queue;
   std::map<uint64_t, Req> finished;  // guarded by mu
   bool stop = false;
 
   // Fallback: the whole op, at most maxReq bytes per call, retrying short counts; stops at the
   // first error or at end of file (a read returning 0).
-  Req runSync(const Op& op) {
-    Req r;
-    r.want = op.n;
-    while (r.got < op.n) {
-      const size_t n = std::min(op.n - r.got, maxReq);
+  Req runSync(const Op& task) {
+    Req result;
+    result.want = task.size;
+    while (result.got < task.size) {
+      const size_t n = std::min(task.size - result.got, maxReq);
       requests.fetch_add(1, std::memory_order_relaxed);
-      ssize_t k = op.write ? ::pwrite(fd, op.buf + r.got, n, off_t(op.off + r.got))
-                           : ::pread(fd, op.buf + r.got, n, off_t(op.off + r.got));
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0) {
-        r.err = -errno;
+      ssize_t moved =
+          task.write
+              ? ::pwrite(descriptor, task.buf + result.got, n, off_t(task.offset + result.got))
+              : ::pread(descriptor, task.buf + result.got, n, off_t(task.offset + result.got));
+      if (moved < 0 && errno == EINTR) continue;
+      if (moved < 0) {
+        result.err = -errno;
         break;
       }
-      if (k == 0) {
-        r.shortEof = true;
+      if (moved == 0) {
+        result.shortEof = true;
         break;
       }
-      r.got += size_t(k);
+      result.got += size_t(moved);
     }
-    return r;
+    return result;
   }
 
   void workerLoop() {
-    std::unique_lock<std::mutex> lk(mu);
+    std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      cv.wait(lk, [&] { return stop || !queue.empty(); });
+      wakeup.wait(lock, [&] { return stop || !queue.empty(); });
       if (queue.empty()) return;
-      Op op = queue.front();
+      Op task = queue.front();
       queue.pop_front();
-      lk.unlock();
-      Req r = runSync(op);
-      lk.lock();
-      finished[op.t] = r;
-      cv.notify_all();
+      lock.unlock();
+      Req result = runSync(task);
+      lock.lock();
+      finished[task.ticket] = result;
+      wakeup.notify_all();
     }
   }
 
   uint64_t submit(bool write, void* buf, size_t n, size_t off) {
     DS_CHECK(off + n <= bytes, "{}: I/O [{}, {}) past the file end {}", path, off, off + n, bytes);
-    uint64_t t = next++;
-    Req& r = reqs[t];
-    r.want = n;
-    char* p = static_cast<char*>(buf);
-    if (n == 0) return t;  // nothing to move: complete at once
+    uint64_t ticket = next++;
+    Req& req = reqs[ticket];
+    req.want = n;
+    char* bytesAt = static_cast<char*>(buf);
+    if (n == 0) return ticket;  // nothing to move: complete at once
 #ifdef DS_HAVE_URING
     if (uring) {
-      for (size_t d = 0; d < n; d += maxReq) {
-        queued.push_back({t, write, p + d, std::min(n - d, maxReq), off + d});
-        ++r.open;
+      for (size_t done = 0; done < n; done += maxReq) {
+        queued.push_back({ticket, write, bytesAt + done, std::min(n - done, maxReq), off + done});
+        ++req.open;
       }
       pump();
-      return t;
+      return ticket;
     }
 #endif
-    r.open = 1;
-    std::lock_guard<std::mutex> lk(mu);
-    queue.push_back({t, write, p, n, off});
-    cv.notify_all();
-    return t;
+    req.open = 1;
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.push_back({ticket, write, bytesAt, n, off});
+    wakeup.notify_all();
+    return ticket;
   }
 
 #ifdef DS_HAVE_URING
@@ -167,46 +169,48 @@ struct AsyncFile::Impl {
       }
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);
       if (!sqe) {  // submission queue full: hand what is there to the kernel
-        int r = io_uring_submit(&ring);
-        if (r < 0) throw SystemError("io_uring_submit on " + path, -r);
+        int status = io_uring_submit(&ring);
+        if (status < 0) throw SystemError("io_uring_submit on " + path, -status);
         continue;
       }
-      Piece pc = queued.front();
+      Piece piece = queued.front();
       queued.pop_front();
-      if (pc.write) io_uring_prep_write(sqe, fd, pc.buf, unsigned(pc.n), pc.off);
-      else io_uring_prep_read(sqe, fd, pc.buf, unsigned(pc.n), pc.off);
-      const uint64_t id = nextPiece++;
-      io_uring_sqe_set_data64(sqe, id);
-      inflight.emplace(id, pc);
+      if (piece.write)
+        io_uring_prep_write(sqe, descriptor, piece.buf, unsigned(piece.size), piece.offset);
+      else io_uring_prep_read(sqe, descriptor, piece.buf, unsigned(piece.size), piece.offset);
+      const uint64_t pieceId = nextPiece++;
+      io_uring_sqe_set_data64(sqe, pieceId);
+      inflight.emplace(pieceId, piece);
       requests.fetch_add(1, std::memory_order_relaxed);
-      int r = io_uring_submit(&ring);
-      if (r < 0) throw SystemError("io_uring_submit on " + path, -r);
+      int status = io_uring_submit(&ring);
+      if (status < 0) throw SystemError("io_uring_submit on " + path, -status);
     }
   }
 
   // A piece finished with `res` (bytes or -errno): a short count queues the rest as a new piece.
-  void onComplete(uint64_t id, int res) {
-    auto it = inflight.find(id);
-    if (it == inflight.end()) return;
-    Piece pc = it->second;
-    inflight.erase(it);
-    Req& r = reqs[pc.t];
+  void onComplete(uint64_t pieceId, int res) {
+    auto found = inflight.find(pieceId);
+    if (found == inflight.end()) return;
+    Piece piece = found->second;
+    inflight.erase(found);
+    Req& req = reqs[piece.ticket];
     if (res < 0) {
       if (res == -EINTR || res == -EAGAIN) {
-        queued.push_front(pc);
+        queued.push_front(piece);
         return;
       }
-      if (!r.err) r.err = res;
-    } else if (res == 0 && pc.n > 0) {
-      r.shortEof = true;
+      if (!req.err) req.err = res;
+    } else if (res == 0 && piece.size > 0) {
+      req.shortEof = true;
     } else {
-      r.got += size_t(res);
-      if (size_t(res) < pc.n && !r.err && !r.shortEof) {
-        queued.push_front({pc.t, pc.write, pc.buf + res, pc.n - size_t(res), pc.off + size_t(res)});
+      req.got += size_t(res);
+      if (size_t(res) < piece.size && !req.err && !req.shortEof) {
+        queued.push_front({piece.ticket, piece.write, piece.buf + res, piece.size - size_t(res),
+                           piece.offset + size_t(res)});
         return;  // the piece stays open
       }
     }
-    --r.open;
+    --req.open;
   }
 
   // Waits (bounded: defaultTimeout) for one completion, or only peeks when !block; false when
@@ -216,107 +220,123 @@ struct AsyncFile::Impl {
     if (!block) {
       if (io_uring_peek_cqe(&ring, &cqe) != 0 || !cqe) return false;
     } else {
-      __kernel_timespec ts{};
-      ts.tv_sec = defaultTimeout().count() / 1000;
-      ts.tv_nsec = (defaultTimeout().count() % 1000) * 1000000;
-      int r = io_uring_wait_cqe_timeout(&ring, &cqe, &ts);
-      if (r == -ETIME)
+      __kernel_timespec timeout{};
+      timeout.tv_sec = defaultTimeout().count() / 1000;
+      timeout.tv_nsec = (defaultTimeout().count() % 1000) * 1000000;
+      int status = io_uring_wait_cqe_timeout(&ring, &cqe, &timeout);
+      if (status == -ETIME)
         throw TimeoutError(fmt::format("nvme swap: no I/O completion on {} within {} ms", path,
                                        defaultTimeout().count()));
-      if (r < 0) throw SystemError("io_uring_wait_cqe on " + path, -r);
+      if (status < 0) throw SystemError("io_uring_wait_cqe on " + path, -status);
     }
-    const uint64_t id = io_uring_cqe_get_data64(cqe);
+    const uint64_t pieceId = io_uring_cqe_get_data64(cqe);
     const int res = cqe->res;
     io_uring_cqe_seen(&ring, cqe);
-    onComplete(id, res);
+    onComplete(pieceId, res);
     return true;
   }
 #endif
 
-  bool completed(uint64_t t) {
-    auto it = reqs.find(t);
-    if (it == reqs.end()) return true;
+  bool completed(uint64_t ticket) {
+    auto found = reqs.find(ticket);
+    if (found == reqs.end()) return true;
 #ifdef DS_HAVE_URING
     if (uring) {
-      while (it->second.open > 0 && reapOne(false)) {
+      while (found->second.open > 0 && reapOne(false)) {
       }
       pump();  // resubmissions of short completions
-      return it->second.open == 0;
+      return found->second.open == 0;
     }
 #endif
-    std::lock_guard<std::mutex> lk(mu);
-    return finished.count(t) > 0;
+    std::lock_guard<std::mutex> lock(mutex);
+    return finished.count(ticket) > 0;
   }
 
-  void wait(uint64_t t) {
-    auto it = reqs.find(t);
-    if (it == reqs.end()) return;
-    Req r;
+  void wait(uint64_t ticket) {
+    auto found = reqs.find(ticket);
+    if (found == reqs.end()) return;
+    Req req;
 #ifdef DS_HAVE_URING
     if (uring) {
-      while (it->second.open > 0) {
+      while (found->second.open > 0) {
         pump();
-        if (it->second.open > 0) reapOne(true);
+        if (found->second.open > 0) reapOne(true);
       }
-      r = it->second;
+      req = found->second;
     } else
 #endif
-    if (it->second.open == 0) {
-      r = it->second;  // an empty I/O
+    if (found->second.open == 0) {
+      req = found->second;  // an empty I/O
     } else {
-      std::unique_lock<std::mutex> lk(mu);
-      if (!cv.wait_for(lk, defaultTimeout(), [&] { return finished.count(t) > 0; }))
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!wakeup.wait_for(lock, defaultTimeout(), [&] { return finished.count(ticket) > 0; }))
         throw TimeoutError(fmt::format("nvme swap: I/O on {} not done within {} ms", path,
                                        defaultTimeout().count()));
-      r = finished[t];
-      finished.erase(t);
+      req = finished[ticket];
+      finished.erase(ticket);
     }
-    reqs.erase(it);
-    if (r.err < 0) throw SystemError("nvme swap I/O on " + path, -r.err);
-    if (r.got != r.want)
-      throw SystemError(fmt::format("nvme swap: short I/O on {} ({} of {} bytes{})", path, r.got,
-                                    r.want, r.shortEof ? ", end of file" : ""),
+    reqs.erase(found);
+    if (req.err < 0) throw SystemError("nvme swap I/O on " + path, -req.err);
+    if (req.got != req.want)
+      throw SystemError(fmt::format("nvme swap: short I/O on {} ({} of {} bytes{})", path, req.got,
+                                    req.want, req.shortEof ? ", end of file" : ""),
                         EIO);
   }
 };
 
 AsyncFile::AsyncFile(const std::string& path, size_t bytes) : AsyncFile(path, bytes, Options{}) {}
 
+namespace {
+
+// Opens (creates, truncates) the swap file with O_DIRECT where the filesystem allows it;
+// *direct tells which.
+int openSwapFile(const std::string& path, bool* direct) {
+  int descriptor = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+  *direct = descriptor >= 0;
+  if (descriptor < 0 && errno == EINVAL) {
+    DS_LOG_INFO("zero", "nvme swap: {} does not allow O_DIRECT; using buffered I/O", path);
+    descriptor = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  }
+  if (descriptor < 0) throw SystemError("open swap file " + path, errno);
+  return descriptor;
+}
+
+}  // namespace
+
 AsyncFile::AsyncFile(const std::string& path, size_t bytes, Options opts)
     : impl_(std::make_unique<Impl>()) {
   DS_CHECK(bytes % kIoAlign == 0, "swap file size {} not a multiple of {}", bytes, kIoAlign);
   impl_->path = path;
   impl_->bytes = bytes;
-  impl_->maxReq = std::max(kIoAlign, std::min(opts.maxRequestBytes, kMaxIoRequest) / kIoAlign * kIoAlign);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
-  if (fd >= 0) {
-    impl_->direct = true;
-  } else if (errno == EINVAL) {
-    DS_LOG_INFO("zero", "nvme swap: {} does not allow O_DIRECT; using buffered I/O", path);
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  }
-  if (fd < 0) throw SystemError("open swap file " + path, errno);
-  impl_->fd = fd;
+  impl_->maxReq =
+      std::max(kIoAlign, std::min(opts.maxRequestBytes, kMaxIoRequest) / kIoAlign * kIoAlign);
+  const int descriptor = openSwapFile(path, &impl_->direct);
+  impl_->descriptor = descriptor;
   ::unlink(path.c_str());  // anonymous once open: nothing left behind on a crash
-  if (::ftruncate(fd, off_t(bytes)) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw SystemError("ftruncate swap file " + path, e);
+  if (::ftruncate(descriptor, off_t(bytes)) != 0) {
+    const int savedErrno = errno;
+    ::close(descriptor);
+    throw SystemError("ftruncate swap file " + path, savedErrno);
   }
-  const bool allow = opts.allowUring && !knobBoolOrDefault(knobs::kZeroNoUring);
+  startIo(opts.allowUring && !knobBoolOrDefault(knobs::kZeroNoUring));
+}
+
+// io_uring when allowed and available, else the pread/pwrite worker thread.
+void AsyncFile::startIo(bool allowUring) {
 #ifdef DS_HAVE_URING
-  if (allow) {
-    int r = io_uring_queue_init(Impl::kDepth, &impl_->ring, 0);
-    if (r == 0) {
+  if (allowUring) {
+    const int status = io_uring_queue_init(Impl::kDepth, &impl_->ring, 0);
+    if (status == 0) {
       impl_->uring = true;
     } else {
       DS_LOG_INFO("zero", "nvme swap: io_uring unavailable ({}); using a pread/pwrite thread",
-                  std::strerror(-r));
+                  std::strerror(-status));
     }
   }
 #endif
-  if (!allow) DS_LOG_DEBUG("zero", "nvme swap: io_uring disabled; using a pread/pwrite thread");
-  if (!impl_->uring) impl_->worker = std::thread([p = impl_.get()] { p->workerLoop(); });
+  if (!allowUring)
+    DS_LOG_DEBUG("zero", "nvme swap: io_uring disabled; using a pread/pwrite thread");
+  if (!impl_->uring) impl_->worker = std::thread([self = impl_.get()] { self->workerLoop(); });
 }
 
 AsyncFile::~AsyncFile() {
@@ -327,16 +347,16 @@ AsyncFile::~AsyncFile() {
   }
   if (impl_->worker.joinable()) {
     {
-      std::lock_guard<std::mutex> lk(impl_->mu);
+      std::lock_guard<std::mutex> lock(impl_->mutex);
       impl_->stop = true;
     }
-    impl_->cv.notify_all();
+    impl_->wakeup.notify_all();
     impl_->worker.join();
   }
 #ifdef DS_HAVE_URING
   if (impl_->uring) io_uring_queue_exit(&impl_->ring);
 #endif
-  ::close(impl_->fd);
+  ::close(impl_->descriptor);
 }
 
 uint64_t AsyncFile::readAsync(void* buf, size_t bytes, size_t offset) {
@@ -350,12 +370,12 @@ void AsyncFile::waitAll() {
   // every ticket is waited for even when one fails (their buffers must not be freed mid-I/O)
   std::exception_ptr first;
   while (!impl_->reqs.empty()) {
-    const uint64_t t = impl_->reqs.begin()->first;
+    const uint64_t ticket = impl_->reqs.begin()->first;
     try {
-      impl_->wait(t);
+      impl_->wait(ticket);
     } catch (...) {
       if (!first) first = std::current_exception();
-      if (impl_->reqs.count(t)) break;  // still in flight (a timeout): nothing more to reap
+      if (impl_->reqs.count(ticket)) break;  // still in flight (a timeout): nothing more to reap
     }
   }
   if (first) std::rethrow_exception(first);
@@ -371,7 +391,7 @@ bool AsyncFile::uringBuilt() {
 #endif
 }
 uint64_t AsyncFile::requestsIssued() const { return impl_->requests.load(); }
-int AsyncFile::fd() const { return impl_->fd; }
+int AsyncFile::fd() const { return impl_->descriptor; }
 const std::string& AsyncFile::path() const { return impl_->path; }
 size_t AsyncFile::bytes() const { return impl_->bytes; }
 

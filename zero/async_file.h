@@ -25,13 +25,13 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t bytes, bool pin = false);
   ~AlignedBuffer();
-  AlignedBuffer(AlignedBuffer&& o) noexcept;
-  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
-  void* data() const { return p_; }
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
  private:
-  void* p_ = nullptr;
+  void* data_ = nullptr;
   size_t bytes_ = 0;
   bool locked_ = false;
 };
@@ -74,6 +74,7 @@ class AsyncFile {
   struct Impl;
 
  private:
+  void startIo(bool allowUring);
   std::unique_ptr<Impl> impl_;
 };
 

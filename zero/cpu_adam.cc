@@ -16,10 +16,10 @@ namespace {
 
 constexpr size_t kChunk = 1 << 15;  // elements per OpenMP work item (multiple of every width)
 
-int kind16(const Half16Out& o) {
-  if (o.data == nullptr || o.kind == DType::kF32) return 0;
-  if (o.kind == DType::kBF16) return 1;
-  if (o.kind == DType::kF16) return 2;
+int kind16(const Half16Out& out) {
+  if (out.data == nullptr || out.kind == DType::kF32) return 0;
+  if (out.kind == DType::kBF16) return 1;
+  if (out.kind == DType::kF16) return 2;
   throw InternalError("cpu_adam: 16-bit copy must be bf16 or fp16");
 }
 
@@ -31,11 +31,11 @@ void forChunks(size_t n, int threads, Body&& body) {
     if (n) body(size_t(0), n);
     return;
   }
-  const int nt = threads > 0 ? threads : omp_get_max_threads();
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (long c = 0; c < chunks; ++c) {
-    size_t off = size_t(c) * kChunk;
-    body(off, std::min(kChunk, n - off));
+  const int numThreads = threads > 0 ? threads : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(numThreads)
+  for (long chunk = 0; chunk < chunks; ++chunk) {
+    size_t offset = size_t(chunk) * kChunk;
+    body(offset, std::min(kChunk, n - offset));
   }
 }
 
@@ -64,10 +64,10 @@ bool isaSupported(Isa isa) {
 
 Isa bestIsa() {
   static const Isa best = [] {
-    if (auto s = knobChoice(knobs::kCpuAdamIsa)) {
-      Isa want = *s == "scalar" ? Isa::kScalar : *s == "avx2" ? Isa::kAvx2 : Isa::kAvx512;
+    if (auto name = knobChoice(knobs::kCpuAdamIsa)) {
+      Isa want = *name == "scalar" ? Isa::kScalar : *name == "avx2" ? Isa::kAvx2 : Isa::kAvx512;
       if (!isaSupported(want))
-        throw ConfigError("DS_CPU_ADAM_ISA=" + *s + ": this CPU does not support it");
+        throw ConfigError("DS_CPU_ADAM_ISA=" + *name + ": this CPU does not support it");
       return want;
     }
     if (isaSupported(Isa::kAvx512)) return Isa::kAvx512;
@@ -77,65 +77,69 @@ Isa bestIsa() {
   return best;
 }
 
-void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, float* p,
-              const float* g, float* m, float* v, size_t n, Half16Out out16, int threads) {
+void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, float* params,
+              const float* grads, float* expAvg, float* expAvgSq, size_t n, Half16Out out16,
+              int threads) {
   DS_CHECK(step >= 1, "adam step count {} (must count this step)", step);
   DS_CHECK(isaSupported(isa), "ISA {} not supported here", isaName(isa));
-  kernels::AdamCoeffs c{};
+  kernels::AdamCoeffs coeffs{};
   float bc1 = 1.f, bc2 = 1.f;
   if (cfg.biasCorrection) {
     bc1 = 1.f - static_cast<float>(std::pow(double(cfg.beta1), double(step)));
     bc2 = 1.f - static_cast<float>(std::pow(double(cfg.beta2), double(step)));
   }
-  c.beta1 = cfg.beta1;
-  c.beta2 = cfg.beta2;
-  c.oneMinusBeta1 = 1.f - cfg.beta1;
-  c.oneMinusBeta2 = 1.f - cfg.beta2;
-  c.eps = cfg.eps;
-  c.stepSize = -cfg.lr / bc1;
-  c.bc2RsqrtInv = 1.f / std::sqrt(bc2);
-  c.l2 = cfg.weightDecay > 0 && !cfg.adamwMode;
-  c.l2Decay = cfg.weightDecay;
-  c.decoupledOn = cfg.weightDecay > 0 && cfg.adamwMode;
-  c.decoupled = -cfg.lr * cfg.weightDecay;
-  c.gradScale = gradScale;
-  const int k = kind16(out16);
-  auto fn = isa == Isa::kAvx512 ? kernels::adamAvx512
+  coeffs.beta1 = cfg.beta1;
+  coeffs.beta2 = cfg.beta2;
+  coeffs.oneMinusBeta1 = 1.f - cfg.beta1;
+  coeffs.oneMinusBeta2 = 1.f - cfg.beta2;
+  coeffs.eps = cfg.eps;
+  coeffs.stepSize = -cfg.lr / bc1;
+  coeffs.bc2RsqrtInv = 1.f / std::sqrt(bc2);
+  coeffs.l2Mode = cfg.weightDecay > 0 && !cfg.adamwMode;
+  coeffs.l2Decay = cfg.weightDecay;
+  coeffs.decoupledOn = cfg.weightDecay > 0 && cfg.adamwMode;
+  coeffs.decoupled = -cfg.lr * cfg.weightDecay;
+  coeffs.gradScale = gradScale;
+  const int kind = kind16(out16);
+  auto kernel = isa == Isa::kAvx512 ? kernels::adamAvx512
           : isa == Isa::kAvx2   ? kernels::adamAvx2
                                 : kernels::adamScalar;
-  forChunks(n, threads, [&](size_t off, size_t cnt) {
-    fn(c, p + off, g + off, m + off, v + off, cnt, k ? out16.data + off : nullptr, k);
+  forChunks(n, threads, [&](size_t offset, size_t cnt) {
+    kernel(coeffs, params + offset, grads + offset, expAvg + offset, expAvgSq + offset, cnt,
+           kind ? out16.data + offset : nullptr, kind);
   });
 }
 
-void sgdStep(Isa isa, const SgdConfig& cfg, float gradScale, float* p, const float* g,
+void sgdStep(Isa isa, const SgdConfig& cfg, float gradScale, float* params, const float* grads,
              float* buf, size_t n, Half16Out out16, int threads) {
   DS_CHECK(isaSupported(isa), "ISA {} not supported here", isaName(isa));
-  kernels::SgdCoeffs c{};
-  c.negLr = -cfg.lr;
-  c.momentum = cfg.momentum;
-  c.weightDecay = cfg.weightDecay;
-  c.gradScale = gradScale;
-  c.useMomentum = cfg.momentum != 0.f;
-  c.decay = cfg.weightDecay != 0.f;
-  DS_CHECK(!c.useMomentum || buf != nullptr, "sgd momentum needs a buffer");
-  const int k = kind16(out16);
-  auto fn = isa == Isa::kAvx512 ? kernels::sgdAvx512
+  kernels::SgdCoeffs coeffs{};
+  coeffs.negLr = -cfg.lr;
+  coeffs.momentum = cfg.momentum;
+  coeffs.weightDecay = cfg.weightDecay;
+  coeffs.gradScale = gradScale;
+  coeffs.useMomentum = cfg.momentum != 0.f;
+  coeffs.decay = cfg.weightDecay != 0.f;
+  DS_CHECK(!coeffs.useMomentum || buf != nullptr, "sgd momentum needs a buffer");
+  const int kind = kind16(out16);
+  auto kernel = isa == Isa::kAvx512 ? kernels::sgdAvx512
           : isa == Isa::kAvx2   ? kernels::sgdAvx2
                                 : kernels::sgdScalar;
-  forChunks(n, threads, [&](size_t off, size_t cnt) {
-    fn(c, p + off, g + off, buf ? buf + off : nullptr, cnt, k ? out16.data + off : nullptr, k);
+  forChunks(n, threads, [&](size_t offset, size_t cnt) {
+    kernel(coeffs, params + offset, grads + offset, buf ? buf + offset : nullptr, cnt,
+           kind ? out16.data + offset : nullptr, kind);
   });
 }
 
 void convertTo16(const float* src, Half16Out out, size_t n) {
-  const int k = kind16(out);
-  if (!k) return;
+  const int kind = kind16(out);
+  if (!kind) return;
   Isa isa = bestIsa();
-  auto fn = isa == Isa::kAvx512 ? kernels::to16Avx512
+  auto kernel = isa == Isa::kAvx512 ? kernels::to16Avx512
           : isa == Isa::kAvx2   ? kernels::to16Avx2
                                 : kernels::to16Scalar;
-  forChunks(n, 0, [&](size_t off, size_t cnt) { fn(src + off, out.data + off, cnt, k); });
+  forChunks(n, 0,
+            [&](size_t offset, size_t cnt) { kernel(src + offset, out.data + offset, cnt, kind); });
 }
 
 }  // namespace ds::zero

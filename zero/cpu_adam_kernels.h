@@ -13,10 +13,10 @@ struct AdamCoeffs {
   float beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps;
   float stepSize;      // -lr / (1 - beta1^t)
   float bc2RsqrtInv;   // 1 / sqrt(1 - beta2^t)
-  float l2Decay;       // wd (Adam mode), used iff l2
+  float l2Decay;       // wd (Adam mode), used iff l2Mode
   float decoupled;     // -lr*wd (AdamW mode), used iff decoupledOn
   float gradScale;
-  bool l2, decoupledOn;
+  bool l2Mode, decoupledOn;
 };
 
 struct SgdCoeffs {
@@ -25,18 +25,18 @@ struct SgdCoeffs {
 };
 
 // out16Kind: 0 none, 1 bf16, 2 fp16.
-void adamScalar(const AdamCoeffs& c, float* p, const float* g, float* m, float* v, size_t n,
-                uint16_t* out16, int out16Kind);
-void adamAvx2(const AdamCoeffs& c, float* p, const float* g, float* m, float* v, size_t n,
-              uint16_t* out16, int out16Kind);
-void adamAvx512(const AdamCoeffs& c, float* p, const float* g, float* m, float* v, size_t n,
-                uint16_t* out16, int out16Kind);
+void adamScalar(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
+                float* expAvgSq, size_t n, uint16_t* out16, int out16Kind);
+void adamAvx2(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
+              float* expAvgSq, size_t n, uint16_t* out16, int out16Kind);
+void adamAvx512(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
+                float* expAvgSq, size_t n, uint16_t* out16, int out16Kind);
 
-void sgdScalar(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
+void sgdScalar(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
                uint16_t* out16, int out16Kind);
-void sgdAvx2(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n, uint16_t* out16,
-             int out16Kind);
-void sgdAvx512(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
+void sgdAvx2(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
+             uint16_t* out16, int out16Kind);
+void sgdAvx512(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
                uint16_t* out16, int out16Kind);
 
 void to16Scalar(const float* src, uint16_t* dst, size_t n, int kind);

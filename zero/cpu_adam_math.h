@@ -73,7 +73,7 @@ template <class L>
   using V = typename L::V;
   V grad = L::mul(L::load(g + i), k.gradScale);
   V param = L::load(p + i);
-  if (c.l2) grad = L::fma(param, k.l2Decay, grad);
+  if (c.l2Mode) grad = L::fma(param, k.l2Decay, grad);
   const V mom = L::fma(grad, k.oneMinusBeta1, L::mul(L::load(m + i), k.beta1));
   const V var = L::fma(L::mul(grad, grad), k.oneMinusBeta2, L::mul(L::load(v + i), k.beta2));
   const V denom = L::fma(L::sqrt(var), k.bc2RsqrtInv, k.eps);

@@ -28,7 +28,7 @@ comm::WorkPtr DpComm::reduceScatterSum(const float* input, float* output,
     return nullptr;
   }
   size_t total = 0;
-  for (size_t c : counts) total += c;
+  for (size_t count : counts) total += count;
   return group_->reduceScatter(comm::view(const_cast<float*>(input), total),
                                comm::view(output, counts[size_t(rank_)]), counts,
                                comm::ReduceOp::kSum);
@@ -37,37 +37,38 @@ comm::WorkPtr DpComm::reduceScatterSum(const float* input, float* output,
 comm::WorkPtr DpComm::allgather(const void* input, void* output,
                                 const std::vector<size_t>& counts, DType dtype) {
   DS_CHECK_EQ(counts.size(), size_t(world_));
-  const size_t es = dtypeSize(dtype);
+  const size_t elem = dtypeSize(dtype);
   size_t before = 0, total = 0;
-  for (int r = 0; r < world_; ++r) {
-    if (r < rank_) before += counts[size_t(r)];
-    total += counts[size_t(r)];
+  for (int peer = 0; peer < world_; ++peer) {
+    if (peer < rank_) before += counts[size_t(peer)];
+    total += counts[size_t(peer)];
   }
   if (single()) {
-    if (static_cast<char*>(output) + before * es != input)
-      std::memmove(static_cast<char*>(output) + before * es, input, counts[size_t(rank_)] * es);
+    if (static_cast<char*>(output) + before * elem != input)
+      std::memmove(static_cast<char*>(output) + before * elem, input, counts[size_t(rank_)] * elem);
     return nullptr;
   }
-  comm::BufferView in{const_cast<void*>(input), counts[size_t(rank_)], dtype, comm::Device::kCpu};
-  comm::BufferView out{output, total, dtype, comm::Device::kCpu};
-  return group_->allgather(in, out, counts);
+  comm::BufferView inView{const_cast<void*>(input), counts[size_t(rank_)], dtype,
+                          comm::Device::kCpu};
+  comm::BufferView outView{output, total, dtype, comm::Device::kCpu};
+  return group_->allgather(inView, outView, counts);
 }
 
-std::vector<double> DpComm::allgatherDouble(double x) {
-  std::vector<double> all(size_t(world_), x);
+std::vector<double> DpComm::allgatherDouble(double value) {
+  std::vector<double> all(size_t(world_), value);
   if (single()) return all;
   // A double travels as two fp32 words: allgather copies bytes, no arithmetic on them.
-  float in[2];
-  std::memcpy(in, &x, 8);
+  float words[2];
+  std::memcpy(words, &value, 8);
   std::vector<float> out(size_t(world_) * 2);
-  waitWork(group_->allgather(comm::view(in, 2), comm::view(out.data(), out.size()),
+  waitWork(group_->allgather(comm::view(words, 2), comm::view(out.data(), out.size()),
                              std::vector<size_t>(size_t(world_), 2)));
   std::memcpy(all.data(), out.data(), out.size() * sizeof(float));
   return all;
 }
 
-void waitWork(const comm::WorkPtr& w) {
-  if (w) w->wait();
+void waitWork(const comm::WorkPtr& work) {
+  if (work) work->wait();
 }
 
 }  // namespace ds::zero

@@ -33,7 +33,7 @@ class DpComm {
   comm::WorkPtr allgather(const void* input, void* output, const std::vector<size_t>& counts,
                           DType dtype);
   // Every rank contributes one double; returns all of them in rank order (blocking).
-  std::vector<double> allgatherDouble(double x);
+  std::vector<double> allgatherDouble(double value);
 
  private:
   comm::ProcessGroup* group_;
@@ -41,6 +41,6 @@ class DpComm {
 };
 
 // Waits with ds::defaultTimeout(); a null Work is a no-op.
-void waitWork(const comm::WorkPtr& w);
+void waitWork(const comm::WorkPtr& work);
 
 }  // namespace ds::zero

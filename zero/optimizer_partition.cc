@@ -13,82 +13,90 @@
 namespace ds::zero {
 namespace {
 constexpr size_t kTileQuantum = kIoAlign / sizeof(float);  // 1024 floats: O_DIRECT-aligned tiles
-size_t roundUp(size_t x, size_t q) { return (x + q - 1) / q * q; }
+size_t roundUp(size_t value, size_t quantum) { return (value + quantum - 1) / quantum * quantum; }
+
+std::vector<std::string> stateNamesOf(const OptimizerOptions& opt) {
+  if (opt.type == "Adam" || opt.type == "AdamW") return {"fp32", "exp_avg", "exp_avg_sq"};
+  if (opt.type != "SGD")
+    throw ConfigError("optimizer.type '" + opt.type + "': expected Adam, AdamW or SGD");
+  std::vector<std::string> names{"fp32"};
+  if (opt.momentum != 0.f) names.push_back("momentum");
+  return names;
+}
+
+void checkNvmePath(const std::string& dir) {
+  if (dir.empty()) throw ConfigError("offload_optimizer.nvme_path: required when device is nvme");
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (!std::filesystem::is_directory(dir))
+    throw ConfigError("offload_optimizer.nvme_path '" + dir + "': not a directory we can create");
+}
+
 }  // namespace
 
 OptimizerPartition::OptimizerPartition(size_t n, const OptimizerOptions& opt,
                                        const OffloadOptions& offload, size_t subGroupSize,
                                        float* masterAlias, int rank)
-    : n_(n), opt_(opt), off_(offload), alias_(masterAlias) {
-  if (opt.type == "Adam" || opt.type == "AdamW") {
-    names_ = {"fp32", "exp_avg", "exp_avg_sq"};
-  } else if (opt.type == "SGD") {
-    names_ = {"fp32"};
-    if (opt.momentum != 0.f) names_.push_back("momentum");
-  } else {
-    throw ConfigError("optimizer.type '" + opt.type + "': expected Adam, AdamW or SGD");
-  }
-  if (off_.device != "none" && off_.device != "cpu" && off_.device != "nvme")
-    throw ConfigError("offload_optimizer.device '" + off_.device +
+    : size_(n), opt_(opt), offload_(offload), names_(stateNamesOf(opt)), alias_(masterAlias) {
+  if (offload_.device != "none" && offload_.device != "cpu" && offload_.device != "nvme")
+    throw ConfigError("offload_optimizer.device '" + offload_.device +
                       "': expected none, cpu or nvme");
-  if (off_.device == "nvme") {
-    DS_CHECK(alias_ == nullptr, "nvme optimizer states cannot alias the model params");
-    if (off_.nvmePath.empty())
-      throw ConfigError("offload_optimizer.nvme_path: required when device is nvme");
-    std::error_code ec;
-    std::filesystem::create_directories(off_.nvmePath, ec);
-    if (!std::filesystem::is_directory(off_.nvmePath))
-      throw ConfigError("offload_optimizer.nvme_path '" + off_.nvmePath +
-                        "': not a directory we can create");
-    tile_ = roundUp(std::max<size_t>(1, std::min(subGroupSize, n)), kTileQuantum);
-    slots_ = std::max(3, off_.bufferCount);
-    size_t fileBytes = roundUp(std::max<size_t>(n, 1), tile_) * sizeof(float);
-    for (size_t s = 0; s < names_.size(); ++s) {
-      std::string path = fmt::format("{}/zero_rank{}_pid{}_{}.swp", off_.nvmePath, rank,
-                                     ::getpid(), names_[s]);
-      files_.push_back(std::make_unique<AsyncFile>(path, fileBytes));
-    }
-    for (int k = 0; k < slots_ * int(names_.size()); ++k)
-      slotBuf_.emplace_back(tile_ * sizeof(float), off_.pinMemory);
-    DS_LOG_DEBUG("zero", "nvme optimizer swap: {} states x {} elems, tile {}, {} slots, {}{}",
-                 names_.size(), n, tile_, slots_, files_[0]->direct() ? "O_DIRECT" : "buffered",
-                 files_[0]->usingUring() ? ", io_uring" : ", pread thread");
-  } else {
-    mem_.resize(names_.size());
-    for (size_t s = 0; s < names_.size(); ++s)
-      if (s != 0 || alias_ == nullptr) mem_[s].assign(n, 0.f);
+  if (offload_.device == "nvme") {
+    openSwap(subGroupSize, rank);
+    return;
   }
+  mem_.resize(names_.size());
+  for (size_t state = 0; state < names_.size(); ++state)
+    if (state != 0 || alias_ == nullptr) mem_[state].assign(n, 0.f);
+}
+
+void OptimizerPartition::openSwap(size_t subGroupSize, int rank) {
+  DS_CHECK(alias_ == nullptr, "nvme optimizer states cannot alias the model params");
+  checkNvmePath(offload_.nvmePath);
+  tile_ = roundUp(std::max<size_t>(1, std::min(subGroupSize, size_)), kTileQuantum);
+  slots_ = std::max(3, offload_.bufferCount);
+  const size_t fileBytes = roundUp(std::max<size_t>(size_, 1), tile_) * sizeof(float);
+  for (const auto& name : names_) {
+    std::string path = fmt::format("{}/zero_rank{}_pid{}_{}.swp", offload_.nvmePath, rank,
+                                   ::getpid(), name);
+    files_.push_back(std::make_unique<AsyncFile>(path, fileBytes));
+  }
+  for (int k = 0; k < slots_ * int(names_.size()); ++k)
+    slotBuf_.emplace_back(tile_ * sizeof(float), offload_.pinMemory);
+  DS_LOG_DEBUG("zero", "nvme optimizer swap: {} states x {} elems, tile {}, {} slots, {}{}",
+               names_.size(), size_, tile_, slots_, files_[0]->direct() ? "O_DIRECT" : "buffered",
+               files_[0]->usingUring() ? ", io_uring" : ", pread thread");
 }
 
 OptimizerPartition::~OptimizerPartition() = default;
 
 MemPlace OptimizerPartition::place() const {
-  return off_.device == "nvme" ? MemPlace::kNvme
-       : off_.device == "cpu"  ? MemPlace::kHost
+  return offload_.device == "nvme" ? MemPlace::kNvme
+       : offload_.device == "cpu"  ? MemPlace::kHost
                                : MemPlace::kDevice;
 }
 
 size_t OptimizerPartition::stateBytes() const {
   size_t states = names_.size() - (alias_ ? 1 : 0);
-  return states * n_ * sizeof(float);
+  return states * size_ * sizeof(float);
 }
 
 size_t OptimizerPartition::bufferBytes() const {
-  size_t b = 0;
-  for (const auto& s : slotBuf_) b += s.bytes();
-  return b;
+  size_t total = 0;
+  for (const auto& buffer : slotBuf_) total += buffer.bytes();
+  return total;
 }
 
-void OptimizerPartition::read(size_t state, size_t off, size_t count, float* out) {
-  DS_CHECK(state < names_.size() && off + count <= n_);
+void OptimizerPartition::read(size_t state, size_t offset, size_t count, float* out) {
+  DS_CHECK(state < names_.size() && offset + count <= size_);
   if (files_.empty()) {
     const float* src = state == 0 && alias_ ? alias_ : mem_[state].data();
-    std::memcpy(out, src + off, count * sizeof(float));
+    std::memcpy(out, src + offset, count * sizeof(float));
     return;
   }
   float* bounce = static_cast<float*>(slotBuf_[0].data());
   for (size_t done = 0; done < count;) {
-    size_t pos = off + done, base = pos / tile_ * tile_;
+    size_t pos = offset + done, base = pos / tile_ * tile_;
     size_t take = std::min(count - done, base + tile_ - pos);
     files_[state]->wait(files_[state]->readAsync(bounce, tile_ * sizeof(float),
                                                  base * sizeof(float)));
@@ -97,121 +105,134 @@ void OptimizerPartition::read(size_t state, size_t off, size_t count, float* out
   }
 }
 
-void OptimizerPartition::write(size_t state, size_t off, size_t count, const float* in) {
-  DS_CHECK(state < names_.size() && off + count <= n_);
+void OptimizerPartition::write(size_t state, size_t offset, size_t count, const float* values) {
+  DS_CHECK(state < names_.size() && offset + count <= size_);
   if (files_.empty()) {
     float* dst = state == 0 && alias_ ? alias_ : mem_[state].data();
-    std::memcpy(dst + off, in, count * sizeof(float));
+    std::memcpy(dst + offset, values, count * sizeof(float));
     return;
   }
   float* bounce = static_cast<float*>(slotBuf_[0].data());
   for (size_t done = 0; done < count;) {
-    size_t pos = off + done, base = pos / tile_ * tile_;
+    size_t pos = offset + done, base = pos / tile_ * tile_;
     size_t take = std::min(count - done, base + tile_ - pos);
-    auto& f = *files_[state];
-    f.wait(f.readAsync(bounce, tile_ * sizeof(float), base * sizeof(float)));
-    std::memcpy(bounce + (pos - base), in + done, take * sizeof(float));
-    f.wait(f.writeAsync(bounce, tile_ * sizeof(float), base * sizeof(float)));
+    auto& file = *files_[state];
+    file.wait(file.readAsync(bounce, tile_ * sizeof(float), base * sizeof(float)));
+    std::memcpy(bounce + (pos - base), values + done, take * sizeof(float));
+    file.wait(file.writeAsync(bounce, tile_ * sizeof(float), base * sizeof(float)));
     done += take;
   }
 }
 
-void OptimizerPartition::stepTile(float* const* st, const float* grad, size_t cnt,
-                                  float gradScale, float lr, int64_t step, Half16Out out16) {
+void OptimizerPartition::stepTile(float* const* states, const float* grad, size_t cnt,
+                                  float gradScale, float learningRate, int64_t step,
+                                  Half16Out out16) {
   if (names_.size() == 3) {
-    AdamConfig c{lr, opt_.beta1, opt_.beta2, opt_.eps, opt_.weightDecay,
+    AdamConfig config{learningRate, opt_.beta1, opt_.beta2, opt_.eps, opt_.weightDecay,
                  opt_.type == "AdamW" ? true : opt_.adamwMode, opt_.biasCorrection};
-    adamStep(bestIsa(), c, step, gradScale, st[0], grad, st[1], st[2], cnt, out16);
+    adamStep(bestIsa(), config, step, gradScale, states[0], grad, states[1], states[2], cnt, out16);
   } else {
-    SgdConfig c{lr, opt_.momentum, opt_.weightDecay};
-    sgdStep(bestIsa(), c, gradScale, st[0], grad, names_.size() > 1 ? st[1] : nullptr, cnt,
-            out16);
+    SgdConfig config{learningRate, opt_.momentum, opt_.weightDecay};
+    sgdStep(bestIsa(), config, gradScale, states[0], grad, names_.size() > 1 ? states[1] : nullptr,
+            cnt, out16);
   }
 }
 
 void OptimizerPartition::update(
-    const float* grad, size_t count, float gradScale, float lr, int64_t step, Half16Out out16,
-    const std::function<void(size_t, size_t, const float*)>& afterTile) {
-  DS_CHECK(count <= n_);
-  if (!files_.empty()) return updateNvme(grad, count, gradScale, lr, step, out16, afterTile);
-  float* st[3] = {};
-  for (size_t s = 0; s < names_.size(); ++s)
-    st[s] = s == 0 && alias_ ? alias_ : mem_[s].data();
-  stepTile(st, grad, count, gradScale, lr, step, out16);
-  if (afterTile) afterTile(0, count, st[0]);
+    const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
+    Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile) {
+  DS_CHECK(count <= size_);
+  if (!files_.empty())
+    return updateNvme(grad, count, gradScale, learningRate, step, out16, afterTile);
+  float* states[3] = {};
+  for (size_t state = 0; state < names_.size(); ++state)
+    states[state] = state == 0 && alias_ ? alias_ : mem_[state].data();
+  stepTile(states, grad, count, gradScale, learningRate, step, out16);
+  if (afterTile) afterTile(0, count, states[0]);
 }
 
 void OptimizerPartition::updateNvme(
-    const float* grad, size_t count, float gradScale, float lr, int64_t step, Half16Out out16,
-    const std::function<void(size_t, size_t, const float*)>& afterTile) {
-  using K = IoEvent::Kind;
-  const size_t ns = names_.size(), tiles = (count + tile_ - 1) / tile_;
-  const size_t slots = size_t(slots_), look = slots - 2;  // tiles read ahead; 1 writing, 1 computing
-  readT_.assign(slots * ns, 0);
-  writeT_.assign(slots * ns, 0);
+    const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
+    Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile) {
+  using Kind = IoEvent::Kind;
+  const size_t numStates = names_.size(), tiles = (count + tile_ - 1) / tile_;
+  const size_t slots = size_t(slots_),
+               look = slots - 2;  // tiles read ahead; 1 writing, 1 computing
+  readT_.assign(slots * numStates, 0);
+  writeT_.assign(slots * numStates, 0);
   readTile_.assign(slots, 0);
   writeTile_.assign(slots, 0);
-  auto buf = [&](size_t slot, size_t s) { return static_cast<float*>(slotBuf_[slot * ns + s].data()); };
-  auto bytesOf = [&](size_t k) {
-    return roundUp(std::min(tile_, count - k * tile_), kTileQuantum) * sizeof(float);
+  auto buf = [&](size_t slot, size_t state) {
+    return static_cast<float*>(slotBuf_[slot * numStates + state].data());
   };
-  auto waitSlot = [&](std::vector<uint64_t>& t, size_t slot, K kind, size_t tile) {
-    if (!t[slot * ns]) return;
-    note(kind, tile, tracing_ && slotDone(t, slot));
-    for (size_t s = 0; s < ns; ++s) files_[s]->wait(t[slot * ns + s]);
-    std::fill(t.begin() + long(slot * ns), t.begin() + long((slot + 1) * ns), 0);
+  auto bytesOf = [&](size_t tile) {
+    return roundUp(std::min(tile_, count - tile * tile_), kTileQuantum) * sizeof(float);
   };
-  auto startRead = [&](size_t k) {
-    const size_t slot = k % slots;
-    waitSlot(writeT_, slot, K::kWriteWaited, writeTile_[slot]);  // the slot's write-back first
-    for (size_t s = 0; s < ns; ++s)
-      readT_[slot * ns + s] = files_[s]->readAsync(buf(slot, s), bytesOf(k), k * tile_ * 4);
-    readTile_[slot] = k;
-    note(K::kReadIssued, k);
+  auto waitSlot = [&](std::vector<uint64_t>& tickets, size_t slot, Kind kind, size_t tile) {
+    if (!tickets[slot * numStates]) return;
+    note(kind, tile, tracing_ && slotDone(tickets, slot));
+    for (size_t state = 0; state < numStates; ++state)
+      files_[state]->wait(tickets[slot * numStates + state]);
+    std::fill(tickets.begin() + long(slot * numStates),
+              tickets.begin() + long((slot + 1) * numStates), 0);
+  };
+  auto startRead = [&](size_t tile) {
+    const size_t slot = tile % slots;
+    waitSlot(writeT_, slot, Kind::kWriteWaited, writeTile_[slot]);  // the slot's write-back first
+    for (size_t state = 0; state < numStates; ++state)
+      readT_[slot * numStates + state] =
+          files_[state]->readAsync(buf(slot, state), bytesOf(tile), tile * tile_ * 4);
+    readTile_[slot] = tile;
+    note(Kind::kReadIssued, tile);
   };
   for (size_t k = 0; k < std::min(tiles, look); ++k) startRead(k);
   for (size_t k = 0; k < tiles; ++k) {
     const size_t slot = k % slots, off = k * tile_, cnt = std::min(tile_, count - off);
-    waitSlot(readT_, slot, K::kReadWaited, k);
+    waitSlot(readT_, slot, Kind::kReadWaited, k);
     if (k + look < tiles) startRead(k + look);
-    float* st[3] = {};
-    for (size_t s = 0; s < ns; ++s) st[s] = buf(slot, s);
-    Half16Out o = out16;
-    if (o.data) o.data += off;
-    stepTile(st, grad + off, cnt, gradScale, lr, step, o);
-    note(K::kUpdated, k);
-    if (afterTile) afterTile(off, cnt, st[0]);
-    for (size_t s = 0; s < ns; ++s)
-      writeT_[slot * ns + s] = files_[s]->writeAsync(buf(slot, s), bytesOf(k), off * 4);
+    float* states[3] = {};
+    for (size_t state = 0; state < numStates; ++state) states[state] = buf(slot, state);
+    Half16Out tileOut = out16;
+    if (tileOut.data) tileOut.data += off;
+    stepTile(states, grad + off, cnt, gradScale, learningRate, step, tileOut);
+    note(Kind::kUpdated, k);
+    if (afterTile) afterTile(off, cnt, states[0]);
+    for (size_t state = 0; state < numStates; ++state)
+      writeT_[slot * numStates + state] =
+          files_[state]->writeAsync(buf(slot, state), bytesOf(k), off * 4);
     writeTile_[slot] = k;
-    note(K::kWriteIssued, k);
+    note(Kind::kWriteIssued, k);
   }
   for (size_t k = tiles > slots ? tiles - slots : 0; k < tiles; ++k)
-    waitSlot(writeT_, k % slots, K::kWriteWaited, k);
-  for (auto& f : files_) f->waitAll();
+    waitSlot(writeT_, k % slots, Kind::kWriteWaited, k);
+  for (auto& file : files_) file->waitAll();
 }
 
 bool OptimizerPartition::slotDone(const std::vector<uint64_t>& tickets, size_t slot) {
-  const size_t ns = names_.size();
-  for (size_t s = 0; s < ns; ++s)
-    if (tickets[slot * ns + s] && !files_[s]->completed(tickets[slot * ns + s])) return false;
+  const size_t numStates = names_.size();
+  for (size_t state = 0; state < numStates; ++state)
+    if (tickets[slot * numStates + state] &&
+        !files_[state]->completed(tickets[slot * numStates + state]))
+      return false;
   return true;
 }
 
 std::vector<OptimizerPartition::IoEvent> OptimizerPartition::takeTrace() {
-  std::vector<IoEvent> t;
-  t.swap(trace_);
-  return t;
+  std::vector<IoEvent> taken;
+  taken.swap(trace_);
+  return taken;
 }
 
 std::vector<OptimizerPartition::IoInFlight> OptimizerPartition::inFlight() {
-  std::vector<IoInFlight> v;
-  const size_t ns = names_.size();
+  std::vector<IoInFlight> flights;
+  const size_t numStates = names_.size();
   for (size_t slot = 0; slot < readTile_.size(); ++slot) {
-    if (readT_[slot * ns]) v.push_back({readTile_[slot], false, slotDone(readT_, slot)});
-    if (writeT_[slot * ns]) v.push_back({writeTile_[slot], true, slotDone(writeT_, slot)});
+    if (readT_[slot * numStates])
+      flights.push_back({readTile_[slot], false, slotDone(readT_, slot)});
+    if (writeT_[slot * numStates])
+      flights.push_back({writeTile_[slot], true, slotDone(writeT_, slot)});
   }
-  return v;
+  return flights;
 }
 
 }  // namespace ds::zero

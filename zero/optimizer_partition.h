@@ -26,15 +26,15 @@ class OptimizerPartition {
                      size_t subGroupSize, float* masterAlias, int rank);
   ~OptimizerPartition();
 
-  size_t size() const { return n_; }
+  size_t size() const { return size_; }
   const std::vector<std::string>& stateNames() const { return names_; }  // [0] is "fp32"
   // Copies of a local range of one state (any place).
-  void read(size_t state, size_t off, size_t count, float* out);
-  void write(size_t state, size_t off, size_t count, const float* in);
+  void read(size_t state, size_t offset, size_t count, float* out);
+  void write(size_t state, size_t offset, size_t count, const float* values);
 
   // One optimizer step over local [0, count) with grads grad[0..count). afterTile(off, cnt,
   // master) runs after each tile's update (master points at the tile's fp32 values).
-  void update(const float* grad, size_t count, float gradScale, float lr, int64_t step,
+  void update(const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
               Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile);
 
   MemPlace place() const;
@@ -58,20 +58,21 @@ class OptimizerPartition {
     bool write;
     bool completed;
   };
-  void enableTrace(bool on) { tracing_ = on; }
+  void enableTrace(bool enabled) { tracing_ = enabled; }
   std::vector<IoEvent> takeTrace();
   std::vector<IoInFlight> inFlight();
 
  private:
-  void stepTile(float* const* st, const float* grad, size_t cnt, float gradScale, float lr,
-                int64_t step, Half16Out out16);
-  void updateNvme(const float* grad, size_t count, float gradScale, float lr, int64_t step,
-                  Half16Out out16,
+  void openSwap(size_t subGroupSize, int rank);
+  void stepTile(float* const* states, const float* grad, size_t cnt, float gradScale,
+                float learningRate, int64_t step, Half16Out out16);
+  void updateNvme(const float* grad, size_t count, float gradScale, float learningRate,
+                  int64_t step, Half16Out out16,
                   const std::function<void(size_t, size_t, const float*)>& afterTile);
 
-  size_t n_;
+  size_t size_;
   OptimizerOptions opt_;
-  OffloadOptions off_;
+  OffloadOptions offload_;
   std::vector<std::string> names_;
   float* alias_;
   std::vector<std::vector<float>> mem_;           // per state (mem_[0] empty when aliased)
@@ -84,8 +85,8 @@ class OptimizerPartition {
   std::vector<size_t> readTile_, writeTile_;
   bool tracing_ = false;
   std::vector<IoEvent> trace_;
-  void note(IoEvent::Kind k, size_t tile, bool early = false) {
-    if (tracing_) trace_.push_back({k, tile, early});
+  void note(IoEvent::Kind kind, size_t tile, bool early = false) {
+    if (tracing_) trace_.push_back({kind, tile, early});
   }
   bool slotDone(const std::vector<uint64_t>& tickets, size_t slot);
 };

@@ -43,11 +43,11 @@ class ParamSwap {
 
  private:
   struct Ahead {
-    size_t offset, n, base;  // requested range; base = aligned start of the staging
+    size_t offset, size, base;  // requested range; base = aligned start of the staging
     AlignedBuffer buf;
     uint64_t ticket;
   };
-  void recycle(AlignedBuffer b);
+  void recycle(AlignedBuffer buffer);
 
   size_t bytes_;
   std::unique_ptr<AsyncFile> file_;

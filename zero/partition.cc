@@ -8,25 +8,25 @@
 namespace ds::zero {
 
 std::vector<size_t> paramOffsets(const std::vector<ParamInfo>& params) {
-  std::vector<size_t> off(params.size());
-  size_t o = 0;
+  std::vector<size_t> offsets(params.size());
+  size_t next = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    off[i] = o;
-    o += params[i].numel;
+    offsets[i] = next;
+    next += params[i].numel;
   }
-  return off;
+  return offsets;
 }
 
 size_t totalNumel(const std::vector<ParamInfo>& params) {
   size_t n = 0;
-  for (const auto& p : params) n += p.numel;
+  for (const auto& info : params) n += info.numel;
   return n;
 }
 
-Shard intersect(Shard a, Shard b) {
-  size_t lo = std::max(a.offset, b.offset), hi = std::min(a.end(), b.end());
-  if (hi <= lo) return {a.offset, 0};
-  return {lo, hi - lo};
+Shard intersect(Shard first, Shard second) {
+  size_t low = std::max(first.offset, second.offset), high = std::min(first.end(), second.end());
+  if (high <= low) return {first.offset, 0};
+  return {low, high - low};
 }
 
 FlatLayout::FlatLayout(size_t numel, int world) : numel_(numel), world_(world) {
@@ -37,24 +37,25 @@ FlatLayout::FlatLayout(size_t numel, int world) : numel_(numel), world_(world) {
 }
 
 std::vector<size_t> FlatLayout::counts(Shard range) const {
-  std::vector<size_t> c(static_cast<size_t>(world_));
-  for (int r = 0; r < world_; ++r) c[size_t(r)] = intersect(range, paddedShard(r)).size;
-  return c;
+  std::vector<size_t> perRank(static_cast<size_t>(world_));
+  for (int rank = 0; rank < world_; ++rank)
+    perRank[size_t(rank)] = intersect(range, paddedShard(rank)).size;
+  return perRank;
 }
 
 Stage3Layout::Stage3Layout(const std::vector<ParamInfo>& params, int world) : world_(world) {
   DS_CHECK(world >= 1);
-  for (const auto& p : params) {
-    size_t c = (p.numel + size_t(world) - 1) / size_t(world);
-    numel_.push_back(p.numel);
-    chunk_.push_back(c);
+  for (const auto& info : params) {
+    size_t chunk = (info.numel + size_t(world) - 1) / size_t(world);
+    numel_.push_back(info.numel);
+    chunk_.push_back(chunk);
     local_.push_back(localSize_);
-    localSize_ += c;
+    localSize_ += chunk;
   }
 }
 
-Shard Stage3Layout::ownRange(size_t p, int r) const {
-  return intersect({size_t(r) * chunk_[p], chunk_[p]}, {0, numel_[p]});
+Shard Stage3Layout::ownRange(size_t param, int rank) const {
+  return intersect({size_t(rank) * chunk_[param], chunk_[param]}, {0, numel_[param]});
 }
 
 }  // namespace ds::zero

@@ -26,7 +26,7 @@ std::vector<size_t> paramOffsets(const std::vector<ParamInfo>& params);
 size_t totalNumel(const std::vector<ParamInfo>& params);
 
 // Intersection of two half-open ranges (size 0 when disjoint; offset then = a.offset).
-Shard intersect(Shard a, Shard b);
+Shard intersect(Shard first, Shard second);
 
 class FlatLayout {
  public:
@@ -36,8 +36,8 @@ class FlatLayout {
   size_t partSize() const { return partSize_; }  // padded / world
   int world() const { return world_; }
   // Rank r's slice of the padded space (equal sizes) and its real (unpadded) part.
-  Shard paddedShard(int r) const { return {size_t(r) * partSize_, partSize_}; }
-  Shard realShard(int r) const { return intersect(paddedShard(r), {0, numel_}); }
+  Shard paddedShard(int rank) const { return {size_t(rank) * partSize_, partSize_}; }
+  Shard realShard(int rank) const { return intersect(paddedShard(rank), {0, numel_}); }
   // Per-rank element counts of range [a, b) of the padded space (rank-major == flat order).
   std::vector<size_t> counts(Shard range) const;
 
@@ -51,11 +51,11 @@ class Stage3Layout {
   Stage3Layout(const std::vector<ParamInfo>& params, int world);
   int world() const { return world_; }
   size_t numParams() const { return chunk_.size(); }
-  size_t chunk(size_t p) const { return chunk_[p]; }          // ceil(numel/world)
-  size_t localOffset(size_t p) const { return local_[p]; }    // same on every rank
+  size_t chunk(size_t param) const { return chunk_[param]; }          // ceil(numel/world)
+  size_t localOffset(size_t param) const { return local_[param]; }    // same on every rank
   size_t localSize() const { return localSize_; }             // sum of chunks
   // Rank r's real elements of param p, in the param's own coordinates.
-  Shard ownRange(size_t p, int r) const;
+  Shard ownRange(size_t param, int rank) const;
 
  private:
   std::vector<size_t> numel_, chunk_, local_;

@@ -1,6 +1,6 @@
-// ZeroEngine: owns the parameters, gradients and optimizer states of one data-parallel rank and
-// implements ZeRO stages 0-3 (+ cpu/nvme offload) behind the BlockHooks the model calls. It is not
-// the training loop (runtime/engine drives it) and not the collective layer (comm::ProcessGroup).
+// ZeroEngine: the facade over one data-parallel rank's parameters, gradients and optimizer states:
+// ZeRO stages 0-3 (+ cpu/nvme offload), one Stage each (zero/stage.h), behind the BlockHooks the
+// model calls. Not the training loop (runtime/engine) nor the collective layer (comm).
 // Invariants: every rank constructs it with the same params/options and calls the same sequence
 // of hooks/steps; gradients are averaged (sum / world) over the group before the optimizer runs.
 //
@@ -29,42 +29,13 @@
 
 #include "core/dtype.h"
 #include "zero/param_table.h"
+#include "zero/zero_options.h"
 
 namespace ds::comm {
 class ProcessGroup;
 }
 
 namespace ds::zero {
-
-struct OffloadOptions {
-  std::string device = "none";  // none | cpu | nvme
-  std::string nvmePath;         // directory for swap files (nvme)
-  bool pinMemory = false;       // mlock the host buffers (best effort)
-  int bufferCount = 4;          // nvme: tiles in flight (>= 3: read k+1, update k, write k-1)
-};
-
-struct ZeroOptions {
-  int stage = 0;                               // 0..3
-  size_t reduceBucketSize = 500000000;         // elements
-  size_t allgatherBucketSize = 500000000;      // elements (stage 1/2 param allgather chunks)
-  bool overlapComm = false;                    // buckets are reduced asynchronously
-  bool reduceScatter = true;                   // false: stage 1/2 buckets are allreduced
-  bool contiguousGradients = true;             // only true: grads are copied into the bucket
-                                               // buffer (stage 2/3); false is a ConfigError
-  size_t prefetchBucketSize = 50000000;        // stage 3: elements prefetched ahead
-  size_t paramPersistenceThreshold = 100000;   // stage 3: params <= this stay gathered
-  size_t maxLiveParameters = 1000000000;       // stage 3: cap on gathered (non-persistent) elems
-  size_t subGroupSize = 1000000000;            // optimizer tile (elements) for offload/nvme
-  OffloadOptions offloadOptimizer, offloadParam;
-  DType compute = DType::kF32;                 // kF32 or kBF16
-};
-
-struct OptimizerOptions {
-  std::string type = "AdamW";  // Adam | AdamW | SGD
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.f, momentum = 0.f;
-  bool adamwMode = true;       // Adam: L2 (false) unless type == "AdamW"; AdamW: decoupled
-  bool biasCorrection = true;
-};
 
 struct StepResult {
   bool skipped = false;  // inf/nan in gradients: no update happened
@@ -80,7 +51,7 @@ enum class MemPlace { kDevice = 0, kHost = 1, kNvme = 2 };
 // buffers' capacity). On a CPU-only machine "device" is host memory not offloaded.
 struct MemoryReport {
   size_t bytes[4][3] = {};
-  size_t at(MemKind k, MemPlace p) const { return bytes[int(k)][int(p)]; }
+  size_t at(MemKind kind, MemPlace place) const { return bytes[int(kind)][int(place)]; }
   size_t total() const;
   std::string toString() const;  // a small table, one line per kind
   std::string toJson() const;    // {"params":{"device":..,"host":..,"nvme":..},...}
@@ -142,15 +113,15 @@ class ZeroEngine : public BlockHooks {
   void afterBackward(int block) override;
 
   void beginStep(bool lastMicroStep);
-  StepResult step(float lr, float lossScale, float clipNorm);
+  StepResult step(float learningRate, float lossScale, float clipNorm);
 
   MemoryReport memory() const;
 
-  void enableTrace(bool on);
+  void enableTrace(bool enabled);
   std::vector<TraceEvent> takeTrace();  // the events since the last take, in order
   PipelineState pipeline() const;
   // Whether stage-3 parameter p's allgather has been issued (in flight or gathered).
-  bool gatherIssued(size_t p) const;
+  bool gatherIssued(size_t param) const;
 
   // Checkpoints. optimizerShard(): this rank's partition of every optimizer state as ranges of
   // the full flat space (names: "fp32", "exp_avg", "exp_avg_sq" for Adam/AdamW; "fp32",

@@ -1,0 +1,173 @@
+// BlockedStage: stage 3's hooks, gradient buckets and parameter I/O.
+#include "zero/blocked_stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "zero/bucket_queue.h"
+#include "zero/dp_comm.h"
+#include "zero/optimizer_partition.h"
+#include "zero/param_index.h"
+
+namespace ds::zero {
+
+BlockedStage::BlockedStage(const StageContext& ctx)
+    : ctx_(ctx),
+      layout_(ctx.index.params(), ctx.comm.world()),
+      store_(makeParamStore(ctx.options, ctx.comm.rank(), layout_.localSize(), ctx.tracer)),
+      gatherer_(ctx, layout_, *store_, pool32_),
+      transient_(ctx.table, pool32_, ctx.index.count()) {
+  localSize_ = optimizerCount_ = layout_.localSize();
+  for (size_t param = 0; param < ctx_.index.count(); ++param) {
+    const Shard own = layout_.ownRange(param, ctx_.comm.rank());
+    if (own.size)
+      ranges_.push_back(
+          {ctx_.index.offset(param) + own.offset, layout_.localOffset(param), own.size});
+  }
+  gradPart_.assign(localSize_, 0.f);
+  const size_t world = size_t(ctx_.comm.world());
+  const size_t cap = std::min(std::max<size_t>(ctx_.options.reduceBucketSize, 1),
+                              localSize_ * world);
+  ctx_.buckets.allocate(cap, (cap + world - 1) / world);
+}
+
+void BlockedStage::setParams(const float* fullFlat) {
+  for (size_t param = 0; param < ctx_.index.count(); ++param) {
+    gatherer_.release(param);
+    const Shard own = layout_.ownRange(param, ctx_.comm.rank());
+    store_->writeChunk(layout_.localOffset(param), layout_.chunk(param),
+                       fullFlat + ctx_.index.offset(param) + own.offset, own.size);
+  }
+  gatherer_.gatherPersistent();
+}
+
+void BlockedStage::getParams(float* fullFlat, OptimizerPartition& optimizer) {
+  const size_t world = size_t(ctx_.comm.world());
+  for (size_t param = 0; param < ctx_.index.count(); ++param) {
+    const size_t chunk = layout_.chunk(param);
+    std::vector<float> mine(chunk), all(chunk * world);
+    optimizer.read(0, layout_.localOffset(param), chunk, mine.data());
+    waitWork(ctx_.comm.allgather(mine.data(), all.data(), std::vector<size_t>(world, chunk),
+                                 DType::kF32));
+    std::memcpy(fullFlat + ctx_.index.offset(param), all.data(),
+                ctx_.index.param(param).numel * sizeof(float));
+  }
+}
+
+// Gathers block's params, prefetches the block `step` away and starts the swap reads of the
+// next two (what the prefetch left out, and what the following prefetch takes).
+void BlockedStage::gatherBlock(int block, int ahead, int step) {
+  for (size_t param : ctx_.index.usedBy(block)) gatherer_.ensureGathered(param);
+  gatherer_.prefetch(ahead);
+  gatherer_.readAhead(ahead);
+  gatherer_.readAhead(ahead + step);
+  for (size_t param : ctx_.index.usedBy(block)) gatherer_.waitGathered(param);
+}
+
+void BlockedStage::beforeForward(int block) { gatherBlock(block, block + 1, 1); }
+
+void BlockedStage::afterForward(int block) {
+  // next use: the following block's forward, or this (last) block's backward
+  gatherer_.releaseAfter(block, block + 1 < ctx_.index.numBlocks() ? block + 1 : block);
+}
+
+void BlockedStage::beforeBackward(int block) {
+  gatherBlock(block, block - 1, -1);
+  const size_t world = size_t(ctx_.comm.world());
+  for (size_t param : ctx_.index.usedBy(block))
+    transient_.acquire(param, layout_.chunk(param) * world);
+}
+
+void BlockedStage::afterBackward(int block) {
+  gatherer_.releaseAfter(block, block - 1);
+  for (size_t param : ctx_.index.completeAfter(block)) queueGrad(param);
+  if (block == 0) finishReduction();
+}
+
+// Called when backward is over (afterBackward of block 0, or step as a fallback).
+void BlockedStage::finishReduction() {
+  flushGrads();  // queued params are freed by the flush, so the loop below sees only leftovers
+  for (size_t param = 0; param < ctx_.index.count(); ++param)
+    if (transient_.held(param)) queueGrad(param);
+  flushGrads();
+}
+
+// Gradients are reduce-scattered per parameter (each padded to chunk*world, rank-major),
+// coalesced into buckets of reduce_bucket_size elements.
+void BlockedStage::queueGrad(size_t param) {
+  const size_t bucket = std::max<size_t>(ctx_.options.reduceBucketSize, 1);
+  const size_t need = layout_.chunk(param) * size_t(ctx_.comm.world());
+  if (!queued_.empty() && queuedElems_ + need > bucket) flushGrads();
+  queued_.push_back(param);
+  queuedElems_ += need;
+  if (queuedElems_ >= bucket) flushGrads();
+}
+
+void BlockedStage::flushGrads() {
+  if (queued_.empty()) return;
+  std::vector<size_t> params;
+  params.swap(queued_);
+  const size_t total = queuedElems_, world = size_t(ctx_.comm.world());
+  queuedElems_ = 0;
+  const size_t perRank = total / world;
+  const int slot = ctx_.buckets.acquire();
+  auto& input = ctx_.buckets.input(slot);
+  auto& output = ctx_.buckets.output(slot);
+  if (input.size() < total) input.resize(total);  // a single param larger than the bucket
+  if (output.size() < perRank) output.resize(perRank);
+  size_t pos = 0;
+  for (size_t rank = 0; rank < world; ++rank)
+    for (size_t param : params) {
+      const size_t chunk = layout_.chunk(param);
+      if (!transient_.held(param)) std::memset(input.data() + pos, 0, chunk * sizeof(float));
+      else std::memcpy(input.data() + pos, transient_.data(param) + rank * chunk,
+                       chunk * sizeof(float));
+      pos += chunk;
+    }
+  for (size_t param : params) transient_.release(param);
+  auto work = ctx_.comm.reduceScatterSum(input.data(), output.data(),
+                                         std::vector<size_t>(world, perRank));
+  auto finish = [this, params, out = output.data()] {
+    size_t from = 0;
+    for (size_t param : params) {
+      float* grads = gradPart_.data() + layout_.localOffset(param);
+      for (size_t i = 0, chunk = layout_.chunk(param); i < chunk; ++i) grads[i] += out[from + i];
+      from += layout_.chunk(param);
+    }
+  };
+  ctx_.buckets.issue(work, finish, slot);
+}
+
+void BlockedStage::zeroGrads() { std::fill(gradPart_.begin(), gradPart_.end(), 0.f); }
+
+void BlockedStage::writeModelRange(const LocalRange& range, const float* values) {
+  store_->write(range.localOffset, range.size, values);
+}
+
+void BlockedStage::refreshModelParams() {
+  gatherer_.releaseAll();
+  gatherer_.gatherPersistent();
+}
+
+bool BlockedStage::gatherIssued(size_t param) const {
+  return param < ctx_.index.count() && gatherer_.issued(param);
+}
+
+void BlockedStage::addMemory(MemoryReport& report) const {
+  const std::string& paramDevice = ctx_.options.offloadParam.device;
+  const MemPlace paramPlace = paramDevice == "cpu"    ? MemPlace::kHost
+                              : paramDevice == "nvme" ? MemPlace::kNvme
+                                                      : MemPlace::kDevice;
+  store_->addMemory(report, paramPlace);
+  const size_t elem = ctx_.options.halfCompute() ? 2 : 4, world = size_t(ctx_.comm.world());
+  for (size_t param = 0; param < ctx_.index.count(); ++param)
+    if (gatherer_.persistent(param))
+      addBytes(report, MemKind::kParams, MemPlace::kDevice, layout_.chunk(param) * world * elem);
+  addBytes(report, MemKind::kBuffers, MemPlace::kDevice, gatherer_.peakLiveElems() * elem);
+  const MemPlace gradPlace =
+      ctx_.options.offloadOptimizer.enabled() ? MemPlace::kHost : MemPlace::kDevice;
+  addBytes(report, MemKind::kGrads, gradPlace, gradPart_.size() * sizeof(float));
+  addBytes(report, MemKind::kBuffers, MemPlace::kDevice, transient_.peakElems() * sizeof(float));
+}
+
+}  // namespace ds::zero

@@ -1,0 +1,63 @@
+// BlockedStage: ZeRO stage 3: each param is split on its own into world chunks, rank r keeps chunk
+// r of each (ParamStore); a block's params are gathered before it runs and released after
+// (ParamGatherer); per-param grads are reduce-scattered in reduce_bucket_size buckets as blocks
+// finish backward, every micro-step. Not stages 0-2. Invariant: local index localOffset(p) + i
+// holds element r*chunk(p) + i of p.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "zero/buffer_pool.h"
+#include "zero/param_gatherer.h"
+#include "zero/param_store.h"
+#include "zero/partition.h"
+#include "zero/stage.h"
+#include "zero/transient_grads.h"
+
+namespace ds::zero {
+
+class BlockedStage final : public Stage {
+ public:
+  explicit BlockedStage(const StageContext& ctx);
+
+  float* masterAlias() override { return store_->masterAlias(); }
+  void setParams(const float* fullFlat) override;
+  void getParams(float* fullFlat, OptimizerPartition& optimizer) override;
+
+  void beforeForward(int block) override;
+  void afterForward(int block) override;
+  void beforeBackward(int block) override;
+  void afterBackward(int block) override;
+
+  void beginMicroStep(bool /*lastMicroStep*/) override {}  // reduces every micro-step
+  void finishReduction() override;
+  const float* localGrads() override { return gradPart_.data(); }
+  bool gradsReplicated() const override { return false; }
+  void zeroGrads() override;
+
+  ModelParamSink modelSink(bool masterOwned) override { return store_->sink(masterOwned); }
+  void writeModelRange(const LocalRange& range, const float* values) override;
+  void refreshModelParams() override;
+
+  void addMemory(MemoryReport& report) const override;
+  void addPipeline(PipelineState& state) override { gatherer_.addPipeline(state); }
+  bool gatherIssued(size_t param) const override;
+
+ private:
+  void gatherBlock(int block, int ahead, int step);
+  void queueGrad(size_t param);
+  void flushGrads();
+
+  StageContext ctx_;
+  Stage3Layout layout_;
+  std::unique_ptr<ParamStore> store_;
+  BufferPool<float> pool32_;  // shared by gathered params and transient grads
+  ParamGatherer gatherer_;
+  TransientGrads transient_;
+  std::vector<float> gradPart_;  // [localSize], accumulated over micro-steps
+  std::vector<size_t> queued_;   // params queued for the next reduce-scatter bucket
+  size_t queuedElems_ = 0;
+};
+
+}  // namespace ds::zero

@@ -1,0 +1,165 @@
+// FlatPartitionedStage: stage 1/2 gradient buckets, the gradient partition and the parameter
+// allgather after the optimizer.
+#include "zero/flat_partitioned_stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "zero/bucket_queue.h"
+#include "zero/dp_comm.h"
+#include "zero/optimizer_partition.h"
+#include "zero/param_index.h"
+
+namespace ds::zero {
+namespace {
+
+size_t partStartOf(const StageContext& ctx) {
+  return FlatLayout(ctx.index.numel(), ctx.comm.world()).paddedShard(ctx.comm.rank()).offset;
+}
+
+}  // namespace
+
+FlatPartitionedStage::FlatPartitionedStage(const StageContext& ctx)
+    : FlatStage(ctx, /*reduceEveryMicroStep=*/ctx.options.stage == 2, partStartOf(ctx)),
+      partitionGrads_(ctx.options.stage == 2),
+      transient_(ctx.table, pool_, ctx.index.count()) {
+  const size_t world = size_t(ctx_.comm.world());
+  localSize_ = layout_.partSize();
+  const Shard real = layout_.realShard(ctx_.comm.rank());
+  optimizerCount_ = real.size;
+  if (real.size) ranges_.push_back({real.offset, real.offset - partStart_, real.size});
+  gatherChunk_ = std::max<size_t>(1, ctx_.options.allgatherBucketSize / world);
+  if (gatherChunk_ < localSize_) gatherStaging_.assign(gatherChunk_ * world * (half_ ? 1 : 2), 0);
+  if (partitionGrads_) {
+    gradPart_.assign(localSize_, 0.f);
+  } else {
+    fullGrads_.assign(layout_.padded(), 0.f);
+    for (size_t param = 0; param < ctx_.index.count(); ++param)
+      ctx_.table.grad[param] = &fullGrads_[ctx_.index.offset(param)];
+  }
+  const size_t bucket = std::max<size_t>(ctx_.options.reduceBucketSize, 1);
+  const size_t cap = std::min(bucket, layout_.padded());
+  ctx_.buckets.allocate(partitionGrads_ ? cap : 0, std::min(cap, localSize_));
+}
+
+const float* FlatPartitionedStage::localGrads() {
+  return partitionGrads_ ? gradPart_.data() : fullGrads_.data() + partStart_;
+}
+
+void FlatPartitionedStage::clearGrads() {
+  if (partitionGrads_) std::fill(gradPart_.begin(), gradPart_.end(), 0.f);
+  else std::fill(fullGrads_.begin(), fullGrads_.end(), 0.f);
+}
+
+void FlatPartitionedStage::allocGrads(int block) {
+  if (!partitionGrads_) return;
+  for (size_t param : ctx_.index.usedBy(block))
+    transient_.acquire(param, ctx_.index.param(param).numel);
+}
+
+// Stage 2: copies the completed params' grads in [begin, end) into the slot's contiguous
+// bucket and frees those fully emitted; stage 1: the bucket is the full gradient buffer itself.
+const float* FlatPartitionedStage::fillBucket(int slot, size_t begin, size_t end) {
+  if (!partitionGrads_) return fullGrads_.data() + begin;
+  float* buf = ctx_.buckets.input(slot).data();
+  std::memset(buf, 0, (end - begin) * sizeof(float));
+  const ParamIndex& index = ctx_.index;
+  for (size_t param = index.paramAt(begin); param < index.count() && index.offset(param) < end;
+       ++param) {
+    const size_t offset = index.offset(param);
+    const Shard overlap = intersect({begin, end - begin}, {offset, index.param(param).numel});
+    if (overlap.size && transient_.held(param))
+      std::memcpy(buf + (overlap.offset - begin),
+                  transient_.data(param) + (overlap.offset - offset), overlap.size * sizeof(float));
+    if (offset >= begin) transient_.release(param);  // fully emitted
+  }
+  return buf;
+}
+
+void FlatPartitionedStage::emitBucket(size_t begin, size_t end) {
+  const int slot = ctx_.buckets.acquire();
+  const float* input = fillBucket(slot, begin, end);
+  if (ctx_.options.reduceScatter) emitReduceScatter(slot, input, begin, end);
+  else emitAllreduce(slot, begin, end);
+}
+
+// reduce_scatter=false: allreduce the bucket in place and keep this rank's slice.
+void FlatPartitionedStage::emitAllreduce(int slot, size_t begin, size_t end) {
+  const size_t count = end - begin;
+  const Shard mine = intersect({begin, count}, layout_.paddedShard(ctx_.comm.rank()));
+  float* buf = partitionGrads_ ? ctx_.buckets.input(slot).data() : fullGrads_.data() + begin;
+  auto work = ctx_.comm.allreduceSum(buf, count);
+  std::function<void()> finish;
+  if (partitionGrads_ && mine.size)
+    finish = [this, buf, src = mine.offset - begin, dst = mine.offset - partStart_,
+              size = mine.size] {
+      float* grads = gradPart_.data() + dst;
+      for (size_t i = 0; i < size; ++i) grads[i] += buf[src + i];
+    };
+  ctx_.buckets.issue(work, finish, slot, /*allreduce=*/true);
+}
+
+void FlatPartitionedStage::emitReduceScatter(int slot, const float* input, size_t begin,
+                                             size_t end) {
+  const Shard mine = intersect({begin, end - begin}, layout_.paddedShard(ctx_.comm.rank()));
+  float* out = ctx_.buckets.output(slot).data();
+  auto work = ctx_.comm.reduceScatterSum(input, out, layout_.counts({begin, end - begin}));
+  std::function<void()> finish;
+  if (mine.size) {
+    const size_t dst = mine.offset - partStart_;
+    if (partitionGrads_) {
+      finish = [this, out, dst, size = mine.size] {
+        float* grads = gradPart_.data() + dst;
+        for (size_t i = 0; i < size; ++i) grads[i] += out[i];
+      };
+    } else {
+      finish = [this, out, dst, size = mine.size] {
+        std::memcpy(fullGrads_.data() + partStart_ + dst, out, size * sizeof(float));
+      };
+    }
+  }
+  ctx_.buckets.issue(work, finish, slot);
+}
+
+void FlatPartitionedStage::getParams(float* fullFlat, OptimizerPartition& optimizer) {
+  std::vector<float> mine(localSize_, 0.f), all(layout_.padded());
+  optimizer.read(0, 0, optimizerCount_, mine.data());
+  waitWork(ctx_.comm.allgather(mine.data(), all.data(),
+                               std::vector<size_t>(size_t(ctx_.comm.world()), localSize_),
+                               DType::kF32));
+  std::memcpy(fullFlat, all.data(), ctx_.index.numel() * sizeof(float));
+}
+
+void FlatPartitionedStage::refreshModelParams() {
+  const size_t elem = elemBytes();
+  const int world = ctx_.comm.world();
+  char* full = paramBytes();
+  if (gatherChunk_ >= localSize_) {  // in place: this rank's block already sits at its offset
+    waitWork(ctx_.comm.allgather(full + partStart_ * elem, full,
+                                 std::vector<size_t>(size_t(world), localSize_), paramDtype()));
+    return;
+  }
+  char* staging = reinterpret_cast<char*>(gatherStaging_.data());
+  for (size_t chunk = 0; chunk < localSize_; chunk += gatherChunk_) {
+    const size_t count = std::min(gatherChunk_, localSize_ - chunk);
+    waitWork(ctx_.comm.allgather(full + (partStart_ + chunk) * elem, staging,
+                                 std::vector<size_t>(size_t(world), count), paramDtype()));
+    for (int rank = 0; rank < world; ++rank)
+      if (rank != ctx_.comm.rank())
+        std::memcpy(full + (size_t(rank) * localSize_ + chunk) * elem,
+                    staging + size_t(rank) * count * elem, count * elem);
+  }
+}
+
+void FlatPartitionedStage::addMemory(MemoryReport& report) const {
+  FlatStage::addMemory(report);
+  const MemPlace gradPlace = !partitionGrads_ || !ctx_.options.offloadOptimizer.enabled()
+                                 ? MemPlace::kDevice
+                                 : MemPlace::kHost;
+  addBytes(report, MemKind::kGrads, gradPlace,
+           (fullGrads_.size() + gradPart_.size()) * sizeof(float));
+  addBytes(report, MemKind::kBuffers, MemPlace::kDevice,
+           gatherStaging_.size() * sizeof(uint16_t) + transient_.peakElems() * sizeof(float));
+}
+
+}  // namespace ds::zero

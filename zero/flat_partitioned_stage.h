@@ -1,0 +1,46 @@
+// FlatPartitionedStage: ZeRO stages 1 and 2 (rank r owns the r-th slice of the padded flat space):
+// stage 1 keeps full grads reduced on the last micro-step, stage 2 only the gradient partition,
+// reduced per bucket every micro-step; buckets are reduce-scattered (or allreduced with
+// reduce_scatter=false) and params allgathered after the optimizer. Not stage 0 or 3.
+// Invariant: the local partition is [partStart_, partStart_ + localSize()) of the padded space.
+#pragma once
+
+#include <vector>
+
+#include "zero/buffer_pool.h"
+#include "zero/flat_stage.h"
+#include "zero/transient_grads.h"
+
+namespace ds::zero {
+
+class FlatPartitionedStage final : public FlatStage {
+ public:
+  explicit FlatPartitionedStage(const StageContext& ctx);
+
+  void getParams(float* fullFlat, OptimizerPartition& optimizer) override;
+  const float* localGrads() override;
+  bool gradsReplicated() const override { return false; }
+  void refreshModelParams() override;
+  void addMemory(MemoryReport& report) const override;
+
+ protected:
+  void emitBucket(size_t begin, size_t end) override;
+  void allocGrads(int block) override;
+  void clearGrads() override;
+
+ private:
+  const float* fillBucket(int slot, size_t begin, size_t end);
+  void emitAllreduce(int slot, size_t begin, size_t end);
+  void emitReduceScatter(int slot, const float* input, size_t begin, size_t end);
+
+  bool partitionGrads_;                 // stage 2
+  std::vector<float> fullGrads_;        // stage 1: [padded], accumulated over micro-steps
+  std::vector<float> gradPart_;         // stage 2: [localSize], accumulated over micro-steps
+  BufferPool<float> pool_;
+  TransientGrads transient_;            // stage 2: per-parameter grads during backward
+  size_t gatherChunk_ = 0;              // allgather chunk per rank (elements)
+  std::vector<uint16_t> gatherStaging_; // gatherChunk_ * world model-dtype elements, when
+                                        // the chunk is smaller than the partition
+};
+
+}  // namespace ds::zero

@@ -1,0 +1,25 @@
+// Gradient check before the optimizer: the global L2 norm of the averaged, unscaled gradients
+// (overflow = a non-finite sum of squares: the step is skipped, in every dtype) and the one
+// multiplier that unscales, averages and clips them (DeepSpeed's clip coefficient). Not the
+// optimizer. Invariant: every rank computes the same norm and multiplier.
+#pragma once
+
+#include <cstddef>
+
+namespace ds::zero {
+
+class DpComm;
+
+struct GradCheck {
+  double sumSquares = 0;  // over all ranks' partitions (this rank's alone when replicated)
+  float norm = 0;         // sqrt(sumSquares) / world / lossScale
+  bool finite() const;
+};
+
+// replicated: every rank holds the whole reduced gradient (stage 0), so no collective is needed.
+GradCheck checkGradients(const float* grads, size_t count, bool replicated, DpComm& comm,
+                         float lossScale);
+// grads * this = averaged, unscaled, clipped; clipNorm <= 0 disables clipping.
+float gradientMultiplier(const GradCheck& check, float clipNorm, int world, float lossScale);
+
+}  // namespace ds::zero

@@ -1,0 +1,142 @@
+// ParamGatherer: stage 3's allgather, prefetch, read-ahead and release of parameters.
+#include "zero/param_gatherer.h"
+
+#include <algorithm>
+
+#include "zero/dp_comm.h"
+#include "zero/engine_trace.h"
+#include "zero/param_index.h"
+#include "zero/param_store.h"
+#include "zero/partition.h"
+
+namespace ds::zero {
+
+ParamGatherer::ParamGatherer(const StageContext& ctx, const Stage3Layout& layout,
+                             ParamStore& store, BufferPool<float>& pool32)
+    : ctx_(ctx),
+      layout_(layout),
+      store_(store),
+      pool32_(pool32),
+      half_(ctx.options.halfCompute()),
+      live32_(ctx.index.count()),
+      live16_(ctx.index.count()),
+      work_(ctx.index.count()),
+      gathering_(ctx.index.count(), 0),
+      persistent_(ctx.index.count(), 0) {
+  for (size_t param = 0; param < ctx_.index.count(); ++param)
+    persistent_[param] = ctx_.index.param(param).numel <= ctx_.options.paramPersistenceThreshold;
+}
+
+size_t ParamGatherer::fullSize(size_t param) const {
+  return layout_.chunk(param) * size_t(ctx_.comm.world());
+}
+
+void ParamGatherer::ensureGathered(size_t param) {
+  if (issued(param)) return;
+  const size_t chunk = layout_.chunk(param), full = fullSize(param);
+  const std::vector<size_t> counts(size_t(ctx_.comm.world()), chunk);
+  const size_t local = layout_.localOffset(param), mine = size_t(ctx_.comm.rank()) * chunk;
+  if (half_) {
+    pool16_.take(live16_[param], full, false);  // the allgather writes every element
+    const void* input = store_.gatherInput(param, local, chunk, live16_[param].data() + mine);
+    work_[param] = ctx_.comm.allgather(input, live16_[param].data(), counts,
+                                       ctx_.options.compute);
+  } else {
+    pool32_.take(live32_[param], full, false);
+    const void* input = store_.gatherInput(param, local, chunk, live32_[param].data() + mine);
+    work_[param] = ctx_.comm.allgather(input, live32_[param].data(), counts, DType::kF32);
+  }
+  gathering_[param] = 1;
+  ctx_.tracer.note(TraceEvent::Kind::kGatherIssued, int64_t(param));
+  if (!persistent_[param]) {
+    liveElems_ += full;
+    peakLiveElems_ = std::max(peakLiveElems_, liveElems_);
+  }
+}
+
+void ParamGatherer::waitGathered(size_t param) {
+  if (!gathering_[param]) return;
+  ctx_.tracer.note(TraceEvent::Kind::kGatherWaited, int64_t(param),
+                   !work_[param] || work_[param]->isCompleted());
+  waitWork(work_[param]);
+  work_[param] = nullptr;
+  gathering_[param] = 0;
+  if (half_) ctx_.table.value16[param] = reinterpret_cast<const ds::bf16*>(live16_[param].data());
+  else ctx_.table.value[param] = live32_[param].data();
+}
+
+void ParamGatherer::prefetch(int block) {
+  if (!ctx_.index.validBlock(block)) return;
+  size_t budget = ctx_.options.prefetchBucketSize;
+  for (size_t param : ctx_.index.usedBy(block)) {
+    if (issued(param)) continue;
+    const size_t full = fullSize(param);
+    if (full > budget || liveElems_ + full > ctx_.options.maxLiveParameters) break;
+    budget -= full;
+    ensureGathered(param);
+  }
+}
+
+// Submits the swap reads of block's parameters that are neither gathered nor being gathered,
+// so that their gather later finds the bytes already read (the read runs while the current
+// block computes).
+void ParamGatherer::readAhead(int block) {
+  if (!store_.readsAhead() || !ctx_.index.validBlock(block)) return;
+  for (size_t param : ctx_.index.usedBy(block)) {
+    if (persistent_[param] || issued(param) || store_.readPending(param)) continue;
+    store_.readAhead(param, layout_.localOffset(param), layout_.chunk(param));
+  }
+}
+
+void ParamGatherer::release(size_t param) {
+  if (persistent_[param]) return;
+  if (gathering_[param]) waitGathered(param);
+  if (!held(param)) return;
+  ctx_.tracer.note(TraceEvent::Kind::kReleased, int64_t(param));
+  liveElems_ -= half_ ? live16_[param].size() : live32_[param].size();
+  pool32_.give(live32_[param]);
+  pool16_.give(live16_[param]);
+  ctx_.table.value[param] = nullptr;
+  ctx_.table.value16[param] = nullptr;
+}
+
+void ParamGatherer::releaseAll() {
+  for (size_t param = 0; param < ctx_.index.count(); ++param) release(param);
+}
+
+void ParamGatherer::releaseAfter(int block, int nextBlock) {
+  for (size_t param : ctx_.index.usedBy(block)) {
+    if (nextBlock >= 0 && ctx_.index.uses(nextBlock, param)) continue;
+    release(param);
+  }
+}
+
+void ParamGatherer::gatherPersistent() {
+  for (size_t param = 0; param < ctx_.index.count(); ++param)
+    if (persistent_[param]) {
+      gathering_[param] = 0;
+      ctx_.table.value[param] = nullptr;
+      ctx_.table.value16[param] = nullptr;
+      ensureGathered(param);
+    }
+  for (size_t param = 0; param < ctx_.index.count(); ++param)
+    if (persistent_[param]) waitGathered(param);
+}
+
+void ParamGatherer::addPipeline(PipelineState& state) {
+  for (size_t param = 0; param < gathering_.size(); ++param)
+    if (gathering_[param]) {
+      ++state.gathersInFlight;
+      if (!work_[param] || work_[param]->isCompleted()) ++state.gathersCompletedInFlight;
+    }
+  state.liveElems = liveElems_;
+  state.peakLiveElems = peakLiveElems_;
+  if (!store_.readsAhead()) return;
+  for (size_t param = 0; param < ctx_.index.count(); ++param)
+    if (store_.readPending(param)) {
+      ++state.swapReadsAhead;
+      if (store_.readCompleted(param)) ++state.swapReadsAheadCompleted;
+    }
+}
+
+}  // namespace ds::zero

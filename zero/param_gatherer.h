@@ -1,0 +1,61 @@
+// ParamGatherer: stage 3's gathered parameters: allgathers a block's params before use, prefetches
+// the next block's (stage3_prefetch_bucket_size, stage3_max_live_parameters), starts nvme
+// read-aheads and releases copies after use; params <= stage3_param_persistence_threshold stay.
+// Not the gradient path. Invariant: table.value/value16[p] is non-null exactly while p's
+// gathered copy is complete and held.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comm/work.h"
+#include "zero/buffer_pool.h"
+#include "zero/stage.h"
+
+namespace ds::zero {
+
+class ParamStore;
+class Stage3Layout;
+
+class ParamGatherer {
+ public:
+  ParamGatherer(const StageContext& ctx, const Stage3Layout& layout, ParamStore& store,
+                BufferPool<float>& pool32);
+
+  void ensureGathered(size_t param);  // issues the allgather unless gathered or gathering
+  void waitGathered(size_t param);    // publishes the copy in the table
+  void prefetch(int block);           // within the prefetch and live budgets
+  void readAhead(int block);          // nvme: reads of block's params not yet gathering
+  void release(size_t param);         // no-op for persistent params
+  void releaseAll();
+  // Releases block's params unless nextBlock (-1 = none) uses them.
+  void releaseAfter(int block, int nextBlock);
+  void gatherPersistent();            // (re)gathers every persistent parameter, waits
+
+  bool issued(size_t param) const { return gathering_[param] || held(param); }
+  bool persistent(size_t param) const { return persistent_[param]; }
+  size_t peakLiveElems() const { return peakLiveElems_; }
+  void addPipeline(PipelineState& state);
+
+ private:
+  bool held(size_t param) const {
+    return ctx_.table.value[param] != nullptr || ctx_.table.value16[param] != nullptr;
+  }
+  size_t fullSize(size_t param) const;
+
+  StageContext ctx_;
+  const Stage3Layout& layout_;
+  ParamStore& store_;
+  BufferPool<float>& pool32_;
+  BufferPool<uint16_t> pool16_;
+  bool half_;
+  std::vector<std::vector<float>> live32_;      // gathered full params (chunk*world elems)
+  std::vector<std::vector<uint16_t>> live16_;
+  std::vector<comm::WorkPtr> work_;              // in-flight gather per param
+  std::vector<char> gathering_;                  // gather issued, not yet waited
+  std::vector<char> persistent_;
+  size_t liveElems_ = 0, peakLiveElems_ = 0;     // non-persistent gathered elements
+};
+
+}  // namespace ds::zero

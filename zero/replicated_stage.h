@@ -1,0 +1,32 @@
+// ReplicatedStage: ZeRO stage 0, plain data parallelism. Every rank holds the full parameters,
+// the full gradients and the full optimizer states; gradient buckets are allreduced in place
+// on the last micro-step. Not partitioned in any way (FlatPartitionedStage is). Invariant:
+// after the reduction every rank holds the same summed gradients, so the norm needs no
+// collective.
+#pragma once
+
+#include <vector>
+
+#include "zero/flat_stage.h"
+
+namespace ds::zero {
+
+class ReplicatedStage final : public FlatStage {
+ public:
+  explicit ReplicatedStage(const StageContext& ctx);
+
+  void getParams(float* fullFlat, OptimizerPartition& optimizer) override;
+  const float* localGrads() override { return grads_.data(); }
+  bool gradsReplicated() const override { return true; }
+  void refreshModelParams() override {}
+  void addMemory(MemoryReport& report) const override;
+
+ protected:
+  void emitBucket(size_t begin, size_t end) override;
+  void clearGrads() override;
+
+ private:
+  std::vector<float> grads_;  // [padded] full gradients, accumulated over micro-steps
+};
+
+}  // namespace ds::zero

@@ -1,0 +1,61 @@
+// ZeroOptions / OffloadOptions / OptimizerOptions: the engine's knobs, one named field per
+// DeepSpeed config key (the comment names the key; runtime/config fills them from the plan). Not
+// the parser or the schema (runtime/config). Invariant: validateZeroOptions() accepts exactly
+// the combinations the stages implement; every refusal names the config key.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace ds::zero {
+
+// zero_optimization.offload_optimizer / zero_optimization.offload_param
+struct OffloadOptions {
+  std::string device = "none";  // device: none | cpu | nvme
+  std::string nvmePath;         // nvme_path: directory for swap files (nvme)
+  bool pinMemory = false;       // pin_memory: mlock the host buffers (best effort)
+  int bufferCount = 4;          // buffer_count: nvme tiles in flight (>= 3: read k+1, update k,
+                                // write k-1)
+  bool enabled() const { return device != "none"; }
+};
+
+// zero_optimization
+struct ZeroOptions {
+  int stage = 0;                               // stage: 0..3
+  size_t reduceBucketSize = 500000000;         // reduce_bucket_size (elements)
+  size_t allgatherBucketSize = 500000000;      // allgather_bucket_size (elements; stage 1/2
+                                               // param allgather chunks)
+  bool overlapComm = false;                    // overlap_comm: buckets reduced asynchronously
+  bool reduceScatter = true;                   // reduce_scatter: false = stage 1/2 buckets are
+                                               // allreduced
+  bool contiguousGradients = true;             // contiguous_gradients: only true (grads are
+                                               // copied into the bucket buffer at stage 2/3);
+                                               // false is a ConfigError
+  size_t prefetchBucketSize = 50000000;        // stage3_prefetch_bucket_size (elements)
+  size_t paramPersistenceThreshold = 100000;   // stage3_param_persistence_threshold: params
+                                               // <= this stay gathered
+  size_t maxLiveParameters = 1000000000;       // stage3_max_live_parameters: cap on gathered
+                                               // (non-persistent) elements
+  size_t subGroupSize = 1000000000;            // sub_group_size: optimizer tile (elements) for
+                                               // offload/nvme
+  OffloadOptions offloadOptimizer;             // offload_optimizer
+  OffloadOptions offloadParam;                 // offload_param (stage 3)
+  DType compute = DType::kF32;                 // from bf16/fp16.enabled: kF32, kBF16 or kF16
+  bool halfCompute() const { return compute != DType::kF32; }
+};
+
+// optimizer {type, params}
+struct OptimizerOptions {
+  std::string type = "AdamW";  // type: Adam | AdamW | SGD
+  // params: lr, betas, eps, weight_decay, momentum
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.f, momentum = 0.f;
+  bool adamwMode = true;       // adam_w_mode: Adam is L2 (false) unless type == "AdamW"
+  bool biasCorrection = true;  // bias_correction
+};
+
+// Throws ConfigError naming the key for a stage, dtype or offload combination no stage supports.
+void validateZeroOptions(const ZeroOptions& options);
+
+}  // namespace ds::zero
