@@ -28,7 +28,9 @@ if(DS_SANITIZE)
     # (no -fopenmp: loops run in the calling thread, with the same results) and link libgomp
     # only for the omp_* calls; every access is then checked.
     set_property(TARGET OpenMP::OpenMP_CXX PROPERTY INTERFACE_COMPILE_OPTIONS "")
-    list(APPEND ds_san_flags -Wno-unknown-pragmas)
+    # (a thread count that only the pragma reads is then an unused variable)
+    list(APPEND ds_san_flags -Wno-unknown-pragmas -Wno-unused-variable
+      -Wno-unused-but-set-variable)
   endif()
   add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${ds_san_flags}>")
   add_link_options(-fsanitize=${DS_SANITIZE})
