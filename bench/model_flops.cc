@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
           c.activationCheckpointing = ck;
           Row r = runModel(c, s.B, s.T, 0, true);
           std::printf("%-28s %-5s %-4s %12.1f\n", s.name, std::string(dtypeName(dt)).c_str(),
-                      ck ? "on" : "off", r.act / 1048576.0);
+                      ck ? "on" : "off", static_cast<double>(r.act) / 1048576.0);
           std::fflush(stdout);
         }
     return 0;
@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
         const double flops = makeModel(c)->flopsPerToken() * tok;
         std::printf("%-28s %-5s %-4s %9.1f %9.1f %10.0f %9.1f %12.1f\n", s.name,
                     mode == 2 ? "bf16w" : std::string(dtypeName(dt)).c_str(), ck ? "on" : "off", r.fwd * 1e3,
-                    r.bwd * 1e3, tok / step, flops / step / 1e9, r.act / 1048576.0);
+                    r.bwd * 1e3, tok / step, flops / step / 1e9,
+                    static_cast<double>(r.act) / 1048576.0);
         std::fflush(stdout);
       }
     }

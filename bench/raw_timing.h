@@ -67,7 +67,7 @@ inline void printHeader(const char* what, int n) {
 }
 
 inline void printRow(const std::string& op, size_t bytes, int n, const RawRow& r) {
-  double algbw = bytes / r.seconds / 1e9;
+  double algbw = static_cast<double>(bytes) / r.seconds / 1e9;
   std::printf("%-15s %12zu %11zu %6d %11.1f %9.3f %9.3f %6s\n", op.c_str(), bytes, bytes / 4,
               r.iters, r.seconds * 1e6, algbw, algbw * busFactor(op, n), "-");
   std::fflush(stdout);

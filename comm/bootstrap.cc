@@ -29,7 +29,7 @@ std::string hostName() {
 
 std::string toString(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
-double secs(std::chrono::milliseconds t) { return t.count() / 1000.0; }
+double secs(std::chrono::milliseconds t) { return std::chrono::duration<double>(t).count(); }
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // CPU optimizer dispatch: per-step coefficients, ISA choice, OpenMP chunking (see cpu_adam.h).
 #include "zero/cpu_adam.h"
 
+#include <cpuid.h>
 #include <omp.h>
 
 #include <cmath>
@@ -39,6 +40,13 @@ void forChunks(size_t n, int threads, Body&& body) {
   }
 }
 
+// F16C from CPUID leaf 1 (ECX bit 29), what __builtin_cpu_supports("f16c") reads; clang before 16
+// (clang-tidy 14 among them) does not know that feature name.
+bool cpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 }  // namespace
 
 std::string_view isaName(Isa isa) {
@@ -54,8 +62,7 @@ bool isaSupported(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuHasF16c();
     case Isa::kAvx512:
       return __builtin_cpu_supports("avx512f") && isaSupported(Isa::kAvx2);
   }

@@ -13,8 +13,8 @@ NcclComm::~NcclComm() {
 void NcclComm::track(const std::shared_ptr<NcclWork>& w) {
   // Drop the handles that are gone or settled, so the list stays as short as the work in flight.
   std::erase_if(pending_, [](const std::weak_ptr<NcclWork>& p) {
-    auto w = p.lock();
-    return !w || w->isCompleted();
+    auto work = p.lock();
+    return !work || work->isCompleted();
   });
   pending_.push_back(w);
 }

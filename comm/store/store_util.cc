@@ -30,7 +30,7 @@ Bytes encodeCounter(int64_t v) {
 std::string timeoutMessage(const std::string& what, const std::vector<std::string>& missing,
                            const std::string& peer, std::chrono::milliseconds waited) {
   return fmt::format("store {} timed out after {:.3f} s on {}: key{} still missing: {}", what,
-                     waited.count() / 1000.0, peer, missing.size() == 1 ? "" : "s",
+                     std::chrono::duration<double>(waited).count(), peer, missing.size() == 1 ? "" : "s",
                      fmt::join(missing, ", "));
 }
 

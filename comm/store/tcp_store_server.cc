@@ -32,8 +32,8 @@ void TcpStoreServer::stop() {
     if (acceptThread_.joinable()) acceptThread_.join();
     return;
   }
-  char c = 1;
-  (void)!::write(wakeWrite_.get(), &c, 1);
+  char wake = 1;
+  (void)!::write(wakeWrite_.get(), &wake, 1);
   if (acceptThread_.joinable()) acceptThread_.join();
   data_.shutdown();
   std::list<std::unique_ptr<Conn>> conns;

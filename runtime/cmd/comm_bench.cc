@@ -85,11 +85,11 @@ bool verify(const std::string& op, const Buffers& bufs, int rank, int n,
   float rankSum = static_cast<float>(n * (n + 1) / 2);
   if (op == "allreduce") {
     for (size_t i = 0; i < full.size(); ++i)
-      if (full[i] != rankSum + n * static_cast<float>(i % 7)) return false;
+      if (full[i] != rankSum + static_cast<float>(n) * static_cast<float>(i % 7)) return false;
   } else if (op == "reduce_scatter") {
     size_t off = offsetOf(counts, rank);
     for (size_t i = 0; i < part.size(); ++i)
-      if (part[i] != rankSum + n * static_cast<float>((off + i) % 7)) return false;
+      if (part[i] != rankSum + static_cast<float>(n) * static_cast<float>((off + i) % 7)) return false;
   } else if (op == "allgather") {
     int owner = 0;
     size_t end = counts.empty() ? 0 : counts[0];
@@ -139,7 +139,7 @@ CommBenchRow benchOne(ProcessGroup& pg, const std::string& op, size_t bytes,
   t0 = Clock::now();
   for (int i = 0; i < row.iters; ++i) issue(pg, op, b, counts)->wait();
   row.seconds = slowest(pg, std::chrono::duration<double>(Clock::now() - t0).count()) / row.iters;
-  row.algbw = row.bytes / row.seconds / 1e9;
+  row.algbw = static_cast<double>(row.bytes) / row.seconds / 1e9;
   row.busbw = row.algbw * busFactor(op, n);
   if (o.check) {
     fillInputs(op, b, rank, counts);

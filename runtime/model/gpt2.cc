@@ -91,7 +91,7 @@ Gpt2Model::Gpt2Model(const ModelConfig& cfg)
 }
 
 void Gpt2Model::initParams(float* flat, uint64_t seed) const {
-  const float residualStd = 0.02f / std::sqrt(2.0f * cfg_.nLayer);
+  const float residualStd = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.nLayer));
   size_t off = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const zero::ParamInfo& info = params_[i];

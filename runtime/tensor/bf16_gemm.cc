@@ -93,7 +93,7 @@ void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, 
   widenAll(a, A, M, K);
   widenAll(b, B, N, K);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K,
-              beta, C, ldc);
+              beta, C, static_cast<blasint>(ldc));
 }
 
 void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C,

@@ -15,10 +15,10 @@ void layernormForward(float* out, float* mean, float* rstd, const float* inp, co
     const float* x = inp + static_cast<size_t>(n) * C;
     float m = 0.0f;
     for (int i = 0; i < C; ++i) m += x[i];
-    m /= C;
+    m /= static_cast<float>(C);
     float v = 0.0f;
     for (int i = 0; i < C; ++i) v += (x[i] - m) * (x[i] - m);
-    v /= C;
+    v /= static_cast<float>(C);
     float s = 1.0f / std::sqrt(v + kEps);
     float* o = out + static_cast<size_t>(n) * C;
     for (int i = 0; i < C; ++i) o[i] = (x[i] - m) * s * weight[i] + bias[i];
@@ -43,8 +43,8 @@ void layernormBackward(float* dinp, float* dweight, float* dbias, const float* d
       dnormMean += dnorm;
       dnormNormMean += dnorm * norm;
     }
-    dnormMean /= C;
-    dnormNormMean /= C;
+    dnormMean /= static_cast<float>(C);
+    dnormNormMean /= static_cast<float>(C);
     for (int i = 0; i < C; ++i) {
       float norm = (x[i] - m) * s;
       float dnorm = weight[i] * dy[i];

@@ -296,7 +296,7 @@ print('step', meta.get('step'))
   std::string text;
   REQUIRE(ds::test::runCommand("python3 " + dir.file("read.py") + " " + out, &text) == 0);
   // Sums of stateValue(0, i) = 0.5 * i over each tensor's flat range.
-  auto sum = [](size_t a, size_t n) { double s = 0; for (size_t i = a; i < a + n; ++i) s += 0.5 * i; return s; };
+  auto sum = [](size_t a, size_t n) { double s = 0; for (size_t i = a; i < a + n; ++i) s += 0.5 * static_cast<double>(i); return s; };
   char want[256];
   std::snprintf(want, sizeof(want), "a.b 4 4 %.1f\na.w 3x4 12 %.1f\nb.b 5 5 %.1f\nb.w 5x7 35 %.1f\nstep 7\n",
                 sum(12, 4), sum(0, 12), sum(51, 5), sum(16, 35));

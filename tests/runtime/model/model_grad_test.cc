@@ -197,7 +197,7 @@ TEST_CASE("activation checkpointing saving measured at a GPT-2-like shape", "[un
     bytes[ck] = m->activationBytes();
   }
   std::printf("activationBytes L=4 C=64 T=64 B=2: without checkpointing %zu, with %zu (%.1fx)\n",
-              bytes[0], bytes[1], double(bytes[0]) / bytes[1]);
+              bytes[0], bytes[1], double(bytes[0]) / double(bytes[1]));
   CHECK(bytes[0] == want[0]);
   CHECK(bytes[1] == want[1]);
   CHECK(bytes[1] * 3 < bytes[0]);

@@ -36,7 +36,7 @@ class ParamOwner : public zero::BlockHooks {
     if (!gate_) exposeAll();
   }
   void zeroGrad() { std::fill(grad.begin(), grad.end(), 0.0f); }
-  size_t offset(int i) const { return offsets_[i]; }
+  size_t offset(size_t i) const { return offsets_[i]; }
 
   void beforeForward(int b) override { expose(b, "F+"); }
   void afterForward(int b) override { hide(b, "F-"); }

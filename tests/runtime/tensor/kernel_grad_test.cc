@@ -174,7 +174,7 @@ TEST_CASE("softmax cross-entropy backward matches finite differences; ignored ro
   REQUIRE(mean == Approx(ref / 5).epsilon(1e-5));
   std::vector<float> dlogits(N * V, 7.0f);  // backward WRITES
   ds::runtime::softmaxCrossEntropyBackward(dlogits.data(), work.data(), targets.data(), N, V,
-                                           1.0f / valid);
+                                           1.0f / static_cast<float>(valid));
   for (int j = 0; j < V; ++j) REQUIRE(dlogits[2 * V + j] == 0.0f);
   requireClose(checkGradient(loss, logits.data(), logits.size(), dlogits.data(), kH, kAtol, kRtol),
                "dlogits");
