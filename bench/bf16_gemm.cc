@@ -81,8 +81,8 @@ double runOnce(Kind kind, int method, int rows, int C, int OC, Buffers& b) {
                     C, 0.0f, b.out.data(), OC);
         break;
       case kDinp:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, OC, 1.0f, b.dout.data(),
-                    OC, w, C, 1.0f, b.dinp.data(), C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, OC, 1.0f, b.dout.data(), OC,
+                    w, C, 1.0f, b.dinp.data(), C);
         break;
       case kDw:
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, rows, 1.0f, b.dout.data(), OC,
@@ -110,9 +110,12 @@ int main(int argc, char** argv) {
   }
   std::printf("native AVX512-BF16: %s, OpenBLAS core %s, median of %d interleaved reps\n",
               bf16GemmNativeAvailable() ? "yes" : "no (widen path)", blasCoreName().c_str(), reps);
-  struct Layer { const char* name; int C, OC; };
-  const Layer layers[] = {{"qkv", 768, 2304}, {"attproj", 768, 768}, {"fc", 768, 3072},
-                          {"fcproj", 3072, 768}};
+  struct Layer {
+    const char* name;
+    int C, OC;
+  };
+  const Layer layers[] = {
+      {"qkv", 768, 2304}, {"attproj", 768, 768}, {"fc", 768, 3072}, {"fcproj", 3072, 768}};
   std::printf("%3s %-8s %-19s %5s %5s %5s %9s %9s %9s %7s\n", "thr", "layer", "product", "rows",
               "C", "OC", "bf16", "widen+sg", "sgemm32", "bf16/ws");
   for (int th : threadList) {

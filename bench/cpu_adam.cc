@@ -96,9 +96,10 @@ int main(int argc, char** argv) {
         for (int r = 0; r < rowReps; ++r) {
           tri = std::min(tri, best(1, [&] { triad(a.data(), g.data(), m.data(), n, threads); }));
           t = std::min(t, best(1, [&] {
-                adamStep(isa, cfg, ++step, 1.f, p.data(), g.data(), m.data(), v.data(), n,
-                         with16 ? Half16Out{DType::kBF16, h.data()} : Half16Out{}, threads);
-              }));
+                         adamStep(isa, cfg, ++step, 1.f, p.data(), g.data(), m.data(), v.data(), n,
+                                  with16 ? Half16Out{DType::kBF16, h.data()} : Half16Out{},
+                                  threads);
+                       }));
         }
         const double triGBs = 12.0 * double(n) / tri / 1e9;
         double bytes = (with16 ? 30.0 : 28.0) * double(n);

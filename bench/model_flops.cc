@@ -13,8 +13,8 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--memory") memory = true;
     else {
-      std::fprintf(stderr, "usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME] "
+      std::fprintf(stderr,
+                   "usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME] "
                    "[--memory]\n");
       return 2;
     }
@@ -138,12 +139,17 @@ int main(int argc, char** argv) {
   if (threads > 0) setComputeThreads(threads);
   std::printf("threads %d, OpenBLAS core %s, best of %d steps\n", computeThreads(),
               blasCoreName().c_str(), reps);
-  struct Shape { const char* name; int L, C, NH, T, V, B; };
+  struct Shape {
+    const char* name;
+    int L, C, NH, T, V, B;
+  };
   std::vector<Shape> shapes = {{"small GPT (L4 C256 H4)", 4, 256, 4, 128, 4096, 4},
                                {"GPT-2 small (L12 C768 H12)", 12, 768, 12, 256, 8192, 2}};
   if (quick) shapes = {{"tiny GPT (L2 C64 H2)", 2, 64, 2, 64, 512, 2}};
   if (!only.empty()) {
-    std::erase_if(shapes, [&](const Shape& s) { return std::string(s.name).find(only) == std::string::npos; });
+    std::erase_if(shapes, [&](const Shape& s) {
+      return std::string(s.name).find(only) == std::string::npos;
+    });
   }
   if (memory) {
     std::printf("%-28s %-5s %-4s %12s\n", "model", "dtype", "ckpt", "act MiB");
@@ -151,7 +157,11 @@ int main(int argc, char** argv) {
       for (DType dt : {DType::kF32, DType::kBF16})
         for (bool ck : {false, true}) {
           ModelConfig c;
-          c.nLayer = s.L; c.nEmbd = s.C; c.nHead = s.NH; c.seqLen = s.T; c.vocabSize = s.V;
+          c.nLayer = s.L;
+          c.nEmbd = s.C;
+          c.nHead = s.NH;
+          c.seqLen = s.T;
+          c.vocabSize = s.V;
           c.compute = dt;
           c.activationCheckpointing = ck;
           Row r = runModel(c, s.B, s.T, 0, true);
@@ -177,15 +187,19 @@ int main(int argc, char** argv) {
       setBf16LinearNative(mode != 2);
       for (bool ck : {false, true}) {
         ModelConfig c;
-        c.nLayer = s.L; c.nEmbd = s.C; c.nHead = s.NH; c.seqLen = s.T; c.vocabSize = s.V;
+        c.nLayer = s.L;
+        c.nEmbd = s.C;
+        c.nHead = s.NH;
+        c.seqLen = s.T;
+        c.vocabSize = s.V;
         c.compute = dt;
         c.activationCheckpointing = ck;
         Row r = runModel(c, s.B, s.T, reps);
         const double tok = double(s.B) * s.T, step = r.fwd + r.bwd;
         const double flops = makeModel(c)->flopsPerToken() * tok;
         std::printf("%-28s %-5s %-4s %9.1f %9.1f %10.0f %9.1f %12.1f\n", s.name,
-                    mode == 2 ? "bf16w" : std::string(dtypeName(dt)).c_str(), ck ? "on" : "off", r.fwd * 1e3,
-                    r.bwd * 1e3, tok / step, flops / step / 1e9,
+                    mode == 2 ? "bf16w" : std::string(dtypeName(dt)).c_str(), ck ? "on" : "off",
+                    r.fwd * 1e3, r.bwd * 1e3, tok / step, flops / step / 1e9,
                     static_cast<double>(r.act) / 1048576.0);
         std::fflush(stdout);
       }

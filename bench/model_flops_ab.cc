@@ -94,17 +94,24 @@ int main(int argc, char** argv) {
     else if (a == "--layers" && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (a == "--batch" && i + 1 < argc) batch = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_model_flops_ab [--reps R] [--threads N] [--layers L] "
-                           "[--batch B]\n");
+      std::fprintf(stderr,
+                   "usage: bench_model_flops_ab [--reps R] [--threads N] [--layers L] "
+                   "[--batch B]\n");
       return 2;
     }
   }
   if (threads > 0) setComputeThreads(threads);
   ModelConfig c;
-  c.nLayer = layers; c.nEmbd = 768; c.nHead = 12; c.seqLen = 256; c.vocabSize = 8192;
+  c.nLayer = layers;
+  c.nEmbd = 768;
+  c.nHead = 12;
+  c.seqLen = 256;
+  c.vocabSize = 8192;
   const int T = 256;
-  std::printf("threads %d, GPT-2 small shapes L%d C768 H12 T%d B%d V8192, median of %d steps "
-              "per mode, modes interleaved per step\n", computeThreads(), layers, T, batch, reps);
+  std::printf(
+      "threads %d, GPT-2 small shapes L%d C768 H12 T%d B%d V8192, median of %d steps "
+      "per mode, modes interleaved per step\n",
+      computeThreads(), layers, T, batch, reps);
   const char* names[3] = {"fp32", "bf16", "bf16w"};
   std::vector<std::unique_ptr<Runner>> rs;
   for (int mode = 0; mode < 3; ++mode) {

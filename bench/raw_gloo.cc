@@ -63,8 +63,8 @@ int main(int argc, char** argv) {
       std::vector<int> recvElems(n, static_cast<int>(count / n));
       for (size_t r = 0; r < count % n; ++r) ++recvElems[r];
       if (std::string(op) == "allreduce") {
-        ar = std::make_unique<gloo::AllreduceRingChunked<float>>(ctx, std::vector<float*>{buf.data()},
-                                                                  static_cast<int>(count));
+        ar = std::make_unique<gloo::AllreduceRingChunked<float>>(
+            ctx, std::vector<float*>{buf.data()}, static_cast<int>(count));
         run = [&] { ar->run(); };
       } else if (std::string(op) == "reduce_scatter") {
         rs = std::make_unique<gloo::ReduceScatterHalvingDoubling<float>>(

@@ -61,7 +61,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--param-offload") a.paramOffload = val();
     else if (k == "--bf16") a.bf16 = true;
     else {
-      std::fprintf(stderr, "unknown option %s (see the header of bench/zero_bench.cc)\n", k.c_str());
+      std::fprintf(stderr, "unknown option %s (see the header of bench/zero_bench.cc)\n",
+                   k.c_str());
       std::exit(2);
     }
   }
@@ -105,10 +106,10 @@ std::vector<ParamInfo> model(const Args& a) {
 }
 
 struct RankOut {
-  double stepMs = 0;       // median over steps after the first
+  double stepMs = 0;  // median over steps after the first
   long hwmKb = 0, baseKb = 0;
-  double statesMiB = 0;    // MemoryReport params + grads + optimizer states, device + host
-  double buffersMiB = 0;   // MemoryReport buffers, device + host
+  double statesMiB = 0;   // MemoryReport params + grads + optimizer states, device + host
+  double buffersMiB = 0;  // MemoryReport buffers, device + host
 };
 
 RankOut runRank(const Args& a, int rank, int port) {
@@ -240,7 +241,8 @@ int main(int argc, char** argv) {
   std::vector<RankOut> outs(size_t(a.world));
   int bad = 0;
   for (int r = 0; r < a.world; ++r) {
-    if (::read(fds[size_t(r)], &outs[size_t(r)], sizeof(RankOut)) != ssize_t(sizeof(RankOut))) bad++;
+    if (::read(fds[size_t(r)], &outs[size_t(r)], sizeof(RankOut)) != ssize_t(sizeof(RankOut)))
+      bad++;
     ::close(fds[size_t(r)]);
   }
   for (pid_t pid : pids) {
@@ -265,11 +267,11 @@ int main(int argc, char** argv) {
   // engine's report (model states | buffers) and the formula for the model states.
   // paper: the ZeRO paper's formula for the stage (no offload, fp16 params and grads).
   const std::string po = a.paramOffload == "none" ? "" : " +params " + a.paramOffload;
-  std::printf("stage %d %-4s offload %-4s%s world %d params %zu | step_ms %8.1f | VmHWM_MiB %6.0f..%-6.0f"
-              " | base_RSS %4.0f | report states %6.0f + buffers %5.0f | formula states %6.0f"
-              " | paper %6.0f\n",
-              a.stage, a.bf16 ? "bf16" : "fp32", a.offload.c_str(), po.c_str(), a.world,
-              a.params, step, hwmMin, hwm, base, rep, buf, formulaBytes(a) / (1 << 20),
-              paperBytes(a) / (1 << 20));
+  std::printf(
+      "stage %d %-4s offload %-4s%s world %d params %zu | step_ms %8.1f | VmHWM_MiB %6.0f..%-6.0f"
+      " | base_RSS %4.0f | report states %6.0f + buffers %5.0f | formula states %6.0f"
+      " | paper %6.0f\n",
+      a.stage, a.bf16 ? "bf16" : "fp32", a.offload.c_str(), po.c_str(), a.world, a.params, step,
+      hwmMin, hwm, base, rep, buf, formulaBytes(a) / (1 << 20), paperBytes(a) / (1 << 20));
   return 0;
 }

@@ -25,8 +25,7 @@ class Backend {
   virtual WorkPtr allreduce(BufferView buf, ReduceOp op);
   virtual WorkPtr reduceScatter(BufferView input, BufferView output,
                                 const std::vector<size_t>& counts, ReduceOp op);
-  virtual WorkPtr allgather(BufferView input, BufferView output,
-                            const std::vector<size_t>& counts);
+  virtual WorkPtr allgather(BufferView input, BufferView output, const std::vector<size_t>& counts);
   virtual WorkPtr broadcast(BufferView buf, int root);
   virtual WorkPtr reduce(BufferView buf, int root, ReduceOp op);
   virtual WorkPtr barrier();

@@ -81,13 +81,14 @@ std::shared_ptr<TcpStore> connectStore(const RankEnv& env, std::chrono::millisec
   try {
     return std::make_shared<TcpStore>(so);
   } catch (const TimeoutError& e) {
-    throw TimeoutError(fmt::format("rank {} of {}: rendezvous failed: rank 0 never opened the "
-                                   "store ({}) [DS_TIMEOUT={} s]",
-                                   env.rank, env.worldSize, e.what(), secs(timeout)));
+    throw TimeoutError(
+        fmt::format("rank {} of {}: rendezvous failed: rank 0 never opened the "
+                    "store ({}) [DS_TIMEOUT={} s]",
+                    env.rank, env.worldSize, e.what(), secs(timeout)));
   } catch (const CommError& e) {
-    throw CommError(fmt::format("rank {} of {}: rendezvous failed: {}", env.rank, env.worldSize,
-                                e.what()),
-                    env.rank == 0 ? -1 : 0);
+    throw CommError(
+        fmt::format("rank {} of {}: rendezvous failed: {}", env.rank, env.worldSize, e.what()),
+        env.rank == 0 ? -1 : 0);
   }
 }
 
@@ -97,16 +98,18 @@ void announce(Store& store, const RankEnv& env) {
   Bytes mine(me.begin(), me.end());
   Bytes now = store.compareSet(arrivalKey(env.rank), {}, mine);
   if (now != mine)
-    throw ConfigError(fmt::format("two processes claim RANK={}: {} and {} (check the launcher's "
-                                  "RANK/WORLD_SIZE variables)",
-                                  env.rank, toString(now), me));
+    throw ConfigError(
+        fmt::format("two processes claim RANK={}: {} and {} (check the launcher's "
+                    "RANK/WORLD_SIZE variables)",
+                    env.rank, toString(now), me));
   std::string ws = std::to_string(env.worldSize);
   Bytes wsb(ws.begin(), ws.end());
   Bytes agreed = store.compareSet("bootstrap/world_size", {}, wsb);
   if (agreed != wsb)
-    throw ConfigError(fmt::format("rank {} has WORLD_SIZE={} but other ranks of this job have "
-                                  "WORLD_SIZE={}",
-                                  env.rank, ws, toString(agreed)));
+    throw ConfigError(
+        fmt::format("rank {} has WORLD_SIZE={} but other ranks of this job have "
+                    "WORLD_SIZE={}",
+                    env.rank, ws, toString(agreed)));
 }
 
 }  // namespace
@@ -133,8 +136,8 @@ Rendezvous rendezvous(const RankEnv& env, std::chrono::milliseconds timeout) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), missing,
         secs(timeout)));
   }
-  DS_LOG_DEBUG("comm", "rank {} of {}: all ranks arrived at the store {}", env.rank,
-               env.worldSize, store->address());
+  DS_LOG_DEBUG("comm", "rank {} of {}: all ranks arrived at the store {}", env.rank, env.worldSize,
+               store->address());
   return Rendezvous{env, store, timeout};
 }
 
@@ -165,8 +168,7 @@ std::unique_ptr<ProcessGroup> bootstrap(const BootstrapOptions& options) {
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{} (chosen by {})", e.what(), choice.source));
   }
-  if (env.rank == 0)
-    DS_LOG_INFO("comm", "comm backend '{}' (from {})", choice.name, choice.source);
+  if (env.rank == 0) DS_LOG_INFO("comm", "comm backend '{}' (from {})", choice.name, choice.source);
   return connectGroup(rendezvous(env, timeout), choice.name, options.hostAddr);
 }
 

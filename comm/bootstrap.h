@@ -29,8 +29,8 @@ struct BootstrapOptions {
 // The outcome of the store rendezvous: every rank arrived.
 struct Rendezvous {
   RankEnv env;
-  std::shared_ptr<Store> store;        // the job's TcpStore (rank 0 hosts its server)
-  std::chrono::milliseconds timeout;   // the rendezvous timeout in force
+  std::shared_ptr<Store> store;       // the job's TcpStore (rank 0 hosts its server)
+  std::chrono::milliseconds timeout;  // the rendezvous timeout in force
 };
 
 // Connects to (rank 0: hosts) the store and waits until all ranks arrived. Throws TimeoutError

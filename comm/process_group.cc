@@ -14,8 +14,8 @@ namespace {
 void checkCounts(const char* what, const std::vector<size_t>& counts, int size,
                  const BufferView& whole, const BufferView& part, int rank) {
   if (counts.size() != static_cast<size_t>(size)) {
-    throw ConfigError(fmt::format("{}: {} counts given for a group of {} ranks", what,
-                                  counts.size(), size));
+    throw ConfigError(
+        fmt::format("{}: {} counts given for a group of {} ranks", what, counts.size(), size));
   }
   size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
   if (whole.count != total) {

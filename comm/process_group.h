@@ -18,10 +18,10 @@ namespace ds::comm {
 class Backend;
 
 struct GroupOptions {
-  std::string backend;                    // "gloo", "mpi", "nccl"; empty = default
-  std::chrono::milliseconds timeout{0};   // 0 = ds::defaultTimeout()
-  std::string hostAddr;                   // address this rank listens on ("" = MASTER_ADDR-side
-                                          // interface; loopback for local jobs)
+  std::string backend;                   // "gloo", "mpi", "nccl"; empty = default
+  std::chrono::milliseconds timeout{0};  // 0 = ds::defaultTimeout()
+  std::string hostAddr;                  // address this rank listens on ("" = MASTER_ADDR-side
+                                         // interface; loopback for local jobs)
 };
 
 class ProcessGroup {

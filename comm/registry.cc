@@ -56,8 +56,8 @@ std::unique_ptr<Backend> createBackend(const std::string& name, std::shared_ptr<
 #if DS_HAVE_NCCL
   if (which == "nccl") return createNcclBackend(std::move(store), rank, size, options);
 #endif
-  throw ConfigError(fmt::format("comm backend '{}' is not built into this binary; built: {}",
-                                which, fmt::join(builtBackends(), ", ")));
+  throw ConfigError(fmt::format("comm backend '{}' is not built into this binary; built: {}", which,
+                                fmt::join(builtBackends(), ", ")));
 }
 
 }  // namespace ds::comm

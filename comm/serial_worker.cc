@@ -33,7 +33,7 @@ struct SerialWorker::Queue {
   bool running = false;
   Clock::time_point startedAt;
   Clock::time_point lastSubmit;
-  bool parked = true;  // the worker sleeps without a timeout: only a notify makes it look
+  bool parked = true;      // the worker sleeps without a timeout: only a notify makes it look
   bool awaitsRun = false;  // the worker sleeps until the task a waiter runs has finished
   int immediateRuns = 0;   // tasks in a row a waiter took within kImmediateWait of their submit
   bool stop = false;

@@ -9,8 +9,8 @@ namespace ds::comm {
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
-    throw TimeoutError(fmt::format("{} did not complete within {} ms (DS_TIMEOUT)", what_,
-                                   timeout.count()));
+    throw TimeoutError(
+        fmt::format("{} did not complete within {} ms (DS_TIMEOUT)", what_, timeout.count()));
   }
   if (error_) std::rethrow_exception(error_);
 }

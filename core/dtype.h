@@ -30,8 +30,12 @@ std::string_view dtypeName(DType t);
 std::string_view dtypeSafetensorsName(DType t);
 
 // Storage types: plain 16-bit words with explicit conversion, never implicit arithmetic.
-struct bf16 { uint16_t bits; };
-struct fp16 { uint16_t bits; };
+struct bf16 {
+  uint16_t bits;
+};
+struct fp16 {
+  uint16_t bits;
+};
 
 inline float bf16ToFloat(bf16 h) {
   uint32_t u = static_cast<uint32_t>(h.bits) << 16;

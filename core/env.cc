@@ -32,8 +32,7 @@ int64_t parseInt(const std::string& text, const std::string& what, int64_t lo, i
   if (text.empty() || ec != std::errc() || p != e || v < lo || v > hi) {
     if (lo == INT64_MIN && hi == INT64_MAX)
       throw ConfigError(fmt::format("{}='{}': expected an integer", what, text));
-    throw ConfigError(
-        fmt::format("{}='{}': expected an integer in [{}, {}]", what, text, lo, hi));
+    throw ConfigError(fmt::format("{}='{}': expected an integer in [{}, {}]", what, text, lo, hi));
   }
   return v;
 }
@@ -43,8 +42,8 @@ bool parseBool(const std::string& text, const std::string& what) {
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
   if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
   if (t == "0" || t == "false" || t == "no" || t == "off") return false;
-  throw ConfigError(fmt::format("{}='{}': expected a boolean (1/0, true/false, yes/no, on/off)",
-                                what, text));
+  throw ConfigError(
+      fmt::format("{}='{}': expected a boolean (1/0, true/false, yes/no, on/off)", what, text));
 }
 
 double parseDouble(const std::string& text, const std::string& what) {
@@ -55,8 +54,6 @@ double parseDouble(const std::string& text, const std::string& what) {
   return v;
 }
 
-std::chrono::milliseconds defaultTimeout() {
-  return knobSecondsOrDefault(knobs::kTimeout);
-}
+std::chrono::milliseconds defaultTimeout() { return knobSecondsOrDefault(knobs::kTimeout); }
 
 }  // namespace ds

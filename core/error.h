@@ -78,20 +78,19 @@ namespace detail {
 }  // namespace ds
 
 // DS_CHECK(cond, "fmt {}", args...): throws InternalError naming file:line and the condition.
-#define DS_CHECK(cond, ...)                                                          \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]]                                                        \
-      ::ds::detail::throwCheckFailure(__FILE__, __LINE__, #cond,                     \
-                                      ::fmt::format("" __VA_ARGS__));                \
+#define DS_CHECK(cond, ...)                                                                      \
+  do {                                                                                           \
+    if (!(cond)) [[unlikely]]                                                                    \
+      ::ds::detail::throwCheckFailure(__FILE__, __LINE__, #cond, ::fmt::format("" __VA_ARGS__)); \
   } while (0)
 
-#define DS_CHECK_OP(a, op, b)                                                        \
-  do {                                                                               \
-    const auto& ds_a_ = (a);                                                         \
-    const auto& ds_b_ = (b);                                                         \
-    if (!(ds_a_ op ds_b_)) [[unlikely]]                                              \
-      ::ds::detail::throwCheckFailure(__FILE__, __LINE__, #a " " #op " " #b,         \
-                                      ::fmt::format("{} vs {}", ds_a_, ds_b_));      \
+#define DS_CHECK_OP(a, op, b)                                                   \
+  do {                                                                          \
+    const auto& ds_a_ = (a);                                                    \
+    const auto& ds_b_ = (b);                                                    \
+    if (!(ds_a_ op ds_b_)) [[unlikely]]                                         \
+      ::ds::detail::throwCheckFailure(__FILE__, __LINE__, #a " " #op " " #b,    \
+                                      ::fmt::format("{} vs {}", ds_a_, ds_b_)); \
   } while (0)
 #define DS_CHECK_EQ(a, b) DS_CHECK_OP(a, ==, b)
 #define DS_CHECK_NE(a, b) DS_CHECK_OP(a, !=, b)
@@ -101,12 +100,12 @@ namespace detail {
 
 // DS_SYS_CHECK(expr, "what {}", args): evaluates a syscall returning -1 on error, retrying on
 // EINTR; throws SystemError with the formatted context. Yields the call's result.
-#define DS_SYS_CHECK(expr, ...)                                                      \
-  ([&]() {                                                                           \
-    for (;;) {                                                                       \
-      auto ds_r_ = (expr);                                                           \
-      if (ds_r_ != -1) return ds_r_;                                                 \
-      if (errno == EINTR) continue;                                                  \
-      throw ::ds::SystemError(::fmt::format("" __VA_ARGS__), errno);                 \
-    }                                                                                \
+#define DS_SYS_CHECK(expr, ...)                                      \
+  ([&]() {                                                           \
+    for (;;) {                                                       \
+      auto ds_r_ = (expr);                                           \
+      if (ds_r_ != -1) return ds_r_;                                 \
+      if (errno == EINTR) continue;                                  \
+      throw ::ds::SystemError(::fmt::format("" __VA_ARGS__), errno); \
+    }                                                                \
   }())

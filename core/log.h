@@ -26,10 +26,10 @@ void write(Level level, std::string_view subsys, std::string_view message);
 
 }  // namespace ds::log
 
-#define DS_LOG(level, subsys, ...)                                                    \
-  do {                                                                                \
-    if (static_cast<int>(level) <= static_cast<int>(::ds::log::threshold()))          \
-      ::ds::log::write(level, subsys, ::fmt::format(__VA_ARGS__));                    \
+#define DS_LOG(level, subsys, ...)                                           \
+  do {                                                                       \
+    if (static_cast<int>(level) <= static_cast<int>(::ds::log::threshold())) \
+      ::ds::log::write(level, subsys, ::fmt::format(__VA_ARGS__));           \
   } while (0)
 #define DS_LOG_ERROR(subsys, ...) DS_LOG(::ds::log::Level::kError, subsys, __VA_ARGS__)
 #define DS_LOG_WARN(subsys, ...) DS_LOG(::ds::log::Level::kWarn, subsys, __VA_ARGS__)

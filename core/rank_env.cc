@@ -54,8 +54,8 @@ void fillFromDsrun(const EnvMap& env, RankEnv& r) {
   r.source = RankSource::kDsrun;
   r.worldSize = need(env, k::kWorldSize, 1, kMaxRanks, r.source);
   r.rank = need(env, k::kRank, 0, r.worldSize - 1, r.source);
-  r.localSize = opt(env, k::kLocalWorldSize, opt(env, k::kLocalSize, 1, 1, kMaxRanks), 1,
-                    kMaxRanks);
+  r.localSize =
+      opt(env, k::kLocalWorldSize, opt(env, k::kLocalSize, 1, 1, kMaxRanks), 1, kMaxRanks);
   r.localRank = opt(env, k::kLocalRank, 0, 0, r.localSize - 1);
   r.crossSize = opt(env, k::kCrossSize, 1, 1, kMaxRanks);
   r.crossRank = opt(env, k::kCrossRank, 0, 0, r.crossSize - 1);
@@ -85,8 +85,8 @@ void fillFromSlurm(const EnvMap& env, RankEnv& r) {
   r.source = RankSource::kSlurm;
   r.worldSize = need(env, k::kSlurmNTasks, 1, kMaxRanks, r.source);
   r.rank = need(env, k::kSlurmProcId, 0, r.worldSize - 1, r.source);
-  r.crossSize = opt(env, k::kSlurmNNodes, opt(env, k::kSlurmJobNumNodes, 1, 1, kMaxRanks), 1,
-                    kMaxRanks);
+  r.crossSize =
+      opt(env, k::kSlurmNNodes, opt(env, k::kSlurmJobNumNodes, 1, 1, kMaxRanks), 1, kMaxRanks);
   r.crossRank = opt(env, k::kSlurmNodeId, 0, 0, r.crossSize - 1);
   r.localRank = opt(env, k::kSlurmLocalId, 0, 0, kMaxRanks);
   // SLURM_TASKS_PER_NODE may be "2(x3)"; the leading count is this node's in uniform jobs.
@@ -156,10 +156,10 @@ RankEnv deriveRankEnv(const EnvMap& env) {
   } else if (r.crossSize > 1 && r.source != RankSource::kSlurm) {
     throw ConfigError(fmt::format(
         "MASTER_ADDR is not set and the job spans {} nodes (started by {}); set MASTER_ADDR "
-        "to rank 0's address, or launch with dsrun", r.crossSize, rankSourceName(r.source)));
+        "to rank 0's address, or launch with dsrun",
+        r.crossSize, rankSourceName(r.source)));
   }
-  r.masterPort = static_cast<int>(
-      knobInt(k::kMasterPort, env).value_or(kDefaultMasterPort));
+  r.masterPort = static_cast<int>(knobInt(k::kMasterPort, env).value_or(kDefaultMasterPort));
   if (auto id = knobString(k::kJobId, env)) r.jobId = *id;
   if (auto tok = knobString(k::kJobToken, env)) {
     r.jobToken = *tok;

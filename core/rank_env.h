@@ -16,14 +16,14 @@ const char* rankSourceName(RankSource s);
 struct RankEnv {
   int rank = 0;
   int worldSize = 1;
-  int localRank = 0;      // index on this node, 0..localSize-1
-  int localSize = 1;      // ranks on this node
-  int crossRank = 0;      // node index
-  int crossSize = 1;      // number of nodes
+  int localRank = 0;  // index on this node, 0..localSize-1
+  int localSize = 1;  // ranks on this node
+  int crossRank = 0;  // node index
+  int crossSize = 1;  // number of nodes
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
-  std::string jobId;      // DS_JOB_ID, or the launcher's job id
-  std::string jobToken;   // DS_JOB_TOKEN; derived from the job id when tokenIsSecret is false
+  std::string jobId;     // DS_JOB_ID, or the launcher's job id
+  std::string jobToken;  // DS_JOB_TOKEN; derived from the job id when tokenIsSecret is false
   bool tokenIsSecret = false;
   std::string commBackend;      // DS_COMM_BACKEND (the user's default), empty when unset
   std::string commBackendFlag;  // DS_COMM_BACKEND_FLAG: dsrun's --comm_backend, empty when unset

@@ -47,8 +47,8 @@ std::string base64UrlEncode(std::string_view bytes) {
 
 std::string base64UrlDecode(std::string_view text, const std::string& what) {
   if (text.size() % 4 != 0)
-    throw ConfigError(fmt::format("{}: not valid base64 (length {} is not a multiple of 4)", what,
-                                  text.size()));
+    throw ConfigError(
+        fmt::format("{}: not valid base64 (length {} is not a multiple of 4)", what, text.size()));
   std::string out;
   out.reserve(text.size() / 4 * 3);
   for (size_t i = 0; i < text.size(); i += 4) {
@@ -64,8 +64,8 @@ std::string base64UrlDecode(std::string_view text, const std::string& what) {
       }
       v[k] = valueOf(c);
       if (v[k] < 0 || pad > 0)
-        throw ConfigError(fmt::format("{}: not valid base64 (bad character at offset {})", what,
-                                      i + k));
+        throw ConfigError(
+            fmt::format("{}: not valid base64 (bad character at offset {})", what, i + k));
     }
     uint32_t w = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
     out += char((w >> 16) & 0xff);

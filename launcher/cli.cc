@@ -47,9 +47,10 @@ std::string names(const std::string& shortName, const std::string& longName) {
 }  // namespace
 
 int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* printed) {
-  CLI::App app{"dsrun [OPTIONS] PROGRAM [ARGS...]: launch PROGRAM on every selected slot of every "
-               "host (DeepSpeed-compatible runner flags)",
-               "dsrun"};
+  CLI::App app{
+      "dsrun [OPTIONS] PROGRAM [ARGS...]: launch PROGRAM on every selected slot of every "
+      "host (DeepSpeed-compatible runner flags)",
+      "dsrun"};
   app.prefix_command();
   // argparse semantics: a repeated option takes its last value (wrapper scripts append flags).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -60,20 +61,25 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
   app.add_option(names("-H", "hostfile"), o->hostfile,
                  "Hostfile (`host slots=N` lines); the default missing means a local run, a "
                  "named file missing is an error")
-      ->type_name("FILE")->capture_default_str();
+      ->type_name("FILE")
+      ->capture_default_str();
   app.add_option(names("-i", "include"), o->include,
                  "Resources to use: host[:slot,slot]@host...; a bare host keeps all its slots")
       ->type_name("SPEC");
   app.add_option(names("-e", "exclude"), o->exclude,
-                 "Resources to drop, same syntax; exclusive with --include")->type_name("SPEC");
+                 "Resources to drop, same syntax; exclusive with --include")
+      ->type_name("SPEC");
   app.add_option(names("", "num_nodes"), o->numNodes, "Use the first N hosts")->type_name("N");
   app.add_option(names("", "num_gpus") + ",--num_accelerators,--num-accelerators", o->numGpus,
-                 "Ranks (slots 0..N-1) per host")->type_name("N");
+                 "Ranks (slots 0..N-1) per host")
+      ->type_name("N");
   app.add_option(names("", "master_addr"), o->masterAddr,
                  "Address of node 0 for the rendezvous (default: 127.0.0.1 locally, else the "
-                 "first host)")->type_name("ADDR");
+                 "first host)")
+      ->type_name("ADDR");
   app.add_option(names("", "master_port"), o->masterPort, "Rendezvous port")
-      ->type_name("PORT")->capture_default_str();
+      ->type_name("PORT")
+      ->capture_default_str();
   app.add_option(names("", "launcher"), o->launcher,
                  "Multi-node runner: ssh (default), pdsh, openmpi, mpich, slurm")
       ->type_name("NAME");
@@ -102,7 +108,9 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
                "Each node agent writes its pid to /tmp/<dsrun pid>.dsrun while it runs");
   app.add_option(names("", "export"), o->exports,
                  "Export K=V (or K with dsrun's value) to every rank; repeatable")
-      ->type_name("K[=V]")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->type_name("K[=V]")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option(names("", "comm_backend"), o->commBackend,
                  "Collective backend: gloo, mpi (implies --launcher openmpi), nccl")
       ->type_name("NAME");
@@ -136,9 +144,10 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
   if (!o->program.empty() && o->program[0] == "--") {
     o->program.erase(o->program.begin());  // after `--` everything is the program
   } else if (!o->program.empty() && o->program[0].size() > 1 && o->program[0][0] == '-') {
-    throw ConfigError(fmt::format("unknown option '{}' (dsrun's options come before the "
-                                  "program; see --help)",
-                                  o->program[0]));
+    throw ConfigError(
+        fmt::format("unknown option '{}' (dsrun's options come before the "
+                    "program; see --help)",
+                    o->program[0]));
   }
   return -1;
 }

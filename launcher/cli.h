@@ -9,27 +9,27 @@
 namespace ds::launcher {
 
 struct CliOptions {
-  std::string hostfile;            // default kDefaultHostfile
-  bool hostfileExplicit = false;   // -H given: a missing file is an error
+  std::string hostfile;           // default kDefaultHostfile
+  bool hostfileExplicit = false;  // -H given: a missing file is an error
   std::string include;
   std::string exclude;
   int numNodes = -1;
   int numGpus = -1;
-  std::string masterAddr;          // empty = derive
+  std::string masterAddr;  // empty = derive
   int masterPort = 29500;
-  std::string launcher;            // empty = default (ssh for several hosts); lower-cased
+  std::string launcher;  // empty = default (ssh for several hosts); lower-cased
   std::string launcherArgs;
   bool noLocalRank = false;
   bool noSsh = false;
   int nodeRank = -1;
   bool forceMulti = false;
-  std::string eachRankLog;         // "" or "None" = off
+  std::string eachRankLog;  // "" or "None" = off
   bool bindCoresToRank = false;
   std::string bindCoreList;
   int sshPort = 0;
   bool savePid = false;
   std::vector<std::string> exports;  // --export K[=V], repeatable
-  std::string commBackend;         // gloo | mpi | nccl, "" = rank decides
+  std::string commBackend;           // gloo | mpi | nccl, "" = rank decides
   bool dryRun = false;
   std::vector<std::string> program;  // program and its arguments, untouched
 };

@@ -65,19 +65,20 @@ std::string dryRunText(const JobPlan& plan, const std::string& dsrunPath, const 
       spec.worldSize(), spec.masterAddr, spec.masterPort);
   switch (spec.runner) {
     case RunnerKind::kLocal: {
-      out += plan.noSsh
-                 ? fmt::format("# --no_ssh: this dsrun runs node {} only; run the same command "
-                               "with --node_rank 0..{} on the other hosts\n",
-                               plan.nodeRank, spec.hosts.size() - 1)
-                 : "# local: the node agent runs inside this dsrun process\n";
+      out += plan.noSsh ? fmt::format(
+                              "# --no_ssh: this dsrun runs node {} only; run the same command "
+                              "with --node_rank 0..{} on the other hosts\n",
+                              plan.nodeRank, spec.hosts.size() - 1)
+                        : "# local: the node agent runs inside this dsrun process\n";
       out += fmt::format("{} (node {}): ranks started by this dsrun\n",
                          spec.hosts[plan.nodeRank].host, plan.nodeRank);
       out += rankLines(spec, plan.nodeRank);
       break;
     }
     case RunnerKind::kSsh: {
-      out += "# ssh (libssh), one channel per host; DS_JOB_TOKEN is written on the channel's "
-             "stdin, never on a command line\n";
+      out +=
+          "# ssh (libssh), one channel per host; DS_JOB_TOKEN is written on the channel's "
+          "stdin, never on a command line\n";
       std::vector<std::string> cmds = sshCommands(spec, dsrunPath);
       for (size_t i = 0; i < cmds.size(); ++i) {
         out += fmt::format("{} (node {}): {}\n", spec.hosts[i].host, i, cmds[i]);
@@ -86,13 +87,14 @@ std::string dryRunText(const JobPlan& plan, const std::string& dsrunPath, const 
       break;
     }
     case RunnerKind::kPdsh: {
-      out += "# pdsh; DS_JOB_TOKEN reaches the agents by ssh SendEnv (sshd needs AcceptEnv "
-             "DS_JOB_TOKEN)\n";
+      out +=
+          "# pdsh; DS_JOB_TOKEN reaches the agents by ssh SendEnv (sshd needs AcceptEnv "
+          "DS_JOB_TOKEN)\n";
       out += "pdsh: " + describeInvocation(pdshInvocation(spec, dsrunPath, env)) + "\n";
       AgentCommand c = agentCommand(spec, dsrunPath, false);
       for (size_t i = 0; i < spec.hosts.size(); ++i) {
-        out += fmt::format("{} (node {}): {}\n", spec.hosts[i].host, i,
-                           c.forNode(std::to_string(i)));
+        out +=
+            fmt::format("{} (node {}): {}\n", spec.hosts[i].host, i, c.forNode(std::to_string(i)));
         out += rankLines(spec, static_cast<int>(i));
       }
       break;

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 #include "launcher/launcher_knobs.h"
@@ -32,12 +32,13 @@ bool isJobVar(const std::string& key) {
 
 void requireExportable(const std::string& key, const std::string& where) {
   if (!isValidEnvKey(key))
-    throw ConfigError(fmt::format("{}: '{}' is not a valid variable name (expected "
-                                  "[A-Za-z_][A-Za-z0-9_]*)",
-                                  where, key));
+    throw ConfigError(
+        fmt::format("{}: '{}' is not a valid variable name (expected "
+                    "[A-Za-z_][A-Za-z0-9_]*)",
+                    where, key));
   if (isJobVar(key))
-    throw ConfigError(fmt::format("{}: {} is set by dsrun for each job and cannot be exported",
-                                  where, key));
+    throw ConfigError(
+        fmt::format("{}: {} is set by dsrun for each job and cannot be exported", where, key));
 }
 
 bool isFile(const std::string& path, dev_t* dev, ino_t* ino) {
@@ -138,9 +139,9 @@ EnvMap collectExports(const EnvMap& env, const std::vector<std::string>& exportF
     }
     auto it = env.find(key);
     if (it == env.end())
-      throw ConfigError(fmt::format(
-          "--export {}: {} is not set in dsrun's environment (write --export {}=VALUE)", key, key,
-          key));
+      throw ConfigError(
+          fmt::format("--export {}: {} is not set in dsrun's environment (write --export {}=VALUE)",
+                      key, key, key));
     out[key] = it->second;
   }
   return out;

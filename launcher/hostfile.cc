@@ -1,11 +1,11 @@
 // Hostfile parser (see hostfile.h).
 #include "launcher/hostfile.h"
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "core/error.h"
 
@@ -37,9 +37,10 @@ bool validName(const std::string& s) {
   throw ConfigError(fmt::format("{}:{}: bad hostfile entry '{}': {}", path, line, text, why));
 }
 
-int parseCount(const std::string& value, const std::string& key, const std::string& path,
-               int line, const std::string& text) {
-  if (value.empty() || value.size() > 6 || value.find_first_not_of("0123456789") != std::string::npos)
+int parseCount(const std::string& value, const std::string& key, const std::string& path, int line,
+               const std::string& text) {
+  if (value.empty() || value.size() > 6 ||
+      value.find_first_not_of("0123456789") != std::string::npos)
     bad(path, line, text, fmt::format("{} must be a non-negative integer, got '{}'", key, value));
   return std::stoi(value);
 }

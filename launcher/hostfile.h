@@ -1,7 +1,7 @@
 // Hostfile parsing (DESIGN.md §4.1): `host [slots=N] [max_slots=M] [# comment]` per line, the
 // DeepSpeed/MPI format, also Kubeflow MPI-Operator and Open MPI files. Not resource selection
-// (resources.h). Invariant: hosts keep file order (= node-rank order), no duplicates, no empty file;
-// every error names the file, the line number and the line's text.
+// (resources.h). Invariant: hosts keep file order (= node-rank order), no duplicates, no empty
+// file; every error names the file, the line number and the line's text.
 #pragma once
 
 #include <optional>

@@ -23,7 +23,7 @@ namespace ds::launcher {
 namespace {
 
 constexpr const char* kDsrtCommands[] = {"train", "hello", "comm-bench", "prepare-data",
-                                           "export-checkpoint"};
+                                         "export-checkpoint"};
 
 // DeepSpeed's visible-devices rule (reference/launcher.md §4 step 4), local runs only.
 void applyVisibleDevices(const CliOptions& o, const EnvMap& env, ResourceFilter* f, int* poolSlots,
@@ -59,7 +59,8 @@ void applyVisibleDevices(const CliOptions& o, const EnvMap& env, ResourceFilter*
       fmt::format("Detected VISIBLE_DEVICES={}: setting --include=localhost:{}", v, v));
 }
 
-RunnerKind chooseRunner(const CliOptions& o, const std::vector<HostSlots>& hosts, bool haveHostfile) {
+RunnerKind chooseRunner(const CliOptions& o, const std::vector<HostSlots>& hosts,
+                        bool haveHostfile) {
   std::string name = o.launcher;
   if (name.empty() && o.commBackend == "mpi") name = "openmpi";
   if (!name.empty() && name != "ssh" && name != "pdsh" && name != "openmpi" && name != "mpich" &&
@@ -74,15 +75,19 @@ RunnerKind chooseRunner(const CliOptions& o, const std::vector<HostSlots>& hosts
         name));
   if (o.noSsh) {
     if (o.commBackend == "mpi" && o.launcher.empty())
-      throw ConfigError("--comm_backend mpi needs ranks started by mpirun or srun, but --no_ssh "
-                        "starts them itself: use --comm_backend gloo or nccl with --no_ssh");
+      throw ConfigError(
+          "--comm_backend mpi needs ranks started by mpirun or srun, but --no_ssh "
+          "starts them itself: use --comm_backend gloo or nccl with --no_ssh");
     if (name == "openmpi" || name == "mpich" || name == "slurm")
-      throw ConfigError(fmt::format("--no_ssh runs this node's ranks itself; it cannot be "
-                                    "combined with --launcher {}", name));
+      throw ConfigError(
+          fmt::format("--no_ssh runs this node's ranks itself; it cannot be "
+                      "combined with --launcher {}",
+                      name));
     return RunnerKind::kLocal;
   }
   // mpirun/srun were asked for by name: use them even for one host (gpt-neox#849).
-  if (name == "openmpi" || name == "mpich" || name == "slurm") return runnerFromName(name, "--launcher");
+  if (name == "openmpi" || name == "mpich" || name == "slurm")
+    return runnerFromName(name, "--launcher");
   bool multi = o.forceMulti || hosts.size() > 1 ||
                (haveHostfile && hosts.size() == 1 && !isLocalHost(hosts[0].host));
   if (!multi) return RunnerKind::kLocal;
@@ -104,8 +109,8 @@ std::string deriveMasterAddr(const CliOptions& o, const JobSpec& spec, const Env
     return "127.0.0.1";
   if (isLoopbackName(addr)) {
     for (const auto& h : spec.hosts) {
-      std::string name = h.host.substr(h.host.find('@') == std::string::npos ? 0
-                                                                             : h.host.find('@') + 1);
+      std::string name =
+          h.host.substr(h.host.find('@') == std::string::npos ? 0 : h.host.find('@') + 1);
       if (!isLoopbackName(sshHostName(name, env).value_or(name)))
         throw ConfigError(fmt::format(
             "cannot derive MASTER_ADDR: node 0 is '{}', a loopback name that host '{}' cannot "
@@ -127,7 +132,7 @@ std::string sharedJobId(const JobSpec& spec, const EnvMap& env) {
   std::string key = spec.masterAddr + ":" + std::to_string(spec.masterPort);
   for (const auto& h : spec.hosts) key += "|" + h.host;
   for (const auto& a : spec.program) key += "|" + a;
-  return fmt::format("dsrun-{:012x}", std::hash<std::string>{}(key) & 0xffffffffffffULL);
+  return fmt::format("dsrun-{:012x}", std::hash<std::string>{}(key)&0xffffffffffffULL);
 }
 
 }  // namespace
@@ -150,20 +155,24 @@ std::vector<int> parseCoreList(const std::string& text) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string part =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     size_t dash = part.find('-');
     std::string a = part.substr(0, dash), b = dash == std::string::npos ? a : part.substr(dash + 1);
     auto num = [&](const std::string& s) {
       if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
         throw ConfigError(fmt::format(
             "--bind_core_list: Bad range '{}' in '{}' (expected N or A-B, comma-separated, "
-            "ascending, no spaces)", part, text));
+            "ascending, no spaces)",
+            part, text));
       return std::stoi(s);
     };
     int lo = num(a), hi = num(b);
     if (hi < lo || (!cores.empty() && lo <= cores.back()))
-      throw ConfigError(fmt::format("--bind_core_list: Bad range '{}' in '{}' (ranges must "
-                                    "ascend and not overlap)", part, text));
+      throw ConfigError(
+          fmt::format("--bind_core_list: Bad range '{}' in '{}' (ranges must "
+                      "ascend and not overlap)",
+                      part, text));
     for (int c = lo; c <= hi; ++c) cores.push_back(c);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -176,8 +185,9 @@ namespace {
 // Checks that need no file: values in range, flags that need another flag.
 void checkFlags(const CliOptions& o) {
   if (o.program.empty())
-    throw ConfigError("no program given: usage is dsrun [OPTIONS] PROGRAM [ARGS...] (e.g. "
-                      "dsrun --num_gpus 2 train; see --help)");
+    throw ConfigError(
+        "no program given: usage is dsrun [OPTIONS] PROGRAM [ARGS...] (e.g. "
+        "dsrun --num_gpus 2 train; see --help)");
   if (!o.commBackend.empty() && o.commBackend != "gloo" && o.commBackend != "mpi" &&
       o.commBackend != "nccl")
     throw ConfigError(fmt::format(
@@ -247,16 +257,19 @@ void rankOptions(const CliOptions& o, const BuildContext& ctx, JobSpec* spec) {
     std::string dir = o.eachRankLog[0] == '/' ? o.eachRankLog : ctx.cwd + "/" + o.eachRankLog;
     struct stat st {};
     if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-      throw ConfigError(fmt::format("--enable_each_rank_log {} should not be a file, it should "
-                                    "be a directory.", o.eachRankLog));
+      throw ConfigError(
+          fmt::format("--enable_each_rank_log {} should not be a file, it should "
+                      "be a directory.",
+                      o.eachRankLog));
     spec->eachRankLogDir = dir;
   }
   spec->bindCoresToRank = o.bindCoresToRank || !o.bindCoreList.empty();
   if (!o.bindCoreList.empty()) parseCoreList(o.bindCoreList);
   spec->bindCoreList = o.bindCoreList;
   if (spec->bindCoresToRank && knobIsSet(knobs::kKmpAffinity, ctx.env))
-    throw ConfigError("KMP_AFFINITY is set and conflicts with --bind_cores_to_rank: unset "
-                      "KMP_AFFINITY or drop --bind_cores_to_rank");
+    throw ConfigError(
+        "KMP_AFFINITY is set and conflicts with --bind_cores_to_rank: unset "
+        "KMP_AFFINITY or drop --bind_cores_to_rank");
   if (o.savePid) spec->savePidFile = fmt::format("/tmp/{}.dsrun", ctx.pid);
 }
 

@@ -23,16 +23,16 @@ std::vector<std::string> resolveProgram(const std::vector<std::string>& program,
 std::vector<int> parseCoreList(const std::string& text);
 
 struct BuildContext {
-  EnvMap env;              // dsrun's environment
-  std::string cwd;         // dsrun's working directory (absolute)
-  std::string dsrunPath;   // absolute path of this dsrun (remote hosts run the same path)
-  int pid = 0;             // dsrun's pid (for --save_pid)
-  int gpuCount = 0;        // GPUs on this machine
+  EnvMap env;             // dsrun's environment
+  std::string cwd;        // dsrun's working directory (absolute)
+  std::string dsrunPath;  // absolute path of this dsrun (remote hosts run the same path)
+  int pid = 0;            // dsrun's pid (for --save_pid)
+  int gpuCount = 0;       // GPUs on this machine
 };
 
 struct JobPlan {
   JobSpec spec;
-  int nodeRank = 0;                  // the node this process runs (local and --no_ssh)
+  int nodeRank = 0;  // the node this process runs (local and --no_ssh)
   bool noSsh = false;
   bool hostfileGiven = false;
   std::vector<std::string> notices;  // informational lines for stderr

@@ -18,7 +18,7 @@ struct HostSlots {
 };
 
 struct JobSpec {
-  std::vector<HostSlots> hosts;      // node rank = index
+  std::vector<HostSlots> hosts;  // node rank = index
   RunnerKind runner = RunnerKind::kLocal;
   std::string masterAddr;
   int masterPort = 29500;
@@ -30,13 +30,13 @@ struct JobSpec {
   bool noLocalRank = false;          // do not append --local_rank=N
   std::string eachRankLogDir;        // --enable_each_rank_log
   bool bindCoresToRank = false;
-  std::string bindCoreList;          // "0,1,2-5"
-  std::string savePidFile;           // --save_pid
-  int sshPort = 0;                   // 0 = default/ssh config
-  std::string launcherArgs;          // --launcher_args, split shell-style by the runner
-  bool gpuHost = false;              // set CUDA_VISIBLE_DEVICES
-  std::string cwd;                   // working directory of every rank (dsrun's cwd)
-  std::string hostfile;              // the hostfile used, empty for a local run (for messages)
+  std::string bindCoreList;  // "0,1,2-5"
+  std::string savePidFile;   // --save_pid
+  int sshPort = 0;           // 0 = default/ssh config
+  std::string launcherArgs;  // --launcher_args, split shell-style by the runner
+  bool gpuHost = false;      // set CUDA_VISIBLE_DEVICES
+  std::string cwd;           // working directory of every rank (dsrun's cwd)
+  std::string hostfile;      // the hostfile used, empty for a local run (for messages)
 
   int worldSize() const {
     int n = 0;

@@ -19,9 +19,8 @@ struct RunnerName {
   const char* name;
 };
 constexpr RunnerName kRunnerNames[] = {
-    {RunnerKind::kLocal, "local"},     {RunnerKind::kSsh, "ssh"},
-    {RunnerKind::kPdsh, "pdsh"},       {RunnerKind::kOpenMpi, "openmpi"},
-    {RunnerKind::kMpich, "mpich"},     {RunnerKind::kSlurm, "slurm"},
+    {RunnerKind::kLocal, "local"},     {RunnerKind::kSsh, "ssh"},     {RunnerKind::kPdsh, "pdsh"},
+    {RunnerKind::kOpenMpi, "openmpi"}, {RunnerKind::kMpich, "mpich"}, {RunnerKind::kSlurm, "slurm"},
 };
 
 template <typename T>
@@ -85,12 +84,24 @@ JobSpec jobSpecFromJson(const std::string& text, const std::string& what) {
     throw ConfigError(fmt::format("{}: not valid JSON ({})", what, e.what()));
   }
   if (!j.is_object()) throw ConfigError(fmt::format("{}: expected a JSON object", what));
-  static const char* kKeys[] = {"version",       "hosts",          "runner",
-                                "master_addr",   "master_port",    "job_id",
-                                "program",       "exports",        "comm_backend",
-                                "no_local_rank", "each_rank_log_dir", "bind_cores_to_rank",
-                                "bind_core_list", "save_pid_file", "ssh_port",
-                                "launcher_args", "gpu_host",       "cwd",
+  static const char* kKeys[] = {"version",
+                                "hosts",
+                                "runner",
+                                "master_addr",
+                                "master_port",
+                                "job_id",
+                                "program",
+                                "exports",
+                                "comm_backend",
+                                "no_local_rank",
+                                "each_rank_log_dir",
+                                "bind_cores_to_rank",
+                                "bind_core_list",
+                                "save_pid_file",
+                                "ssh_port",
+                                "launcher_args",
+                                "gpu_host",
+                                "cwd",
                                 "hostfile"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool known = false;
@@ -99,9 +110,10 @@ JobSpec jobSpecFromJson(const std::string& text, const std::string& what) {
   }
   int version = field<int>(j, "version", what);
   if (version != kFormatVersion)
-    throw ConfigError(fmt::format("{}: job format version {} (this dsrun reads version {}; use "
-                                  "the same dsrun build on every host)",
-                                  what, version, kFormatVersion));
+    throw ConfigError(
+        fmt::format("{}: job format version {} (this dsrun reads version {}; use "
+                    "the same dsrun build on every host)",
+                    what, version, kFormatVersion));
   JobSpec s;
   for (const auto& h : field<json>(j, "hosts", what)) {
     HostSlots hs;

@@ -17,7 +17,8 @@
 namespace ds::launcher {
 
 bool isLocalHost(const std::string& hostIn) {
-  std::string host = hostIn.substr(hostIn.find('@') == std::string::npos ? 0 : hostIn.find('@') + 1);
+  std::string host =
+      hostIn.substr(hostIn.find('@') == std::string::npos ? 0 : hostIn.find('@') + 1);
   if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
   char name[HOST_NAME_MAX + 1] = {};
   if (::gethostname(name, sizeof(name) - 1) == 0) {
@@ -72,8 +73,8 @@ std::string findOnPath(const std::string& name, const EnvMap& env) {
   size_t start = 0;
   while (start <= path.size()) {
     size_t colon = path.find(':', start);
-    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos
-                                                                    : colon - start);
+    std::string dir =
+        path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     std::string full = (dir.empty() ? "." : dir) + "/" + name;
     if (::access(full.c_str(), X_OK) == 0) return full;
     if (colon == std::string::npos) break;

@@ -7,8 +7,8 @@
 
 #include <cerrno>
 #include <climits>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -58,9 +58,10 @@ class TempHostfile {
 // pdsh, mpirun, srun must exist before anything starts (DeepSpeed: "launcher 'X' not installed.").
 void requireTool(const std::string& tool, const char* launcher, const EnvMap& env) {
   if (findOnPath(tool, env).empty())
-    throw ConfigError(fmt::format("--launcher {}: '{}' not found on PATH (launcher '{}' not "
-                                  "installed; install it or choose another --launcher)",
-                                  launcher, tool, launcher));
+    throw ConfigError(
+        fmt::format("--launcher {}: '{}' not found on PATH (launcher '{}' not "
+                    "installed; install it or choose another --launcher)",
+                    launcher, tool, launcher));
 }
 
 // --launcher mpich falls back to plain `mpirun`; on Debian that is usually Open MPI's, which
@@ -70,8 +71,8 @@ void requireHydra(const std::string& mpiexec, const EnvMap& env) {
   char real[PATH_MAX + 1] = {};
   if (!::realpath(findOnPath(mpiexec, env).c_str(), real)) return;
   std::string base = std::string(real).substr(std::string(real).rfind('/') + 1);
-  bool openMpi = base.find("openmpi") != std::string::npos || base == "orterun" ||
-                 base == "prterun";
+  bool openMpi =
+      base.find("openmpi") != std::string::npos || base == "orterun" || base == "prterun";
   if (!openMpi) return;
   throw ConfigError(fmt::format(
       "--launcher mpich: no MPICH hydra launcher on PATH (mpiexec.hydra, mpirun.mpich, "
@@ -83,9 +84,10 @@ void requireHydra(const std::string& mpiexec, const EnvMap& env) {
 void requireDsrt(const CliOptions& opts, const JobSpec& spec) {
   if (opts.program.empty() || !isDsrtCommand(opts.program[0])) return;
   if (::access(spec.program[0].c_str(), X_OK) != 0)
-    throw ConfigError(fmt::format("'{}' is a dsrt command, but {} is missing: build the dsrt "
-                                  "target next to dsrun",
-                                  opts.program[0], spec.program[0]));
+    throw ConfigError(
+        fmt::format("'{}' is a dsrt command, but {} is missing: build the dsrt "
+                    "target next to dsrun",
+                    opts.program[0], spec.program[0]));
 }
 
 // pdsh does not stop the other hosts when one fails, and leaves its ssh clients (each in its own
@@ -117,10 +119,8 @@ SuperviseOptions watchFailures(const JobSpec& spec, RunnerKind kind) {
 int runJob(const JobPlan& plan, const BuildContext& ctx) {
   const JobSpec& spec = plan.spec;
   switch (spec.runner) {
-    case RunnerKind::kLocal:
-      return runNodeAgent(spec, plan.nodeRank);
-    case RunnerKind::kSsh:
-      return runOverSsh(spec, sshCommands(spec, ctx.dsrunPath));
+    case RunnerKind::kLocal: return runNodeAgent(spec, plan.nodeRank);
+    case RunnerKind::kSsh: return runOverSsh(spec, sshCommands(spec, ctx.dsrunPath));
     case RunnerKind::kPdsh: {
       requireTool("pdsh", "pdsh", ctx.env);
       Invocation inv = pdshInvocation(spec, ctx.dsrunPath, ctx.env);

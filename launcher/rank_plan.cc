@@ -15,8 +15,10 @@ ds::RankEnv rankEnvFor(const JobSpec& spec, int node, int localIndex) {
   const HostSlots& h = spec.hosts[node];
   int local = static_cast<int>(h.slots.size());
   if (localIndex < 0 || localIndex >= local)
-    throw ConfigError(fmt::format("local rank {} is out of range: host '{}' (node {}) runs {} "
-                                  "rank{}", localIndex, h.host, node, local, local == 1 ? "" : "s"));
+    throw ConfigError(
+        fmt::format("local rank {} is out of range: host '{}' (node {}) runs {} "
+                    "rank{}",
+                    localIndex, h.host, node, local, local == 1 ? "" : "s"));
   ds::RankEnv r;
   r.rank = spec.firstRank(node) + localIndex;
   r.worldSize = spec.worldSize();

@@ -30,8 +30,8 @@ const HostfileEntry& requireHost(const Hostfile& pool, const std::string& host) 
   const HostfileEntry* e = pool.find(host);
   if (!e) {
     if (pool.path.empty())
-      throw ConfigError(fmt::format(
-          "Hostname '{}' not found (no hostfile: the only host is 'localhost')", host));
+      throw ConfigError(
+          fmt::format("Hostname '{}' not found (no hostfile: the only host is 'localhost')", host));
     throw ConfigError(fmt::format("Hostname '{}' not found in hostfile {}", host, pool.path));
   }
   return *e;
@@ -75,8 +75,8 @@ std::vector<NodeSpec> parseNodeSpecs(const std::string& text, const std::string&
     }
     for (const std::string& s : split(hs[1], ',')) {
       if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos)
-        throw ConfigError(fmt::format(
-            "{}: bad slot '{}' in '{}' (expected a non-negative integer)", flag, s, part));
+        throw ConfigError(fmt::format("{}: bad slot '{}' in '{}' (expected a non-negative integer)",
+                                      flag, s, part));
       it->slots.push_back(std::stoi(s));
     }
   }
@@ -106,7 +106,8 @@ std::vector<HostSlots> selectResources(const Hostfile& pool, const ResourceFilte
     for (const auto& n : inc) requireSlots(pool, requireHost(pool, n.host), n.slots);
     for (const auto& e : pool.hosts)
       for (const auto& n : inc)
-        if (n.host == e.host) out.push_back({e.host, n.slots.empty() ? allSlots(e.slots) : n.slots});
+        if (n.host == e.host)
+          out.push_back({e.host, n.slots.empty() ? allSlots(e.slots) : n.slots});
   } else {
     std::vector<NodeSpec> exc;
     if (!f.exclude.empty()) exc = parseNodeSpecs(f.exclude, "--exclude");
@@ -121,11 +122,12 @@ std::vector<HostSlots> selectResources(const Hostfile& pool, const ResourceFilte
       out.push_back({e.host, slots});
     }
   }
-  out.erase(std::remove_if(out.begin(), out.end(), [](const HostSlots& h) { return h.slots.empty(); }),
-            out.end());
+  out.erase(
+      std::remove_if(out.begin(), out.end(), [](const HostSlots& h) { return h.slots.empty(); }),
+      out.end());
   if (out.empty())
-    throw ConfigError(fmt::format("no slots left to run on after --include/--exclude ({})",
-                                  describePool(pool)));
+    throw ConfigError(
+        fmt::format("no slots left to run on after --include/--exclude ({})", describePool(pool)));
   if (f.numNodes > 0) {
     if (f.numNodes > static_cast<int>(out.size())) {
       if (pool.path.empty())
@@ -139,8 +141,8 @@ std::vector<HostSlots> selectResources(const Hostfile& pool, const ResourceFilte
     for (auto& h : out) {
       const HostfileEntry& e = requireHost(pool, h.host);
       if (f.numGpus > e.slots)
-        throw ConfigError(fmt::format("--num_gpus {}: host '{}' has only {} slot{} ({})",
-                                      f.numGpus, h.host, e.slots, e.slots == 1 ? "" : "s",
+        throw ConfigError(fmt::format("--num_gpus {}: host '{}' has only {} slot{} ({})", f.numGpus,
+                                      h.host, e.slots, e.slots == 1 ? "" : "s",
                                       describePool(pool)));
       h.slots = allSlots(f.numGpus);
     }

@@ -67,8 +67,8 @@ AgentCommand agentCommand(const JobSpec& spec, const std::string& dsrunPath, boo
   AgentCommand c;
   c.prefix = "cd " + shellQuote(spec.cwd.empty() ? "." : spec.cwd) + " && exec env ";
   if (!envWords.empty()) c.prefix += shellJoin(envWords) + " ";
-  c.prefix += shellQuote(dsrunPath) + " --agent --job " + shellQuote(encodeJobSpec(spec)) +
-              " --node_rank ";
+  c.prefix +=
+      shellQuote(dsrunPath) + " --agent --job " + shellQuote(encodeJobSpec(spec)) + " --node_rank ";
   if (tokenStdin) c.suffix = " --token_stdin";
   return c;
 }
@@ -101,7 +101,8 @@ EnvMap jobEnv(const JobSpec& spec) {
   e["MASTER_ADDR"] = spec.masterAddr;
   e["MASTER_PORT"] = std::to_string(spec.masterPort);
   e["DS_JOB_ID"] = spec.jobId;
-  // dsrun --comm_backend: a command-line choice, so it outranks the plan (DS_COMM_BACKEND would not).
+  // dsrun --comm_backend: a command-line choice, so it outranks the plan (DS_COMM_BACKEND would
+  // not).
   if (!spec.commBackend.empty()) e["DS_COMM_BACKEND_FLAG"] = spec.commBackend;
   return e;
 }
@@ -132,8 +133,9 @@ Invocation mpichInvocation(const JobSpec& spec, const std::string& mpiexec) {
   requireDenseSlots(spec, "mpich");
   int per = equalSlots(spec, "MPICH");
   Invocation inv;
-  inv.argv = {mpiexec, "-n", std::to_string(spec.worldSize()), "-ppn", std::to_string(per),
-              "-hosts", joinHosts(spec)};
+  inv.argv = {
+      mpiexec,  "-n",           std::to_string(spec.worldSize()), "-ppn", std::to_string(per),
+      "-hosts", joinHosts(spec)};
   EnvMap env = jobEnv(spec);
   for (const auto& [k, v] : spec.exports) env[k] = v;
   for (const auto& [k, v] : env) append(&inv.argv, {"-genv", k, v});
@@ -148,8 +150,13 @@ Invocation slurmInvocation(const JobSpec& spec, bool withNodelist) {
   requireDenseSlots(spec, "slurm");
   int per = equalSlots(spec, "Slurm");
   Invocation inv;
-  inv.argv = {"srun", "-n", std::to_string(spec.worldSize()), "--nodes",
-              std::to_string(spec.hosts.size()), "--ntasks-per-node", std::to_string(per)};
+  inv.argv = {"srun",
+              "-n",
+              std::to_string(spec.worldSize()),
+              "--nodes",
+              std::to_string(spec.hosts.size()),
+              "--ntasks-per-node",
+              std::to_string(per)};
   if (withNodelist) inv.argv.push_back("--nodelist=" + joinHosts(spec));
   inv.argv.push_back("--export=ALL");
   inv.argv.push_back("--kill-on-bad-exit=1");  // one task failing stops the others

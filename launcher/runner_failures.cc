@@ -20,7 +20,8 @@ int parseCode(std::string_view s) {
 }
 
 std::string_view trimEnd(std::string_view s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' '))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -139,10 +140,10 @@ bool openMpiDefaultPlacement(const std::vector<std::string>& args) {
   for (std::string a : args) {
     while (!a.empty() && a[0] == '-') a.erase(0, 1);
     a = a.substr(0, a.find('='));
-    for (const char* opt : {"map-by", "rank-by", "rankfile", "rf", "npernode", "N", "pernode",
-                            "npersocket", "ppr", "bynode", "byslot", "cpus-per-proc",
-                            "cpus-per-rank", "H", "host", "hostfile", "machinefile",
-                            "default-hostfile", "app"})
+    for (const char* opt :
+         {"map-by", "rank-by", "rankfile", "rf", "npernode", "N", "pernode", "npersocket", "ppr",
+          "bynode", "byslot", "cpus-per-proc", "cpus-per-rank", "H", "host", "hostfile",
+          "machinefile", "default-hostfile", "app"})
       if (a == opt) return false;
     if (a == "mca" || a == "gmca") continue;
     if (a.rfind("rmaps", 0) == 0 || a.rfind("orte_rankfile", 0) == 0) return false;
@@ -160,7 +161,8 @@ std::string describeJobRank(const JobSpec& spec, int rank, const std::string& ho
       return fmt::format("rank {} (local rank {}) on host {} (node {})", rank,
                          rank - spec.firstRank(node), h, node);
   }
-  return host.empty() ? fmt::format("rank {}", rank) : fmt::format("rank {} on host {}", rank, host);
+  return host.empty() ? fmt::format("rank {}", rank)
+                      : fmt::format("rank {} on host {}", rank, host);
 }
 
 std::optional<RemoteFailure> parsePdshFailure(std::string_view line) {
@@ -192,8 +194,8 @@ std::optional<RemoteFailure> parseSrunFailure(std::string_view line) {
   if (colon == std::string_view::npos) return std::nullopt;
   std::string_view what = tasks.substr(colon + 2);
   constexpr std::string_view kExit = "Exited with exit code ";
-  int status = what.rfind(kExit, 0) == 0 ? parseCode(what.substr(kExit.size()))
-                                         : signalStatus(what);
+  int status =
+      what.rfind(kExit, 0) == 0 ? parseCode(what.substr(kExit.size())) : signalStatus(what);
   if (status <= 0) return std::nullopt;
   RemoteFailure f;
   f.host = std::string(rest.substr(0, hostEnd));
@@ -207,8 +209,8 @@ std::string describeJobHost(const JobSpec& spec, const std::string& host) {
     if (spec.hosts[i].host != host) continue;
     int first = spec.firstRank(static_cast<int>(i));
     int n = static_cast<int>(spec.hosts[i].slots.size());
-    std::string ranks = n == 1 ? fmt::format("rank {}", first)
-                               : fmt::format("ranks {}-{}", first, first + n - 1);
+    std::string ranks =
+        n == 1 ? fmt::format("rank {}", first) : fmt::format("ranks {}-{}", first, first + n - 1);
     return fmt::format("host {} (node {}, {})", host, i, ranks);
   }
   return "host " + host;

@@ -18,10 +18,8 @@ std::string shellQuote(std::string_view s) {
   if (safe) return std::string(s);
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
+    if (c == '\'') out += "'\\''";
+    else out += c;
   }
   out += '\'';
   return out;

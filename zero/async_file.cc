@@ -72,24 +72,41 @@ struct AsyncFile::Impl {
   std::atomic<uint64_t> requests{0};
 
   // One read or write request of at most maxReq bytes, part of ticket t.
-  struct Piece { uint64_t ticket; bool write; char* buf; size_t size; size_t offset; };
+  struct Piece {
+    uint64_t ticket;
+    bool write;
+    char* buf;
+    size_t size;
+    size_t offset;
+  };
   // A ticket until waited for: bytes wanted and moved, the first error (-errno), and how many of
   // its pieces are queued or in flight.
-  struct Req { size_t want = 0, got = 0; int err = 0; size_t open = 0; bool shortEof = false; };
+  struct Req {
+    size_t want = 0, got = 0;
+    int err = 0;
+    size_t open = 0;
+    bool shortEof = false;
+  };
   std::map<uint64_t, Req> reqs;
 
 #ifdef DS_HAVE_URING
   static constexpr unsigned kDepth = 64;
   io_uring ring{};
-  std::deque<Piece> queued;              // pieces not yet submitted
-  std::map<uint64_t, Piece> inflight;    // by user_data
+  std::deque<Piece> queued;            // pieces not yet submitted
+  std::map<uint64_t, Piece> inflight;  // by user_data
   uint64_t nextPiece = 1;
 #endif
   // Fallback: one worker thread running the queued tickets in order, piece by piece.
   std::thread worker;
   std::mutex mutex;
   std::condition_variable wakeup;
-  struct Op { uint64_t ticket; bool write; char* buf; size_t size; size_t offset; };
+  struct Op {
+    uint64_t ticket;
+    bool write;
+    char* buf;
+    size_t size;
+    size_t offset;
+  };
   std::deque<Op> queue;
   std::map<uint64_t, Req> finished;  // guarded by mu
   bool stop = false;
@@ -265,7 +282,7 @@ struct AsyncFile::Impl {
       req = found->second;
     } else
 #endif
-    if (found->second.open == 0) {
+        if (found->second.open == 0) {
       req = found->second;  // an empty I/O
     } else {
       std::unique_lock<std::mutex> lock(mutex);

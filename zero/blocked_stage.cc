@@ -26,8 +26,8 @@ BlockedStage::BlockedStage(const StageContext& ctx)
   }
   gradPart_.assign(localSize_, 0.f);
   const size_t world = size_t(ctx_.comm.world());
-  const size_t cap = std::min(std::max<size_t>(ctx_.options.reduceBucketSize, 1),
-                              localSize_ * world);
+  const size_t cap =
+      std::min(std::max<size_t>(ctx_.options.reduceBucketSize, 1), localSize_ * world);
   ctx_.buckets.allocate(cap, (cap + world - 1) / world);
 }
 
@@ -120,13 +120,14 @@ void BlockedStage::flushGrads() {
     for (size_t param : params) {
       const size_t chunk = layout_.chunk(param);
       if (!transient_.held(param)) std::memset(input.data() + pos, 0, chunk * sizeof(float));
-      else std::memcpy(input.data() + pos, transient_.data(param) + rank * chunk,
-                       chunk * sizeof(float));
+      else
+        std::memcpy(input.data() + pos, transient_.data(param) + rank * chunk,
+                    chunk * sizeof(float));
       pos += chunk;
     }
   for (size_t param : params) transient_.release(param);
-  auto work = ctx_.comm.reduceScatterSum(input.data(), output.data(),
-                                         std::vector<size_t>(world, perRank));
+  auto work =
+      ctx_.comm.reduceScatterSum(input.data(), output.data(), std::vector<size_t>(world, perRank));
   auto finish = [this, params, out = output.data()] {
     size_t from = 0;
     for (size_t param : params) {

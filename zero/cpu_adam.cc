@@ -63,8 +63,7 @@ bool isaSupported(Isa isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuHasF16c();
-    case Isa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && isaSupported(Isa::kAvx2);
+    case Isa::kAvx512: return __builtin_cpu_supports("avx512f") && isaSupported(Isa::kAvx2);
   }
   return false;
 }
@@ -109,8 +108,8 @@ void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, flo
   coeffs.gradScale = gradScale;
   const int kind = kind16(out16);
   auto kernel = isa == Isa::kAvx512 ? kernels::adamAvx512
-          : isa == Isa::kAvx2   ? kernels::adamAvx2
-                                : kernels::adamScalar;
+                : isa == Isa::kAvx2 ? kernels::adamAvx2
+                                    : kernels::adamScalar;
   forChunks(n, threads, [&](size_t offset, size_t cnt) {
     kernel(coeffs, params + offset, grads + offset, expAvg + offset, expAvgSq + offset, cnt,
            kind ? out16.data + offset : nullptr, kind);
@@ -130,8 +129,8 @@ void sgdStep(Isa isa, const SgdConfig& cfg, float gradScale, float* params, cons
   DS_CHECK(!coeffs.useMomentum || buf != nullptr, "sgd momentum needs a buffer");
   const int kind = kind16(out16);
   auto kernel = isa == Isa::kAvx512 ? kernels::sgdAvx512
-          : isa == Isa::kAvx2   ? kernels::sgdAvx2
-                                : kernels::sgdScalar;
+                : isa == Isa::kAvx2 ? kernels::sgdAvx2
+                                    : kernels::sgdScalar;
   forChunks(n, threads, [&](size_t offset, size_t cnt) {
     kernel(coeffs, params + offset, grads + offset, buf ? buf + offset : nullptr, cnt,
            kind ? out16.data + offset : nullptr, kind);
@@ -143,8 +142,8 @@ void convertTo16(const float* src, Half16Out out, size_t n) {
   if (!kind) return;
   Isa isa = bestIsa();
   auto kernel = isa == Isa::kAvx512 ? kernels::to16Avx512
-          : isa == Isa::kAvx2   ? kernels::to16Avx2
-                                : kernels::to16Scalar;
+                : isa == Isa::kAvx2 ? kernels::to16Avx2
+                                    : kernels::to16Scalar;
   forChunks(n, 0,
             [&](size_t offset, size_t cnt) { kernel(src + offset, out.data + offset, cnt, kind); });
 }

@@ -15,12 +15,12 @@ namespace ds::zero {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 std::string_view isaName(Isa isa);
-Isa bestIsa();                    // highest path this CPU supports (DS_CPU_ADAM_ISA overrides)
+Isa bestIsa();  // highest path this CPU supports (DS_CPU_ADAM_ISA overrides)
 bool isaSupported(Isa isa);
 
 struct AdamConfig {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.f;
-  bool adamwMode = true;        // true: decoupled decay p -= lr*wd*p; false: L2 g += wd*p
+  bool adamwMode = true;  // true: decoupled decay p -= lr*wd*p; false: L2 g += wd*p
   bool biasCorrection = true;
 };
 

@@ -56,8 +56,8 @@ void adamAvx2(const AdamCoeffs& c, float* p, const float* g, float* m, float* v,
   adamKernel<Avx2Lanes>(c, p, g, m, v, n, out16, out16Kind);
 }
 
-void sgdAvx2(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
-             uint16_t* out16, int out16Kind) {
+void sgdAvx2(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n, uint16_t* out16,
+             int out16Kind) {
   sgdKernel<Avx2Lanes>(c, p, g, buf, n, out16, out16Kind);
 }
 

@@ -57,8 +57,8 @@ void adamAvx512(const AdamCoeffs& c, float* p, const float* g, float* m, float* 
   adamKernel<Avx512Lanes>(c, p, g, m, v, n, out16, out16Kind);
 }
 
-void sgdAvx512(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
-               uint16_t* out16, int out16Kind) {
+void sgdAvx512(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n, uint16_t* out16,
+               int out16Kind) {
   sgdKernel<Avx512Lanes>(c, p, g, buf, n, out16, out16Kind);
 }
 

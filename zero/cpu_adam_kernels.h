@@ -11,10 +11,10 @@ namespace ds::zero::kernels {
 
 struct AdamCoeffs {
   float beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps;
-  float stepSize;      // -lr / (1 - beta1^t)
-  float bc2RsqrtInv;   // 1 / sqrt(1 - beta2^t)
-  float l2Decay;       // wd (Adam mode), used iff l2Mode
-  float decoupled;     // -lr*wd (AdamW mode), used iff decoupledOn
+  float stepSize;     // -lr / (1 - beta1^t)
+  float bc2RsqrtInv;  // 1 / sqrt(1 - beta2^t)
+  float l2Decay;      // wd (Adam mode), used iff l2Mode
+  float decoupled;    // -lr*wd (AdamW mode), used iff decoupledOn
   float gradScale;
   bool l2Mode, decoupledOn;
 };

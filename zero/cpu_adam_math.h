@@ -56,10 +56,16 @@ template <class L>
 struct AdamLanes {
   using V = typename L::V;
   explicit AdamLanes(const AdamCoeffs& c)
-      : beta1(L::set(c.beta1)), beta2(L::set(c.beta2)), oneMinusBeta1(L::set(c.oneMinusBeta1)),
-        oneMinusBeta2(L::set(c.oneMinusBeta2)), eps(L::set(c.eps)), stepSize(L::set(c.stepSize)),
-        bc2RsqrtInv(L::set(c.bc2RsqrtInv)), l2Decay(L::set(c.l2Decay)),
-        decoupled(L::set(c.decoupled)), gradScale(L::set(c.gradScale)) {}
+      : beta1(L::set(c.beta1)),
+        beta2(L::set(c.beta2)),
+        oneMinusBeta1(L::set(c.oneMinusBeta1)),
+        oneMinusBeta2(L::set(c.oneMinusBeta2)),
+        eps(L::set(c.eps)),
+        stepSize(L::set(c.stepSize)),
+        bc2RsqrtInv(L::set(c.bc2RsqrtInv)),
+        l2Decay(L::set(c.l2Decay)),
+        decoupled(L::set(c.decoupled)),
+        gradScale(L::set(c.gradScale)) {}
   V beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps, stepSize, bc2RsqrtInv, l2Decay, decoupled,
       gradScale;
 };
@@ -91,8 +97,10 @@ template <class L>
 struct SgdLanes {
   using V = typename L::V;
   explicit SgdLanes(const SgdCoeffs& c)
-      : negLr(L::set(c.negLr)), momentum(L::set(c.momentum)),
-        weightDecay(L::set(c.weightDecay)), gradScale(L::set(c.gradScale)) {}
+      : negLr(L::set(c.negLr)),
+        momentum(L::set(c.momentum)),
+        weightDecay(L::set(c.weightDecay)),
+        gradScale(L::set(c.gradScale)) {}
   V negLr, momentum, weightDecay, gradScale;
 };
 
@@ -126,8 +134,8 @@ void adamKernel(const AdamCoeffs& c, float* p, const float* g, float* m, float* 
 }
 
 template <class L>
-void sgdKernel(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
-               uint16_t* out16, int kind) {
+void sgdKernel(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n, uint16_t* out16,
+               int kind) {
   const SgdLanes<L> lanes(c);
   const SgdLanes<ScalarLanes> one(c);
   size_t i = 0;

@@ -9,8 +9,8 @@ void adamScalar(const AdamCoeffs& c, float* p, const float* g, float* m, float* 
   adamKernel<ScalarLanes>(c, p, g, m, v, n, out16, out16Kind);
 }
 
-void sgdScalar(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n,
-               uint16_t* out16, int out16Kind) {
+void sgdScalar(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n, uint16_t* out16,
+               int out16Kind) {
   sgdKernel<ScalarLanes>(c, p, g, buf, n, out16, out16Kind);
 }
 

@@ -34,8 +34,8 @@ comm::WorkPtr DpComm::reduceScatterSum(const float* input, float* output,
                                comm::ReduceOp::kSum);
 }
 
-comm::WorkPtr DpComm::allgather(const void* input, void* output,
-                                const std::vector<size_t>& counts, DType dtype) {
+comm::WorkPtr DpComm::allgather(const void* input, void* output, const std::vector<size_t>& counts,
+                                DType dtype) {
   DS_CHECK_EQ(counts.size(), size_t(world_));
   const size_t elem = dtypeSize(dtype);
   size_t before = 0, total = 0;

@@ -33,14 +33,14 @@ class FlatPartitionedStage final : public FlatStage {
   void emitAllreduce(int slot, size_t begin, size_t end);
   void emitReduceScatter(int slot, const float* input, size_t begin, size_t end);
 
-  bool partitionGrads_;                 // stage 2
-  std::vector<float> fullGrads_;        // stage 1: [padded], accumulated over micro-steps
-  std::vector<float> gradPart_;         // stage 2: [localSize], accumulated over micro-steps
+  bool partitionGrads_;           // stage 2
+  std::vector<float> fullGrads_;  // stage 1: [padded], accumulated over micro-steps
+  std::vector<float> gradPart_;   // stage 2: [localSize], accumulated over micro-steps
   BufferPool<float> pool_;
-  TransientGrads transient_;            // stage 2: per-parameter grads during backward
-  size_t gatherChunk_ = 0;              // allgather chunk per rank (elements)
-  std::vector<uint16_t> gatherStaging_; // gatherChunk_ * world model-dtype elements, when
-                                        // the chunk is smaller than the partition
+  TransientGrads transient_;             // stage 2: per-parameter grads during backward
+  size_t gatherChunk_ = 0;               // allgather chunk per rank (elements)
+  std::vector<uint16_t> gatherStaging_;  // gatherChunk_ * world model-dtype elements, when
+                                         // the chunk is smaller than the partition
 };
 
 }  // namespace ds::zero

@@ -56,8 +56,7 @@ ModelParamSink FlatStage::modelSink(bool masterOwned) {
 void FlatStage::writeModelRange(const LocalRange& range, const float* values) {
   if (half_)
     convertTo16(values, {ctx_.options.compute, params16_.data() + range.flatOffset}, range.size);
-  else
-    std::memcpy(params32_.data() + range.flatOffset, values, range.size * sizeof(float));
+  else std::memcpy(params32_.data() + range.flatOffset, values, range.size * sizeof(float));
 }
 
 void FlatStage::addMemory(MemoryReport& report) const {

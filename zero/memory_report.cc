@@ -22,7 +22,7 @@ std::string MemoryReport::toString() const {
   std::string text;
   for (int kind = 0; kind < 4; ++kind)
     text += fmt::format("  {:<17} device {:>12}  host {:>12}  nvme {:>12}\n", kKinds[kind],
-                     mib(bytes[kind][0]), mib(bytes[kind][1]), mib(bytes[kind][2]));
+                        mib(bytes[kind][0]), mib(bytes[kind][1]), mib(bytes[kind][2]));
   text += fmt::format("  {:<17} {}\n", "total", mib(total()));
   return text;
 }

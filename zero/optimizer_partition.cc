@@ -57,8 +57,8 @@ void OptimizerPartition::openSwap(size_t subGroupSize, int rank) {
   slots_ = std::max(3, offload_.bufferCount);
   const size_t fileBytes = roundUp(std::max<size_t>(size_, 1), tile_) * sizeof(float);
   for (const auto& name : names_) {
-    std::string path = fmt::format("{}/zero_rank{}_pid{}_{}.swp", offload_.nvmePath, rank,
-                                   ::getpid(), name);
+    std::string path =
+        fmt::format("{}/zero_rank{}_pid{}_{}.swp", offload_.nvmePath, rank, ::getpid(), name);
     files_.push_back(std::make_unique<AsyncFile>(path, fileBytes));
   }
   for (int k = 0; k < slots_ * int(names_.size()); ++k)
@@ -71,9 +71,9 @@ void OptimizerPartition::openSwap(size_t subGroupSize, int rank) {
 OptimizerPartition::~OptimizerPartition() = default;
 
 MemPlace OptimizerPartition::place() const {
-  return offload_.device == "nvme" ? MemPlace::kNvme
-       : offload_.device == "cpu"  ? MemPlace::kHost
-                               : MemPlace::kDevice;
+  return offload_.device == "nvme"  ? MemPlace::kNvme
+         : offload_.device == "cpu" ? MemPlace::kHost
+                                    : MemPlace::kDevice;
 }
 
 size_t OptimizerPartition::stateBytes() const {
@@ -98,8 +98,8 @@ void OptimizerPartition::read(size_t state, size_t offset, size_t count, float* 
   for (size_t done = 0; done < count;) {
     size_t pos = offset + done, base = pos / tile_ * tile_;
     size_t take = std::min(count - done, base + tile_ - pos);
-    files_[state]->wait(files_[state]->readAsync(bounce, tile_ * sizeof(float),
-                                                 base * sizeof(float)));
+    files_[state]->wait(
+        files_[state]->readAsync(bounce, tile_ * sizeof(float), base * sizeof(float)));
     std::memcpy(out + done, bounce + (pos - base), take * sizeof(float));
     done += take;
   }
@@ -128,8 +128,10 @@ void OptimizerPartition::stepTile(float* const* states, const float* grad, size_
                                   float gradScale, float learningRate, int64_t step,
                                   Half16Out out16) {
   if (names_.size() == 3) {
-    AdamConfig config{learningRate, opt_.beta1, opt_.beta2, opt_.eps, opt_.weightDecay,
-                 opt_.type == "AdamW" ? true : opt_.adamwMode, opt_.biasCorrection};
+    AdamConfig config{learningRate,       opt_.beta1,
+                      opt_.beta2,         opt_.eps,
+                      opt_.weightDecay,   opt_.type == "AdamW" ? true : opt_.adamwMode,
+                      opt_.biasCorrection};
     adamStep(bestIsa(), config, step, gradScale, states[0], grad, states[1], states[2], cnt, out16);
   } else {
     SgdConfig config{learningRate, opt_.momentum, opt_.weightDecay};

@@ -38,10 +38,10 @@ class OptimizerPartition {
               Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile);
 
   MemPlace place() const;
-  size_t stateBytes() const;      // optimizer states held (master counted only when owned)
-  size_t bufferBytes() const;     // nvme tile buffers
+  size_t stateBytes() const;   // optimizer states held (master counted only when owned)
+  size_t bufferBytes() const;  // nvme tile buffers
   bool masterOwned() const { return alias_ == nullptr; }
-  int slots() const { return slots_; }         // nvme tile slots: max(3, buffer_count)
+  int slots() const { return slots_; }        // nvme tile slots: max(3, buffer_count)
   size_t tileElems() const { return tile_; }  // nvme tile: sub_group_size rounded up to 1024
 
   // Diagnostics (tests): the nvme tile pipeline's events in order, recorded after
@@ -75,11 +75,11 @@ class OptimizerPartition {
   OffloadOptions offload_;
   std::vector<std::string> names_;
   float* alias_;
-  std::vector<std::vector<float>> mem_;           // per state (mem_[0] empty when aliased)
+  std::vector<std::vector<float>> mem_;            // per state (mem_[0] empty when aliased)
   std::vector<std::unique_ptr<AsyncFile>> files_;  // per state (nvme)
   size_t tile_ = 0;                                // elements per nvme tile (multiple of 1024)
   int slots_ = 3;
-  std::vector<AlignedBuffer> slotBuf_;             // [slot * states + state]
+  std::vector<AlignedBuffer> slotBuf_;  // [slot * states + state]
   // nvme update in progress: tickets per [slot * states + state] (0 = none), tile per slot
   std::vector<uint64_t> readT_, writeT_;
   std::vector<size_t> readTile_, writeTile_;

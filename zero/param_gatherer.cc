@@ -11,8 +11,8 @@
 
 namespace ds::zero {
 
-ParamGatherer::ParamGatherer(const StageContext& ctx, const Stage3Layout& layout,
-                             ParamStore& store, BufferPool<float>& pool32)
+ParamGatherer::ParamGatherer(const StageContext& ctx, const Stage3Layout& layout, ParamStore& store,
+                             BufferPool<float>& pool32)
     : ctx_(ctx),
       layout_(layout),
       store_(store),
@@ -39,8 +39,7 @@ void ParamGatherer::ensureGathered(size_t param) {
   if (half_) {
     pool16_.take(live16_[param], full, false);  // the allgather writes every element
     const void* input = store_.gatherInput(param, local, chunk, live16_[param].data() + mine);
-    work_[param] = ctx_.comm.allgather(input, live16_[param].data(), counts,
-                                       ctx_.options.compute);
+    work_[param] = ctx_.comm.allgather(input, live16_[param].data(), counts, ctx_.options.compute);
   } else {
     pool32_.take(live32_[param], full, false);
     const void* input = store_.gatherInput(param, local, chunk, live32_[param].data() + mine);

@@ -31,7 +31,7 @@ class ParamGatherer {
   void releaseAll();
   // Releases block's params unless nextBlock (-1 = none) uses them.
   void releaseAfter(int block, int nextBlock);
-  void gatherPersistent();            // (re)gathers every persistent parameter, waits
+  void gatherPersistent();  // (re)gathers every persistent parameter, waits
 
   bool issued(size_t param) const { return gathering_[param] || held(param); }
   bool persistent(size_t param) const { return persistent_[param]; }
@@ -50,12 +50,12 @@ class ParamGatherer {
   BufferPool<float>& pool32_;
   BufferPool<uint16_t> pool16_;
   bool half_;
-  std::vector<std::vector<float>> live32_;      // gathered full params (chunk*world elems)
+  std::vector<std::vector<float>> live32_;  // gathered full params (chunk*world elems)
   std::vector<std::vector<uint16_t>> live16_;
-  std::vector<comm::WorkPtr> work_;              // in-flight gather per param
-  std::vector<char> gathering_;                  // gather issued, not yet waited
+  std::vector<comm::WorkPtr> work_;  // in-flight gather per param
+  std::vector<char> gathering_;      // gather issued, not yet waited
   std::vector<char> persistent_;
-  size_t liveElems_ = 0, peakLiveElems_ = 0;     // non-persistent gathered elements
+  size_t liveElems_ = 0, peakLiveElems_ = 0;  // non-persistent gathered elements
 };
 
 }  // namespace ds::zero

@@ -137,11 +137,11 @@ class NvmeParamStore final : public ParamStore {
 
 }  // namespace
 
-std::unique_ptr<ParamStore> makeParamStore(const ZeroOptions& options, int rank,
-                                           size_t localSize, Tracer& tracer) {
+std::unique_ptr<ParamStore> makeParamStore(const ZeroOptions& options, int rank, size_t localSize,
+                                           Tracer& tracer) {
   if (options.offloadParam.device == "nvme")
-    return std::make_unique<NvmeParamStore>(options.offloadParam, options.compute, rank,
-                                            localSize, tracer);
+    return std::make_unique<NvmeParamStore>(options.offloadParam, options.compute, rank, localSize,
+                                            tracer);
   return std::make_unique<MemoryParamStore>(options.compute, localSize);
 }
 

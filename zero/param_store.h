@@ -22,8 +22,7 @@ class ParamStore {
   virtual void writeChunk(size_t offset, size_t chunk, const float* values, size_t real) = 0;
   // The input of param's allgather ([offset, offset + count)): a pointer into the store, or the
   // bytes read into rankBlock (room for count elements), which is then returned.
-  virtual const void* gatherInput(size_t param, size_t offset, size_t count,
-                                  void* rankBlock) = 0;
+  virtual const void* gatherInput(size_t param, size_t offset, size_t count, void* rankBlock) = 0;
   // Read-ahead of a later gather's bytes (nvme only; no-ops in memory).
   virtual bool readsAhead() const { return false; }
   virtual bool readPending(size_t /*param*/) const { return false; }
@@ -37,7 +36,7 @@ class ParamStore {
   virtual void addMemory(MemoryReport& report, MemPlace place) const = 0;
 };
 
-std::unique_ptr<ParamStore> makeParamStore(const ZeroOptions& options, int rank,
-                                           size_t localSize, Tracer& tracer);
+std::unique_ptr<ParamStore> makeParamStore(const ZeroOptions& options, int rank, size_t localSize,
+                                           Tracer& tracer);
 
 }  // namespace ds::zero

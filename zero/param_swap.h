@@ -55,7 +55,7 @@ class ParamSwap {
   std::map<uint64_t, Ahead> ahead_;
   std::multimap<size_t, AlignedBuffer> spare_;  // staging buffers kept for reuse, by size
   bool pin_ = false;
-  size_t aheadBytes_ = 0, peakAheadBytes_ = 0;    // staging held (in flight + spare)
+  size_t aheadBytes_ = 0, peakAheadBytes_ = 0;  // staging held (in flight + spare)
 };
 
 }  // namespace ds::zero

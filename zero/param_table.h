@@ -14,17 +14,17 @@ namespace ds::zero {
 
 // Static description of one parameter tensor, in the model's canonical order (llm.c's for GPT-2).
 struct ParamInfo {
-  std::string name;             // e.g. "wte", "h.3.attn.qkv.w" or llm.c's "ln1w"
-  std::vector<int64_t> shape;   // row-major
+  std::string name;            // e.g. "wte", "h.3.attn.qkv.w" or llm.c's "ln1w"
+  std::vector<int64_t> shape;  // row-major
   size_t numel = 0;
-  std::vector<int> blocks;      // forward blocks that read it; >1 entry for tied weights
-  bool decay = true;            // weight decay applies (false for biases and LayerNorm)
+  std::vector<int> blocks;  // forward blocks that read it; >1 entry for tied weights
+  bool decay = true;        // weight decay applies (false for biases and LayerNorm)
 };
 
 struct ParamTable {
-  std::vector<float*> value;        // [numParams] fp32 values (full tensor), or nullptr
-  std::vector<const bf16*> value16; // [numParams] bf16 copies when computing in bf16, else null
-  std::vector<float*> grad;         // [numParams] fp32 gradient accumulators (full tensor)
+  std::vector<float*> value;         // [numParams] fp32 values (full tensor), or nullptr
+  std::vector<const bf16*> value16;  // [numParams] bf16 copies when computing in bf16, else null
+  std::vector<float*> grad;          // [numParams] fp32 gradient accumulators (full tensor)
 };
 
 // The training loop's notifications, called by the model around each block. Block numbering is

@@ -32,7 +32,7 @@ class FlatLayout {
  public:
   FlatLayout(size_t numel, int world);
   size_t numel() const { return numel_; }
-  size_t padded() const { return padded_; }    // multiple of kAlignElems*world, >= numel
+  size_t padded() const { return padded_; }      // multiple of kAlignElems*world, >= numel
   size_t partSize() const { return partSize_; }  // padded / world
   int world() const { return world_; }
   // Rank r's slice of the padded space (equal sizes) and its real (unpadded) part.
@@ -51,9 +51,9 @@ class Stage3Layout {
   Stage3Layout(const std::vector<ParamInfo>& params, int world);
   int world() const { return world_; }
   size_t numParams() const { return chunk_.size(); }
-  size_t chunk(size_t param) const { return chunk_[param]; }          // ceil(numel/world)
-  size_t localOffset(size_t param) const { return local_[param]; }    // same on every rank
-  size_t localSize() const { return localSize_; }             // sum of chunks
+  size_t chunk(size_t param) const { return chunk_[param]; }        // ceil(numel/world)
+  size_t localOffset(size_t param) const { return local_[param]; }  // same on every rank
+  size_t localSize() const { return localSize_; }                   // sum of chunks
   // Rank r's real elements of param p, in the param's own coordinates.
   Shard ownRange(size_t param, int rank) const;
 

@@ -65,9 +65,9 @@ class Stage {
   virtual void beginMicroStep(bool lastMicroStep) = 0;
   // step(): issue whatever reduction backward left (the buckets are drained by the caller).
   virtual void finishReduction() = 0;
-  virtual const float* localGrads() = 0;        // [optimizerCount()] reduced, summed gradients
-  virtual bool gradsReplicated() const = 0;     // every rank holds all of them (stage 0)
-  virtual void zeroGrads() = 0;                 // after a step (taken or skipped)
+  virtual const float* localGrads() = 0;     // [optimizerCount()] reduced, summed gradients
+  virtual bool gradsReplicated() const = 0;  // every rank holds all of them (stage 0)
+  virtual void zeroGrads() = 0;              // after a step (taken or skipped)
 
   virtual ModelParamSink modelSink(bool masterOwned) = 0;
   // A load: the model parameters of one local range from master values, then refresh.

@@ -58,8 +58,8 @@ struct ZeroEngine::Impl {
     stage = makeStage({index, options, comm, table, buckets, tracer});
     float* alias = options.offloadOptimizer.enabled() ? nullptr : stage->masterAlias();
     optimizer = std::make_unique<OptimizerPartition>(stage->localSize(), optimizerOptions,
-                                                     options.offloadOptimizer,
-                                                     options.subGroupSize, alias, comm.rank());
+                                                     options.offloadOptimizer, options.subGroupSize,
+                                                     alias, comm.rank());
   }
 
   void writeMasterFrom(const float* fullFlat);
@@ -113,8 +113,8 @@ ZeroEngine::ZeroEngine(std::vector<ParamInfo> params, int numBlocks, comm::Proce
     : impl_(std::make_unique<Impl>(std::move(params), numBlocks, group, std::move(zopts),
                                    std::move(oopts))) {
   DS_LOG_INFO("zero", "ZeRO stage {} on {} rank(s), {} params ({} elements); memory per rank:\n{}",
-              impl_->options.stage, impl_->comm.world(), impl_->index.count(),
-              impl_->index.numel(), memory().toString());
+              impl_->options.stage, impl_->comm.world(), impl_->index.count(), impl_->index.numel(),
+              memory().toString());
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -174,9 +174,8 @@ StepResult ZeroEngine::step(float learningRate, float lossScale, float clipNorm)
   const auto start = std::chrono::steady_clock::now();
   engine.stage->finishReduction();
   engine.buckets.drainAll();
-  const GradCheck check =
-      checkGradients(engine.stage->localGrads(), engine.stage->optimizerCount(),
-                     engine.stage->gradsReplicated(), engine.comm, lossScale);
+  const GradCheck check = checkGradients(engine.stage->localGrads(), engine.stage->optimizerCount(),
+                                         engine.stage->gradsReplicated(), engine.comm, lossScale);
   result.commMs = msSince(start);
   result.gradNorm = check.norm;
   if (check.finite()) engine.update(result, check, learningRate, lossScale, clipNorm);

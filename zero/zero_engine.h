@@ -62,11 +62,17 @@ struct MemoryReport {
 // thread); the proof that communication overlaps computation, not a profiler.
 struct TraceEvent {
   enum class Kind {
-    kBeforeForward, kAfterForward, kBeforeBackward, kAfterBackward,  // id = block
-    kBucketIssued, kBucketWaited,   // id = bucket number (per engine, from 0)
-    kGatherIssued, kGatherWaited,   // id = parameter index (stage 3)
-    kSwapReadIssued, kSwapReadWaited,  // id = parameter index (stage 3, offload_param nvme)
-    kReleased,                      // id = parameter index (stage 3: gathered copy freed)
+    kBeforeForward,
+    kAfterForward,
+    kBeforeBackward,
+    kAfterBackward,  // id = block
+    kBucketIssued,
+    kBucketWaited,  // id = bucket number (per engine, from 0)
+    kGatherIssued,
+    kGatherWaited,  // id = parameter index (stage 3)
+    kSwapReadIssued,
+    kSwapReadWaited,  // id = parameter index (stage 3, offload_param nvme)
+    kReleased,        // id = parameter index (stage 3: gathered copy freed)
   };
   Kind kind;
   int64_t id;
@@ -85,8 +91,8 @@ struct PipelineState {
   size_t gathersInFlight = 0;           // stage 3 allgathers issued, not yet waited for
   size_t gathersCompletedInFlight = 0;
   size_t liveElems = 0, peakLiveElems = 0;  // stage 3 gathered non-persistent elements
-  size_t swapReadsAhead = 0;           // offload_param nvme: read-aheads not yet taken
-  size_t swapReadsAheadCompleted = 0;  // of those, finished by the file layer
+  size_t swapReadsAhead = 0;                // offload_param nvme: read-aheads not yet taken
+  size_t swapReadsAheadCompleted = 0;       // of those, finished by the file layer
 };
 
 class ZeroEngine : public BlockHooks {
@@ -134,10 +140,9 @@ class ZeroEngine : public BlockHooks {
     std::vector<float> data;
   };
   std::vector<ShardTensor> optimizerShard() const;
-  void loadOptimizerState(
-      const std::function<void(size_t offset, size_t size, const std::string& name, float* out)>&
-          readRange,
-      int64_t stepCount);
+  void loadOptimizerState(const std::function<void(size_t offset, size_t size,
+                                                   const std::string& name, float* out)>& readRange,
+                          int64_t stepCount);
   int64_t stepCount() const;
 
   struct Impl;

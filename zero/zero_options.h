@@ -23,26 +23,26 @@ struct OffloadOptions {
 
 // zero_optimization
 struct ZeroOptions {
-  int stage = 0;                               // stage: 0..3
-  size_t reduceBucketSize = 500000000;         // reduce_bucket_size (elements)
-  size_t allgatherBucketSize = 500000000;      // allgather_bucket_size (elements; stage 1/2
-                                               // param allgather chunks)
-  bool overlapComm = false;                    // overlap_comm: buckets reduced asynchronously
-  bool reduceScatter = true;                   // reduce_scatter: false = stage 1/2 buckets are
-                                               // allreduced
-  bool contiguousGradients = true;             // contiguous_gradients: only true (grads are
-                                               // copied into the bucket buffer at stage 2/3);
-                                               // false is a ConfigError
-  size_t prefetchBucketSize = 50000000;        // stage3_prefetch_bucket_size (elements)
-  size_t paramPersistenceThreshold = 100000;   // stage3_param_persistence_threshold: params
-                                               // <= this stay gathered
-  size_t maxLiveParameters = 1000000000;       // stage3_max_live_parameters: cap on gathered
-                                               // (non-persistent) elements
-  size_t subGroupSize = 1000000000;            // sub_group_size: optimizer tile (elements) for
-                                               // offload/nvme
-  OffloadOptions offloadOptimizer;             // offload_optimizer
-  OffloadOptions offloadParam;                 // offload_param (stage 3)
-  DType compute = DType::kF32;                 // from bf16/fp16.enabled: kF32, kBF16 or kF16
+  int stage = 0;                              // stage: 0..3
+  size_t reduceBucketSize = 500000000;        // reduce_bucket_size (elements)
+  size_t allgatherBucketSize = 500000000;     // allgather_bucket_size (elements; stage 1/2
+                                              // param allgather chunks)
+  bool overlapComm = false;                   // overlap_comm: buckets reduced asynchronously
+  bool reduceScatter = true;                  // reduce_scatter: false = stage 1/2 buckets are
+                                              // allreduced
+  bool contiguousGradients = true;            // contiguous_gradients: only true (grads are
+                                              // copied into the bucket buffer at stage 2/3);
+                                              // false is a ConfigError
+  size_t prefetchBucketSize = 50000000;       // stage3_prefetch_bucket_size (elements)
+  size_t paramPersistenceThreshold = 100000;  // stage3_param_persistence_threshold: params
+                                              // <= this stay gathered
+  size_t maxLiveParameters = 1000000000;      // stage3_max_live_parameters: cap on gathered
+                                              // (non-persistent) elements
+  size_t subGroupSize = 1000000000;           // sub_group_size: optimizer tile (elements) for
+                                              // offload/nvme
+  OffloadOptions offloadOptimizer;            // offload_optimizer
+  OffloadOptions offloadParam;                // offload_param (stage 3)
+  DType compute = DType::kF32;                // from bf16/fp16.enabled: kF32, kBF16 or kF16
   bool halfCompute() const { return compute != DType::kF32; }
 };
 

@@ -16,8 +16,7 @@ bool allreducePair(GlooLink& link, void* data, size_t count, DType t, ReduceOp o
   const size_t bytes = count * dtypeSize(wt);
   std::vector<size_t> recvBytes(2, 0);
   recvBytes[peer] = bytes;
-  RecvChannel* ch =
-      link.channel({1, dtypeSize(wt), count}, recvBytes, bytes, messagePieces(bytes));
+  RecvChannel* ch = link.channel({1, dtypeSize(wt), count}, recvBytes, bytes, messagePieces(bytes));
   if (ch == nullptr) return false;
   char* mine = static_cast<char*>(data);
   if (wt != t) {

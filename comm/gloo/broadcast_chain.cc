@@ -12,7 +12,7 @@ void broadcastChain(GlooLink& link, void* data, size_t bytes, int root) {
   if (n == 1 || bytes == 0) return;
   const int pos = (r - root + n) % n;
   const int prev = (r + n - 1) % n, next = (r + 1) % n;
-  const bool hasNext = pos < n - 1, hasPrev = pos > 0;
+  const bool hasNext = pos<n - 1, hasPrev = pos> 0;
   size_t seg = std::max(segmentBytes(), (bytes >> 19) + 1);
   size_t nseg = (bytes + seg - 1) / seg;
   uint64_t slots = link.collectiveSlots();

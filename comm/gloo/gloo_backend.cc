@@ -30,8 +30,8 @@ using gloo_impl::UBuf;
 class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<Store> root, std::string prefix, int rank, int size,
-              std::chrono::milliseconds timeout,
-              std::shared_ptr<::gloo::transport::Device> device, std::vector<int> globalRanks)
+              std::chrono::milliseconds timeout, std::shared_ptr<::gloo::transport::Device> device,
+              std::vector<int> globalRanks)
       : root_(std::move(root)),
         prefix_(std::move(prefix)),
         timeout_(timeout),
@@ -133,8 +133,10 @@ class GlooBackend final : public Backend {
  private:
   void checkReducible(const char* what, DType t) const {
     if (!gloo_impl::isReduceNative(t) && !gloo_impl::isHalf(t)) {
-      throw NotSupported(fmt::format("gloo {}: cannot reduce dtype {} (fp32, fp16, bf16, int32, "
-                                     "int64 are supported)", what, dtypeName(t)));
+      throw NotSupported(
+          fmt::format("gloo {}: cannot reduce dtype {} (fp32, fp16, bf16, int32, "
+                      "int64 are supported)",
+                      what, dtypeName(t)));
     }
   }
 
@@ -212,15 +214,15 @@ class GlooBackend final : public Backend {
       w->markFailed(std::current_exception());
       return w;
     }
-    return worker_->submit(fmt::format("gloo {} {} rank {} tag {}", what,
-                                       isSend ? "to" : "from", peer, tag),
-                           [this, ubuf, peer, isSend, what] {
-                             if (isSend) {
-                               link_->waitSend(*ubuf, peer, what);
-                             } else {
-                               link_->waitRecv(*ubuf, peer, what);
-                             }
-                           });
+    return worker_->submit(
+        fmt::format("gloo {} {} rank {} tag {}", what, isSend ? "to" : "from", peer, tag),
+        [this, ubuf, peer, isSend, what] {
+          if (isSend) {
+            link_->waitSend(*ubuf, peer, what);
+          } else {
+            link_->waitRecv(*ubuf, peer, what);
+          }
+        });
   }
 
   std::shared_ptr<Store> root_;

@@ -75,9 +75,10 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& hostA
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw CommError(fmt::format("gloo: cannot listen on {} (set GroupOptions.hostAddr or "
-                                "MASTER_ADDR to a local address): {}",
-                                attr.hostname, e.what()));
+    throw CommError(
+        fmt::format("gloo: cannot listen on {} (set GroupOptions.hostAddr or "
+                    "MASTER_ADDR to a local address): {}",
+                    attr.hostname, e.what()));
   }
 }
 
@@ -99,8 +100,8 @@ std::shared_ptr<::gloo::rendezvous::Context> connectGroup(
       }
     }
     throw TimeoutError(fmt::format(
-        "gloo rendezvous: rank {} waited {} ms (DS_TIMEOUT) for {} ranks; never arrived: {}",
-        rank, timeout.count(), size, missing.empty() ? "(all arrived; mesh incomplete)" : missing));
+        "gloo rendezvous: rank {} waited {} ms (DS_TIMEOUT) for {} ranks; never arrived: {}", rank,
+        timeout.count(), size, missing.empty() ? "(all arrived; mesh incomplete)" : missing));
   } catch (const ds::Error&) {
     throw;
   } catch (const std::exception& e) {

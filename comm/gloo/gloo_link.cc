@@ -84,8 +84,8 @@ bool GlooLink::recordAbort(int groupRank, const std::string& detail) {
     store_->compareSet(kAbortKey, {}, Bytes(mine.begin(), mine.end()));
     return true;
   } catch (const std::exception& e) {
-    DS_LOG_WARN("gloo", "could not record the failure of {} in the store: {}",
-                describe(groupRank), e.what());
+    DS_LOG_WARN("gloo", "could not record the failure of {} in the store: {}", describe(groupRank),
+                e.what());
     return false;
   }
 }
@@ -125,21 +125,21 @@ void GlooLink::fail(int peer, const char* what, const std::string& detail) {
     auto bar = s.find('|');
     if (bar != std::string::npos && s != mine) {
       culprit = std::stoi(s.substr(0, bar));
-      culpritDetail = fmt::format("{} (seen first by another member; here: {})",
-                                  s.substr(bar + 1), detail);
+      culpritDetail =
+          fmt::format("{} (seen first by another member; here: {})", s.substr(bar + 1), detail);
     }
   } catch (const std::exception& e) {
     DS_LOG_WARN("gloo", "could not record the failure in the store: {}", e.what());
   }
   closeConnections();
   int myGlobal = globalRanks_.empty() ? rank() : globalRanks_[rank()];
-  int culpritGlobal =
-      culprit >= 0 && culprit < static_cast<int>(globalRanks_.size()) ? globalRanks_[culprit]
-                                                                       : culprit;
-  auto err = std::make_exception_ptr(CommError(
-      fmt::format("gloo {} on rank {} failed: peer {} is gone or failed: {}", what, myGlobal,
-                  describe(culprit), culpritDetail),
-      culpritGlobal));
+  int culpritGlobal = culprit >= 0 && culprit < static_cast<int>(globalRanks_.size())
+                          ? globalRanks_[culprit]
+                          : culprit;
+  auto err = std::make_exception_ptr(
+      CommError(fmt::format("gloo {} on rank {} failed: peer {} is gone or failed: {}", what,
+                            myGlobal, describe(culprit), culpritDetail),
+                culpritGlobal));
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_) broken_ = err;
@@ -161,8 +161,7 @@ void GlooLink::recv(UBuf& b, int peer, uint64_t slot, size_t offset, size_t byte
   try {
     b->recv(peer, slot, offset, bytes);
   } catch (const std::exception& e) {
-    fail(peer, what,
-         fmt::format("posting a receive from {}: {}", describe(peer), e.what()));
+    fail(peer, what, fmt::format("posting a receive from {}: {}", describe(peer), e.what()));
   }
 }
 
@@ -177,8 +176,8 @@ void GlooLink::waitSend(UBuf& b, int peer, const char* what) {
          fmt::format("waiting up to {} ms to send to {}: {}", timeout_.count(), describe(peer),
                      e.what()));
   }
-  if (!ok) fail(peer, what, fmt::format("sending to {}: aborted, another member failed",
-                                        describe(peer)));
+  if (!ok)
+    fail(peer, what, fmt::format("sending to {}: aborted, another member failed", describe(peer)));
 }
 
 void GlooLink::waitRecv(UBuf& b, int peer, const char* what) {
@@ -189,11 +188,12 @@ void GlooLink::waitRecv(UBuf& b, int peer, const char* what) {
   } catch (const std::exception& e) {
     endWait();
     fail(peer, what,
-         fmt::format("waiting up to {} ms for data from {}: {}", timeout_.count(),
-                     describe(peer), e.what()));
+         fmt::format("waiting up to {} ms for data from {}: {}", timeout_.count(), describe(peer),
+                     e.what()));
   }
-  if (!ok) fail(peer, what, fmt::format("receiving from {}: aborted, another member failed",
-                                        describe(peer)));
+  if (!ok)
+    fail(peer, what,
+         fmt::format("receiving from {}: aborted, another member failed", describe(peer)));
 }
 
 void GlooLink::sendPieces(const Pieces& pc, UBuf& b, int peer, uint64_t slot, size_t offset,
@@ -208,13 +208,11 @@ void GlooLink::recvPieces(const Pieces& pc, UBuf& b, int peer, uint64_t slot, si
     recv(b, peer, slot, offset + pc.offset(k), pc.size(bytes, k), what);
 }
 
-void GlooLink::waitSendPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes,
-                              const char* what) {
+void GlooLink::waitSendPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes, const char* what) {
   for (size_t k = 0; k < pc.count(bytes); ++k) waitSend(b, peer, what);
 }
 
-void GlooLink::waitRecvPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes,
-                              const char* what) {
+void GlooLink::waitRecvPieces(const Pieces& pc, UBuf& b, int peer, size_t bytes, const char* what) {
   for (size_t k = 0; k < pc.count(bytes); ++k) waitRecv(b, peer, what);
 }
 

@@ -51,7 +51,7 @@ struct RecvChannel {
   std::vector<size_t> bytes;    // per peer: bytes received from it per call (0: none)
   std::vector<size_t> offsets;  // per peer: offset of its region within data
   std::unique_ptr<char[]> data;
-  std::vector<UBuf> bufs;       // per peer (null where bytes is 0)
+  std::vector<UBuf> bufs;  // per peer (null where bytes is 0)
   // How every message to and from this channel is split, so that a receiver can reduce one piece
   // while the next is still arriving.
   Pieces pieces;

@@ -17,9 +17,8 @@ constexpr int kSeqBits = 40;
 
 }  // namespace
 
-RecvChannel* GlooLink::channel(const std::vector<size_t>& key,
-                               const std::vector<size_t>& recvBytes, size_t shapeBytes,
-                               Pieces pieces) {
+RecvChannel* GlooLink::channel(const std::vector<size_t>& key, const std::vector<size_t>& recvBytes,
+                               size_t shapeBytes, Pieces pieces) {
   std::vector<size_t> fullKey = key;
   fullKey.push_back(pieces.bytes);
   auto it = channels_.find(fullKey);

@@ -79,12 +79,9 @@ template <typename T>
 void reduceTyped(T* acc, const T* in, size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return applyLeft(acc, in, n, Sum<T>{});
-    case ReduceOp::kMax:
-      return applyLeft(acc, in, n, Max<T>{});
-    case ReduceOp::kMin:
-      return applyLeft(acc, in, n, Min<T>{});
+    case ReduceOp::kAvg: return applyLeft(acc, in, n, Sum<T>{});
+    case ReduceOp::kMax: return applyLeft(acc, in, n, Max<T>{});
+    case ReduceOp::kMin: return applyLeft(acc, in, n, Min<T>{});
   }
 }
 
@@ -93,12 +90,9 @@ template <typename T>
 void reduceFromTyped(T* dst, const T* a, const T* b, size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return reduceFromWith(dst, a, b, n, Sum<T>{});
-    case ReduceOp::kMax:
-      return reduceFromWith(dst, a, b, n, Max<T>{});
-    case ReduceOp::kMin:
-      return reduceFromWith(dst, a, b, n, Min<T>{});
+    case ReduceOp::kAvg: return reduceFromWith(dst, a, b, n, Sum<T>{});
+    case ReduceOp::kMax: return reduceFromWith(dst, a, b, n, Max<T>{});
+    case ReduceOp::kMin: return reduceFromWith(dst, a, b, n, Min<T>{});
   }
 }
 
@@ -114,9 +108,7 @@ void divideTyped(T* buf, size_t n, int size) {
 
 }  // namespace
 
-bool isReduceNative(DType t) {
-  return t == DType::kF32 || t == DType::kI32 || t == DType::kI64;
-}
+bool isReduceNative(DType t) { return t == DType::kF32 || t == DType::kI32 || t == DType::kI64; }
 
 bool isHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
@@ -155,8 +147,7 @@ void finishAvg(void* buf, size_t n, DType t, ReduceOp op, int size) {
     case DType::kF32: return divideTyped(static_cast<float*>(buf), n, size);
     case DType::kI32: return divideTyped(static_cast<int32_t*>(buf), n, size);
     case DType::kI64: return divideTyped(static_cast<int64_t*>(buf), n, size);
-    default:
-      throw NotSupported(fmt::format("gloo: no avg kernel for dtype {}", dtypeName(t)));
+    default: throw NotSupported(fmt::format("gloo: no avg kernel for dtype {}", dtypeName(t)));
   }
 }
 

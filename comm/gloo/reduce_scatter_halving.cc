@@ -44,8 +44,9 @@ void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t,
   for (int d = n / 2, lo = 0, hi = n; d >= 1; d /= 2) {
     const int mid = lo + (hi - lo) / 2;
     const bool keepLow = r < mid;
-    Round rd{r ^ d, keepLow ? lo : mid, keepLow ? mid : hi, keepLow ? mid : lo,
-             keepLow ? hi : mid, tmpElems};
+    Round rd{
+        r ^ d,   keepLow ? lo : mid, keepLow ? mid : hi, keepLow ? mid : lo, keepLow ? hi : mid,
+        tmpElems};
     tmpElems += size_t(d) * b.maxCount;
     rounds.push_back(rd);
     lo = rd.klo;
@@ -74,8 +75,7 @@ void halvingReduceScatter(GlooLink& link, const void* input, void* out, DType t,
     const bool first = k == 0, last = k + 1 == rounds.size();
     const size_t keepBytes = elems(rd.klo, rd.khi) * es, sendBytes = elems(rd.slo, rd.shi) * es;
     if (sendBytes && !first) {  // the first round's went out before the receives were posted
-      link.send(accBuf, rd.partner, slots + k, (b.offsets[rd.slo] - accBase) * es, sendBytes,
-                what);
+      link.send(accBuf, rd.partner, slots + k, (b.offsets[rd.slo] - accBase) * es, sendBytes, what);
     }
     if (keepBytes) {
       link.waitRecv(tmpBufs[k], rd.partner, what);

@@ -31,8 +31,8 @@ void ringReduceScatter(GlooLink& link, const void* input, void* out, DType t, co
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   const size_t total = b.offsets.back() + b.counts.back();
   // Segments: at least ringSegmentBytes(), at most kMaxSegments per block.
-  const size_t seg = std::max({size_t{1}, ringSegmentBytes() / es,
-                               (b.maxCount + kMaxSegments - 1) / kMaxSegments});
+  const size_t seg = std::max(
+      {size_t{1}, ringSegmentBytes() / es, (b.maxCount + kMaxSegments - 1) / kMaxSegments});
   auto segments = [&](size_t count) { return (count + seg - 1) / seg; };
   auto segLen = [&](size_t count, size_t k) { return std::min(seg, count - k * seg) * es; };
   // Two halves: the block received (and reduced in place) this step, the one sent on from the

@@ -100,8 +100,7 @@ class MpiBackend final : public Backend {
 
   WorkPtr broadcast(BufferView buf, int root) override {
     return worker_->submit("mpi broadcast", [this, buf, root] {
-      check(MPI_Bcast(buf.data, mpiCount(buf.count, "broadcast"), copyType(buf.dtype), root,
-                      comm_),
+      check(MPI_Bcast(buf.data, mpiCount(buf.count, "broadcast"), copyType(buf.dtype), root, comm_),
             "MPI_Bcast");
     });
   }
@@ -113,9 +112,9 @@ class MpiBackend final : public Backend {
       bool isRoot = rank_ == root;
       if (isHalf(buf.dtype)) {
         std::vector<float> w = widen(buf.data, buf.dtype, buf.count);
-        check(MPI_Reduce(isRoot ? MPI_IN_PLACE : w.data(), w.data(), n, type, mpiOp(op), root,
-                         comm_),
-              "MPI_Reduce");
+        check(
+            MPI_Reduce(isRoot ? MPI_IN_PLACE : w.data(), w.data(), n, type, mpiOp(op), root, comm_),
+            "MPI_Reduce");
         if (!isRoot) return;
         if (op == ReduceOp::kAvg) finishAvg(w.data(), type, w.size(), size_);
         narrow(w.data(), buf.dtype, buf.data, buf.count);
@@ -154,9 +153,10 @@ class MpiBackend final : public Backend {
     int key = static_cast<int>(it - ranks.begin());
     MPI_Comm sub = MPI_COMM_NULL;
     // Ordered with this group's collectives: MPI_Comm_split is one of them.
-    worker_->submit("mpi newSubgroup", [&] {
-      check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
-    })->wait();
+    worker_
+        ->submit("mpi newSubgroup",
+                 [&] { check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"); })
+        ->wait();
     if (sub == MPI_COMM_NULL) return nullptr;
     return std::make_unique<MpiBackend>(sub);
   }

@@ -18,8 +18,7 @@ MPI_Datatype reduceType(DType t) {
     case DType::kBF16: return MPI_FLOAT;
     case DType::kI32: return MPI_INT32_T;
     case DType::kI64: return MPI_INT64_T;
-    default:
-      throw NotSupported(fmt::format("mpi backend cannot reduce {} buffers", dtypeName(t)));
+    default: throw NotSupported(fmt::format("mpi backend cannot reduce {} buffers", dtypeName(t)));
   }
 }
 
@@ -77,8 +76,8 @@ void finishAvg(void* buf, MPI_Datatype type, size_t n, int size) {
 
 int mpiCount(size_t n, const char* what) {
   if (n > static_cast<size_t>(INT_MAX)) {
-    throw ConfigError(fmt::format("mpi backend: {} of {} elements exceeds MPI's int count limit",
-                                  what, n));
+    throw ConfigError(
+        fmt::format("mpi backend: {} of {} elements exceeds MPI's int count limit", what, n));
   }
   return static_cast<int>(n);
 }

@@ -93,10 +93,10 @@ class NcclBackend final : public Backend {
         [weak, me, dev](const PeerFailure& f) {
           if (auto c = weak.lock()) {
             cudaSetDevice(dev);
-            c->abort(std::make_exception_ptr(CommError(
-                fmt::format("nccl collective on rank {} failed: {}; communicator aborted", me,
-                            f.message),
-                f.rank)));
+            c->abort(std::make_exception_ptr(
+                CommError(fmt::format("nccl collective on rank {} failed: {}; communicator aborted",
+                                      me, f.message),
+                          f.rank)));
           }
         });
   }
@@ -112,9 +112,9 @@ class NcclBackend final : public Backend {
     }
     watch_.reset();
     if (comm_->anyPending()) {
-      comm_->abort(std::make_exception_ptr(CommError(fmt::format(
-          "nccl group of rank {} destroyed with work still pending after {} ms", rank_,
-          timeout_.count()))));
+      comm_->abort(std::make_exception_ptr(CommError(
+          fmt::format("nccl group of rank {} destroyed with work still pending after {} ms", rank_,
+                      timeout_.count()))));
     }
     cudaSetDevice(device_);
     staging_.reset();
@@ -144,9 +144,9 @@ class NcclBackend final : public Backend {
         narrow(s, buf.data, buf.count, buf.dtype, op);
         return;
       }
-      ncclCheck(ncclAllReduce(buf.data, buf.data, buf.count, ncclType(buf.dtype), ncclOp(op), c,
-                              stream_),
-                "ncclAllReduce");
+      ncclCheck(
+          ncclAllReduce(buf.data, buf.data, buf.count, ncclType(buf.dtype), ncclOp(op), c, stream_),
+          "ncclAllReduce");
     });
   }
 
@@ -155,8 +155,8 @@ class NcclBackend final : public Backend {
     onDevice("reduce_scatter", in);
     onDevice("reduce_scatter", out);
     return issue("nccl reduce_scatter", [&](ncclComm_t c) {
-      bool even = std::all_of(counts.begin(), counts.end(),
-                              [&](size_t n) { return n == counts[0]; });
+      bool even =
+          std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; });
       size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
       const void* src = in.data;
       void* dst = out.data;
@@ -174,8 +174,7 @@ class NcclBackend final : public Backend {
         nop = ncclSum;
       }
       if (even) {
-        ncclCheck(ncclReduceScatter(src, dst, counts[0], t, nop, c, stream_),
-                  "ncclReduceScatter");
+        ncclCheck(ncclReduceScatter(src, dst, counts[0], t, nop, c, stream_), "ncclReduceScatter");
       } else {
         size_t off = 0;
         ncclCheck(ncclGroupStart(), "ncclGroupStart");
@@ -216,8 +215,7 @@ class NcclBackend final : public Backend {
   WorkPtr broadcast(BufferView buf, int root) override {
     onDevice("broadcast", buf);
     return issue("nccl broadcast", [&](ncclComm_t c) {
-      ncclCheck(ncclBroadcast(buf.data, buf.data, buf.count, ncclType(buf.dtype), root, c,
-                              stream_),
+      ncclCheck(ncclBroadcast(buf.data, buf.data, buf.count, ncclType(buf.dtype), root, c, stream_),
                 "ncclBroadcast");
     });
   }
@@ -233,8 +231,8 @@ class NcclBackend final : public Backend {
         if (rank_ == root) narrow(s, buf.data, buf.count, buf.dtype, op);
         return;
       }
-      ncclCheck(ncclReduce(buf.data, buf.data, buf.count, ncclType(buf.dtype), ncclOp(op), root,
-                           c, stream_),
+      ncclCheck(ncclReduce(buf.data, buf.data, buf.count, ncclType(buf.dtype), ncclOp(op), root, c,
+                           stream_),
                 "ncclReduce");
     });
   }
@@ -258,9 +256,9 @@ class NcclBackend final : public Backend {
       std::lock_guard<std::mutex> lock(comm_->mu());
       if (comm_->aborted()) std::rethrow_exception(comm_->reason());
       flushLocked();
-      ncclCheck(ncclCommSplit(comm_->get(), color, static_cast<int>(it - ranks.begin()), &sub,
-                              nullptr),
-                "ncclCommSplit");
+      ncclCheck(
+          ncclCommSplit(comm_->get(), color, static_cast<int>(it - ranks.begin()), &sub, nullptr),
+          "ncclCommSplit");
     }
     if (!sub) return nullptr;
     std::vector<int> global;
@@ -299,7 +297,8 @@ class NcclBackend final : public Backend {
     (void)n;
     throw NotSupported(fmt::format(
         "nccl: {} {} needs fp32 accumulation, and this build has no CUDA compiler for its "
-        "kernels (rebuild with nvcc on PATH)", dtypeName(t), reduceOpName(op)));
+        "kernels (rebuild with nvcc on PATH)",
+        dtypeName(t), reduceOpName(op)));
 #endif
   }
   void narrow(const float* s, void* dst, size_t n, DType t, ReduceOp op) {
@@ -426,8 +425,9 @@ std::unique_ptr<Backend> createNcclBackend(std::shared_ptr<Store> store, int ran
                                            const GroupOptions& opts) {
   int devices = cudaDeviceCount();
   if (devices == 0) {
-    throw ConfigError("comm backend 'nccl' needs a CUDA device and none is visible; use "
-                      "--comm_backend gloo");
+    throw ConfigError(
+        "comm backend 'nccl' needs a CUDA device and none is visible; use "
+        "--comm_backend gloo");
   }
   int device = static_cast<int>(knobInt(knobs::kLocalRank).value_or(rank) % devices);
   cudaCheck(cudaSetDevice(device), "cudaSetDevice");
@@ -440,8 +440,8 @@ std::unique_ptr<Backend> createNcclBackend(std::shared_ptr<Store> store, int ran
   } else {
     Bytes b = store->get("nccl/uid", timeout);
     if (b.size() != sizeof(id)) {
-      throw CommError(fmt::format("nccl: unique id from rank 0 has {} bytes, expected {}",
-                                  b.size(), sizeof(id)));
+      throw CommError(fmt::format("nccl: unique id from rank 0 has {} bytes, expected {}", b.size(),
+                                  sizeof(id)));
     }
     std::copy(b.begin(), b.end(), reinterpret_cast<uint8_t*>(&id));
   }

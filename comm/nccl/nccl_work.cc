@@ -26,8 +26,8 @@ bool NcclWork::pollLocked() {
   if (q == cudaSuccess) {
     markCompleted();
   } else {
-    markFailed(std::make_exception_ptr(
-        CommError(fmt::format("{}: {}", what(), cudaGetErrorString(q)))));
+    markFailed(
+        std::make_exception_ptr(CommError(fmt::format("{}: {}", what(), cudaGetErrorString(q)))));
   }
   return true;
 }
@@ -63,9 +63,9 @@ void NcclWork::wait(std::chrono::milliseconds timeout) {
         }
       }
       if (now > deadline) {
-        comm_->abortLocked(std::make_exception_ptr(TimeoutError(fmt::format(
-            "{} did not complete within {} ms (DS_TIMEOUT); communicator aborted", what(),
-            timeout.count()))));
+        comm_->abortLocked(std::make_exception_ptr(TimeoutError(
+            fmt::format("{} did not complete within {} ms (DS_TIMEOUT); communicator aborted",
+                        what(), timeout.count()))));
       }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -91,8 +91,8 @@ void NcclDeferredWork::wait(std::chrono::milliseconds timeout) {
   }
   if (!isCompleted()) {
     if (!real) {
-      markFailed(std::make_exception_ptr(CommError(fmt::format(
-          "{}: never enqueued (its group was destroyed first)", what()))));
+      markFailed(std::make_exception_ptr(
+          CommError(fmt::format("{}: never enqueued (its group was destroyed first)", what()))));
     } else {
       try {
         real->wait(timeout);

@@ -82,8 +82,8 @@ PeerWatchdog::~PeerWatchdog() {
 PeerWatchdog::Registration::~Registration() { owner_->unregister(id_); }
 
 std::unique_ptr<PeerWatchdog::Registration> PeerWatchdog::watch(std::vector<int> members,
-                                                                 Pending pending,
-                                                                 OnFailure onFailure) {
+                                                                Pending pending,
+                                                                OnFailure onFailure) {
   std::lock_guard<std::mutex> lock(groupsMu_);
   uint64_t id = nextId_++;
   groups_[id] = Group{std::move(members), std::move(pending), std::move(onFailure), false};

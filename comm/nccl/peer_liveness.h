@@ -1,10 +1,10 @@
 // Peer liveness for the nccl backend, CUDA-free so that it is unit-tested on any machine. NCCL
 // has no notion of a dead peer on intra-node transports (the kernels spin), so every process
 // bumps a heartbeat counter in the store ("nccl/hb/<rank>") and publishes "host pid process"
-// ("nccl/peer/<rank>"; process is comm/peer_process.h's id); while a watched group has Work pending, PeerWatchdog reads its members'
-// counters and reports a member once to the group's callback when its counter has not moved for
-// the peer timeout, when its process is gone from this host, or when the store (hosted by rank 0)
-// cannot be reached any more.
+// ("nccl/peer/<rank>"; process is comm/peer_process.h's id); while a watched group has Work
+// pending, PeerWatchdog reads its members' counters and reports a member once to the group's
+// callback when its counter has not moved for the peer timeout, when its process is gone from this
+// host, or when the store (hosted by rank 0) cannot be reached any more.
 #pragma once
 
 #include <chrono>

@@ -21,8 +21,8 @@ void HashStore::set(const std::string& key, const Bytes& value) {
 }
 
 std::vector<std::string> HashStore::waitMissingLocked(std::unique_lock<std::mutex>& lock,
-                                                     const std::vector<std::string>& keys,
-                                                     std::chrono::milliseconds timeout) {
+                                                      const std::vector<std::string>& keys,
+                                                      std::chrono::milliseconds timeout) {
   auto allThere = [&] {
     if (shutdown_) return true;
     for (const auto& k : keys)
@@ -55,8 +55,7 @@ void HashStore::shutdown() {
   cv_.notify_all();
 }
 
-void HashStore::waitLocked(std::unique_lock<std::mutex>& lock,
-                           const std::vector<std::string>& keys,
+void HashStore::waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                            std::chrono::milliseconds timeout) {
   auto start = std::chrono::steady_clock::now();
   std::vector<std::string> missing = waitMissingLocked(lock, keys, timeout);

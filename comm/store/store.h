@@ -25,8 +25,7 @@ class Store {
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   // If the current value equals expected (absent matches an empty expected), stores desired.
   // Returns the value now stored.
-  virtual Bytes compareSet(const std::string& key, const Bytes& expected,
-                           const Bytes& desired) = 0;
+  virtual Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
   // Blocks until every key exists; TimeoutError lists the keys still missing.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   // Returns true if the key existed.

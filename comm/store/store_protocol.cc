@@ -61,8 +61,8 @@ class Reader {
   }
   void end() const {
     if (pos_ != n_)
-      throw ProtocolError(fmt::format("{}: {} unexpected trailing bytes at offset {}", what_,
-                                      n_ - pos_, pos_));
+      throw ProtocolError(
+          fmt::format("{}: {} unexpected trailing bytes at offset {}", what_, n_ - pos_, pos_));
   }
 
  private:
@@ -146,14 +146,9 @@ Request parseRequest(const uint8_t* body, size_t size) {
       r.keys = readKeys(rd);
       r.timeoutMs = rd.u64();
       break;
-    case Op::kDelete:
-      r.keys.push_back(rd.str(kMaxKey, "key"));
-      break;
-    case Op::kNumKeys:
-      break;
-    case Op::kCheck:
-      r.keys = readKeys(rd);
-      break;
+    case Op::kDelete: r.keys.push_back(rd.str(kMaxKey, "key")); break;
+    case Op::kNumKeys: break;
+    case Op::kCheck: r.keys = readKeys(rd); break;
   }
   rd.end();
   return r;
@@ -164,12 +159,32 @@ Bytes encodeRequest(const Request& r) {
   w.u8(static_cast<uint8_t>(r.op));
   auto key = [&] { w.str(r.keys.at(0)); };
   switch (r.op) {
-    case Op::kHello: w.u32(r.magic); w.u32(r.version); w.str(r.token); break;
-    case Op::kSet: key(); w.bytes(r.value); break;
-    case Op::kGet: key(); w.u64(r.timeoutMs); break;
-    case Op::kAdd: key(); w.u64(static_cast<uint64_t>(r.delta)); break;
-    case Op::kCompareSet: key(); w.bytes(r.value); w.bytes(r.desired); break;
-    case Op::kWait: writeKeys(w, r.keys); w.u64(r.timeoutMs); break;
+    case Op::kHello:
+      w.u32(r.magic);
+      w.u32(r.version);
+      w.str(r.token);
+      break;
+    case Op::kSet:
+      key();
+      w.bytes(r.value);
+      break;
+    case Op::kGet:
+      key();
+      w.u64(r.timeoutMs);
+      break;
+    case Op::kAdd:
+      key();
+      w.u64(static_cast<uint64_t>(r.delta));
+      break;
+    case Op::kCompareSet:
+      key();
+      w.bytes(r.value);
+      w.bytes(r.desired);
+      break;
+    case Op::kWait:
+      writeKeys(w, r.keys);
+      w.u64(r.timeoutMs);
+      break;
     case Op::kDelete: key(); break;
     case Op::kNumKeys: break;
     case Op::kCheck: writeKeys(w, r.keys); break;
@@ -187,9 +202,12 @@ Bytes encodeResponse(Op op, const Response& r) {
     w.u64(r.waitedMs);
   } else {
     switch (op) {
-      case Op::kGet: case Op::kCompareSet: w.bytes(r.value); break;
-      case Op::kAdd: case Op::kNumKeys: w.u64(static_cast<uint64_t>(r.number)); break;
-      case Op::kDelete: case Op::kCheck: w.u8(r.number ? 1 : 0); break;
+      case Op::kGet:
+      case Op::kCompareSet: w.bytes(r.value); break;
+      case Op::kAdd:
+      case Op::kNumKeys: w.u64(static_cast<uint64_t>(r.number)); break;
+      case Op::kDelete:
+      case Op::kCheck: w.u8(r.number ? 1 : 0); break;
       default: break;
     }
   }
@@ -210,9 +228,12 @@ Response parseResponse(Op op, const uint8_t* body, size_t size) {
     r.waitedMs = rd.u64();
   } else {
     switch (op) {
-      case Op::kGet: case Op::kCompareSet: r.value = rd.bytes(kMaxFrame, "value"); break;
-      case Op::kAdd: case Op::kNumKeys: r.number = static_cast<int64_t>(rd.u64()); break;
-      case Op::kDelete: case Op::kCheck: r.number = rd.u8(); break;
+      case Op::kGet:
+      case Op::kCompareSet: r.value = rd.bytes(kMaxFrame, "value"); break;
+      case Op::kAdd:
+      case Op::kNumKeys: r.number = static_cast<int64_t>(rd.u64()); break;
+      case Op::kDelete:
+      case Op::kCheck: r.number = rd.u8(); break;
       default: break;
     }
   }
@@ -233,8 +254,8 @@ uint32_t frameLength(const uint8_t header[kHeaderBytes]) {
   uint32_t n;
   std::memcpy(&n, header, 4);
   if (n > kMaxFrame)
-    throw ProtocolError(fmt::format("store frame of {} bytes exceeds the limit of {} bytes", n,
-                                    kMaxFrame));
+    throw ProtocolError(
+        fmt::format("store frame of {} bytes exceeds the limit of {} bytes", n, kMaxFrame));
   return n;
 }
 

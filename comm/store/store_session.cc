@@ -71,8 +71,10 @@ Bytes StoreSession::onFrame(const uint8_t* body, size_t size) {
   }
   if (r.op == Op::kHello) return hello(r);
   if (!authenticated_) {
-    DS_LOG_WARN("store", "refused store connection from {}: no job token presented (first "
-                "request was '{}')", peer_, proto::opName(r.op));
+    DS_LOG_WARN("store",
+                "refused store connection from {}: no job token presented (first "
+                "request was '{}')",
+                peer_, proto::opName(r.op));
     return error(r.op,
                  fmt::format("job token rejected by the store (no job token presented: the "
                              "first request was '{}', not hello)",

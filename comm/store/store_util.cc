@@ -16,9 +16,10 @@ int64_t parseCounter(const std::string& key, const Bytes& value) {
   int64_t v = 0;
   auto [p, ec] = std::from_chars(b, e, v);
   if (ec != std::errc() || p != e)
-    throw CommError(fmt::format("store key '{}' holds '{}', not an integer counter (add() needs "
-                                "a decimal integer value)",
-                                key, std::string(b, std::min<size_t>(value.size(), 64))));
+    throw CommError(
+        fmt::format("store key '{}' holds '{}', not an integer counter (add() needs "
+                    "a decimal integer value)",
+                    key, std::string(b, std::min<size_t>(value.size(), 64))));
   return v;
 }
 
@@ -30,8 +31,8 @@ Bytes encodeCounter(int64_t v) {
 std::string timeoutMessage(const std::string& what, const std::vector<std::string>& missing,
                            const std::string& peer, std::chrono::milliseconds waited) {
   return fmt::format("store {} timed out after {:.3f} s on {}: key{} still missing: {}", what,
-                     std::chrono::duration<double>(waited).count(), peer, missing.size() == 1 ? "" : "s",
-                     fmt::join(missing, ", "));
+                     std::chrono::duration<double>(waited).count(), peer,
+                     missing.size() == 1 ? "" : "s", fmt::join(missing, ", "));
 }
 
 }  // namespace ds::comm

@@ -92,8 +92,8 @@ Fd listenTcp(const std::string& host, int port, int backlog) {
   AddrInfo ai;
   std::string err = resolve(h, port, true, ai);
   if (!err.empty())
-    throw CommError(fmt::format("cannot listen on {}: cannot resolve '{}': {}", addr(host, port),
-                                host, err));
+    throw CommError(
+        fmt::format("cannot listen on {}: cannot resolve '{}': {}", addr(host, port), host, err));
   int lastErr = 0;
   for (addrinfo* a = ai.list; a; a = a->ai_next) {
     Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
@@ -108,10 +108,11 @@ Fd listenTcp(const std::string& host, int port, int backlog) {
     lastErr = errno;
   }
   if (lastErr == EADDRINUSE)
-    throw CommError(fmt::format("cannot listen on {}: address already in use (another job, or "
-                                "a store of an earlier run, holds MASTER_PORT {}; pick another "
-                                "port with --master_port / MASTER_PORT)",
-                                addr(host, port), port));
+    throw CommError(
+        fmt::format("cannot listen on {}: address already in use (another job, or "
+                    "a store of an earlier run, holds MASTER_PORT {}; pick another "
+                    "port with --master_port / MASTER_PORT)",
+                    addr(host, port), port));
   throw CommError(fmt::format("cannot listen on {}: {}", addr(host, port), errText(lastErr)));
 }
 
@@ -197,10 +198,11 @@ Fd connectTcp(const std::string& host, int port, Clock::time_point deadline) {
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
   }
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  throw TimeoutError(fmt::format("could not connect to the store at {} within {:.1f} s (last "
-                                 "error: {}); is rank 0 running and MASTER_ADDR/MASTER_PORT "
-                                 "right?",
-                                 addr(host, port), secs, last));
+  throw TimeoutError(
+      fmt::format("could not connect to the store at {} within {:.1f} s (last "
+                  "error: {}); is rank 0 running and MASTER_ADDR/MASTER_PORT "
+                  "right?",
+                  addr(host, port), secs, last));
 }
 
 void sendAll(int fd, const void* data, size_t n, Clock::time_point deadline,
@@ -208,7 +210,8 @@ void sendAll(int fd, const void* data, size_t n, Clock::time_point deadline,
   auto p = static_cast<const uint8_t*>(data);
   while (n > 0) {
     if (!pollFor(fd, POLLOUT, deadline))
-      throw TimeoutError(fmt::format("sending {} to {} timed out ({} bytes unsent)", what, peer, n));
+      throw TimeoutError(
+          fmt::format("sending {} to {} timed out ({} bytes unsent)", what, peer, n));
     ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
@@ -230,9 +233,10 @@ bool recvAll(int fd, void* data, size_t n, Clock::time_point deadline, const std
     ssize_t k = ::recv(fd, p + got, n - got, MSG_DONTWAIT);
     if (k == 0) {
       if (got == 0 && eofOk) return false;
-      throw CommError(fmt::format("{} closed the connection while receiving {} ({} of {} bytes "
-                                  "received)",
-                                  peer, what, got, n));
+      throw CommError(
+          fmt::format("{} closed the connection while receiving {} ({} of {} bytes "
+                      "received)",
+                      peer, what, got, n));
     }
     if (k < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;

@@ -61,7 +61,8 @@ TcpStore::~TcpStore() {
   fd_.reset();
   if (!server_) return;
   if (!server_->waitIdle(options_.serverLinger))
-    DS_LOG_WARN("store", "stopping the store at {} with {} client(s) still connected after "
+    DS_LOG_WARN("store",
+                "stopping the store at {} with {} client(s) still connected after "
                 "waiting {} ms for them to finish",
                 address(), server_->openConnections(), options_.serverLinger.count());
   server_->stop();
@@ -72,9 +73,10 @@ std::string TcpStore::address() const { return fmt::format("{}:{}", options_.hos
 Response TcpStore::call(const Request& r, std::chrono::milliseconds extra) {
   std::lock_guard<std::mutex> g(mu_);
   if (!broken_.empty())
-    throw CommError(fmt::format("store {} to {}: the connection is unusable since an earlier "
-                                "failure ({})",
-                                proto::opName(r.op), address(), broken_));
+    throw CommError(
+        fmt::format("store {} to {}: the connection is unusable since an earlier "
+                    "failure ({})",
+                    proto::opName(r.op), address(), broken_));
   std::string peer = "the store at " + address();
   auto budget = std::min<std::chrono::milliseconds>(clampTimeout(timeout_) + extra, 2 * kForever);
   auto deadline = Clock::now() + budget;
@@ -95,8 +97,8 @@ Response TcpStore::call(const Request& r, std::chrono::milliseconds extra) {
     throw;
   }
   if (resp.status == Status::kError && r.op != Op::kHello)
-    throw CommError(fmt::format("store {} on {} failed: {}", proto::opName(r.op), address(),
-                                resp.message));
+    throw CommError(
+        fmt::format("store {} on {} failed: {}", proto::opName(r.op), address(), resp.message));
   return resp;
 }
 

@@ -18,11 +18,11 @@
 namespace ds::comm {
 
 struct TcpStoreOptions {
-  std::string host = "127.0.0.1";  // MASTER_ADDR
-  int port = 29500;                // MASTER_PORT (0 with isServer = ephemeral)
-  bool isServer = false;           // host the server here (rank 0)
-  std::string bindHost;            // server listen address; empty = host
-  std::string token;               // DS_JOB_TOKEN
+  std::string host = "127.0.0.1";        // MASTER_ADDR
+  int port = 29500;                      // MASTER_PORT (0 with isServer = ephemeral)
+  bool isServer = false;                 // host the server here (rank 0)
+  std::string bindHost;                  // server listen address; empty = host
+  std::string token;                     // DS_JOB_TOKEN
   std::chrono::milliseconds timeout{0};  // connect and per-request; 0 = ds::defaultTimeout()
   // The hosting process, on destruction, waits this long for the other clients to disconnect
   // before stopping the server (so that their last replies are delivered).
@@ -43,8 +43,8 @@ class TcpStore : public Store {
   int64_t numKeys() override;
   bool check(const std::vector<std::string>& keys) override;
 
-  int port() const { return port_; }               // the real port (ephemeral resolved)
-  std::string address() const;                     // "host:port"
+  int port() const { return port_; }  // the real port (ephemeral resolved)
+  std::string address() const;        // "host:port"
   std::chrono::milliseconds timeout() const { return timeout_; }
   TcpStoreServer* server() { return server_.get(); }  // null unless isServer
 

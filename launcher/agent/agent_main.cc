@@ -55,8 +55,10 @@ AgentArgs parseAgentArgs(int argc, char** argv) {
       haveNode = true;
     } else if (arg == "--token_stdin" || arg == "--token-stdin") a.tokenStdin = true;
     else
-      throw ConfigError(fmt::format("dsrun --agent: unknown argument '{}' (expected --job <b64> "
-                                    "--node_rank N [--token_stdin])", argv[i]));
+      throw ConfigError(
+          fmt::format("dsrun --agent: unknown argument '{}' (expected --job <b64> "
+                      "--node_rank N [--token_stdin])",
+                      argv[i]));
   }
   if (a.job.empty()) throw ConfigError("dsrun --agent: --job <b64> is required");
   if (!haveNode) throw ConfigError("dsrun --agent: --node_rank N is required");
@@ -70,12 +72,16 @@ std::string readTokenLine(std::chrono::milliseconds timeout) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    struct pollfd p{0, POLLIN, 0};
+    struct pollfd p {
+      0, POLLIN, 0
+    };
     int n = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
     if (n < 0 && errno == EINTR) continue;
     if (n == 0)
-      throw TimeoutError(fmt::format("dsrun --agent --token_stdin: no DS_JOB_TOKEN line on stdin "
-                                     "within {} ms (DS_TIMEOUT)", timeout.count()));
+      throw TimeoutError(
+          fmt::format("dsrun --agent --token_stdin: no DS_JOB_TOKEN line on stdin "
+                      "within {} ms (DS_TIMEOUT)",
+                      timeout.count()));
     char c;
     ssize_t r = ::read(0, &c, 1);
     if (r < 0 && errno == EINTR) continue;
@@ -89,8 +95,9 @@ std::string readTokenLine(std::chrono::milliseconds timeout) {
   if (!line.empty() && line.back() == '\r') line.pop_back();
   const std::string key = "DS_JOB_TOKEN=";
   if (line.rfind(key, 0) != 0 || line.size() == key.size())
-    throw ConfigError("dsrun --agent --token_stdin: expected the first stdin line to be "
-                      "DS_JOB_TOKEN=<token>");
+    throw ConfigError(
+        "dsrun --agent --token_stdin: expected the first stdin line to be "
+        "DS_JOB_TOKEN=<token>");
   return line.substr(key.size());
 }
 
@@ -106,9 +113,10 @@ int runAgent(int argc, char** argv) {
     spec.jobToken = *t;
     if (::isatty(0)) opt.watchFd = 0;  // pdsh's ssh -tt: the pty hangs up when ssh dies
   } else {
-    throw ConfigError("dsrun --agent: no job token: pass --token_stdin and write "
-                      "DS_JOB_TOKEN=<token> on stdin, or set DS_JOB_TOKEN (pdsh: the remote sshd "
-                      "needs 'AcceptEnv DS_JOB_TOKEN')");
+    throw ConfigError(
+        "dsrun --agent: no job token: pass --token_stdin and write "
+        "DS_JOB_TOKEN=<token> on stdin, or set DS_JOB_TOKEN (pdsh: the remote sshd "
+        "needs 'AcceptEnv DS_JOB_TOKEN')");
   }
   if (a.nodeRank >= 0 && a.nodeRank < static_cast<int>(spec.hosts.size()))
     log::setLogIdentity(spec.hosts[a.nodeRank].host, -1);

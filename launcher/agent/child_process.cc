@@ -88,8 +88,8 @@ StartedChild startChild(const SpawnOptions& o) {
   const pid_t parent = ::getpid();
   pid_t pid = DS_SYS_CHECK(::fork(), "fork for '{}'", o.argv[0]);
   if (pid == 0)
-    runChild(o, argv.data(), envp.data(), o.cpus.empty() ? nullptr : &cpuSet, parent,
-             devNull.get(), err.write.get());
+    runChild(o, argv.data(), envp.data(), o.cpus.empty() ? nullptr : &cpuSet, parent, devNull.get(),
+             err.write.get());
   if (o.newProcessGroup) ::setpgid(pid, pid);  // both sides set it: no race with a quick kill
   return StartedChild{pid, std::move(err.read), o.argv[0]};
 }
@@ -98,7 +98,9 @@ pid_t awaitExec(StartedChild& c) {
   // The pipe closes at exec (CLOEXEC) or carries the failure; the child does no blocking work
   // before exec, so the deadline only guards against a wedged kernel.
   ChildFailure f{0, 0};
-  struct pollfd pfd{c.execStatus.get(), POLLIN, 0};
+  struct pollfd pfd {
+    c.execStatus.get(), POLLIN, 0
+  };
   int ready = 0;
   do ready = ::poll(&pfd, 1, 30000);
   while (ready < 0 && errno == EINTR);

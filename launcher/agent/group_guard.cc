@@ -112,14 +112,18 @@ GroupGuard::~GroupGuard() {
   // The watchdog exits right after EOF; wait on its pidfd, bounded at 2 s.
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
   if (pidfd.valid()) {
-    struct pollfd p{pidfd.get(), POLLIN, 0};
+    struct pollfd p {
+      pidfd.get(), POLLIN, 0
+    };
     while (::poll(&p, 1, 2000) < 0 && errno == EINTR) {
     }
   }
   for (int i = 0; i < 200; ++i) {  // no pidfd (old kernel), or the poll timed out
     pid_t r = ::waitpid(pid_, nullptr, WNOHANG);
     if (r == pid_ || (r < 0 && errno != EINTR)) return;
-    struct timespec ts{0, 10 * 1000 * 1000};
+    struct timespec ts {
+      0, 10 * 1000 * 1000
+    };
     ::nanosleep(&ts, nullptr);
   }
   DS_LOG_WARN("agent", "process group guard {} did not exit; killing it", pid_);

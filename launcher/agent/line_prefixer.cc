@@ -31,7 +31,8 @@ void LinePrefixer::feed(const char* data, size_t n, std::string* out) {
     } else {
       partial_.append(p, static_cast<size_t>(nl - p));
       size_t off = 0;
-      for (; partial_.size() - off > maxLine_; off += maxLine_) emit(partial_.data() + off, maxLine_, out);
+      for (; partial_.size() - off > maxLine_; off += maxLine_)
+        emit(partial_.data() + off, maxLine_, out);
       emit(partial_.data() + off, partial_.size() - off, out);
       partial_.clear();
     }

@@ -42,7 +42,10 @@ struct RankProc {
 class NodeAgent {
  public:
   NodeAgent(const JobSpec& spec, int node, const AgentOptions& opt)
-      : spec_(spec), node_(node), opt_(opt), host_(spec.hosts.at(node).host),
+      : spec_(spec),
+        node_(node),
+        opt_(opt),
+        host_(spec.hosts.at(node).host),
         signals_({SIGCHLD, SIGINT, SIGTERM, SIGHUP}) {}
 
   int run() {
@@ -175,9 +178,9 @@ void NodeAgent::prepareRank(PendingRank* p, int local, const EnvMap& base, int c
   so.cpus = cpus;
   if (!logStamp.empty()) {
     std::string path = rankLogPath(spec_.eachRankLogDir, logStamp, p->proc.globalRank);
-    p->logFile.reset(DS_SYS_CHECK(
-        ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644),
-        "open rank log {}", path));
+    p->logFile.reset(
+        DS_SYS_CHECK(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644),
+                     "open rank log {}", path));
     so.stdoutFd = so.stderrFd = p->logFile.get();
   } else {
     p->out = makePipe("rank stdout");
@@ -220,7 +223,8 @@ void NodeAgent::loop() {
     if (drainUntil) wake = std::min(wake, *drainUntil);
     if (stopping_) wake = std::min(wake, killed_ ? giveUpAt_ : killAt_);
     int timeoutMs = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) + 1;
+                        std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) +
+                    1;
 
     std::vector<struct pollfd> fds{{signals_.fd(), POLLIN, 0}};
     if (watchFd_ >= 0) fds.push_back({watchFd_, POLLIN, 0});

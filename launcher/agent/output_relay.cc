@@ -17,8 +17,8 @@ void OutputRelay::pollFds(std::vector<struct pollfd>* fds) const {
 }
 
 size_t OutputRelay::openCount() const {
-  return static_cast<size_t>(
-      std::count_if(streams_.begin(), streams_.end(), [](const Stream& s) { return s.fd.valid(); }));
+  return static_cast<size_t>(std::count_if(streams_.begin(), streams_.end(),
+                                           [](const Stream& s) { return s.fd.valid(); }));
 }
 
 void OutputRelay::write(int dest, const std::string& text) {

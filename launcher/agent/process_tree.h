@@ -23,8 +23,7 @@ struct ProcTable {
 
 // Writes the pids of every live descendant of roots[0..nRoots) (children, their children, ...,
 // not the roots themselves) to out[0..cap); returns how many. 0 when /proc cannot be read.
-size_t findDescendants(const pid_t* roots, size_t nRoots, ProcTable* table, pid_t* out,
-                       size_t cap);
+size_t findDescendants(const pid_t* roots, size_t nRoots, ProcTable* table, pid_t* out, size_t cap);
 
 // kill(sig) to every descendant of root; returns how many were signalled.
 size_t signalDescendants(pid_t root, int sig);

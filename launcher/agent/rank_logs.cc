@@ -19,8 +19,10 @@ void prepareRankLogDir(const std::string& dir) {
         "--enable_each_rank_log {}: should not be a file, it should be a directory", dir));
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
-    throw ConfigError(fmt::format("--enable_each_rank_log {}: unable to create directory for "
-                                  "each rank log ({})", dir, ec ? ec.message() : "not a directory"));
+    throw ConfigError(
+        fmt::format("--enable_each_rank_log {}: unable to create directory for "
+                    "each rank log ({})",
+                    dir, ec ? ec.message() : "not a directory"));
 }
 
 std::string logTimestamp() {

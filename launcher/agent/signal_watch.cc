@@ -27,7 +27,9 @@ SignalWatch::SignalWatch(std::initializer_list<int> signals) {
 }
 
 SignalWatch::~SignalWatch() {
-  struct timespec zero{0, 0};
+  struct timespec zero {
+    0, 0
+  };
   while (::sigtimedwait(&set_, nullptr, &zero) > 0) {
   }
   fd_.reset();

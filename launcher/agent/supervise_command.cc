@@ -89,7 +89,8 @@ class Supervisor {
       auto wake = now + std::chrono::seconds(1);
       if (stopping_) wake = std::min(wake, killed_ ? giveUpAt_ : killAt_);
       int ms = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) + 1;
+                   std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) +
+               1;
       struct pollfd p[2] = {{signals.fd(), POLLIN, 0}, {errFd_.get(), POLLIN, 0}};
       int n = ::poll(p, errFd_.valid() ? 2 : 1, std::max(ms, 0));
       if (n < 0 && errno != EINTR) throw SystemError("poll while supervising " + argv_[0], errno);
@@ -168,7 +169,9 @@ class Supervisor {
     if (!errFd_.valid()) return;
     ::fcntl(errFd_.get(), F_SETFL, ::fcntl(errFd_.get(), F_GETFL) | O_NONBLOCK);
     while (errFd_.valid()) {
-      struct pollfd p{errFd_.get(), POLLIN, 0};
+      struct pollfd p {
+        errFd_.get(), POLLIN, 0
+      };
       if (::poll(&p, 1, 0) <= 0) break;
       readErr();
     }

@@ -27,11 +27,10 @@ std::string takeString(char* s) {
 
 int signalNumber(const std::string& name) {
   static const std::pair<const char*, int> kSignals[] = {
-      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},
-      {"ABRT", SIGABRT}, {"FPE", SIGFPE},   {"KILL", SIGKILL}, {"SEGV", SIGSEGV},
-      {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"USR1", SIGUSR1},
-      {"USR2", SIGUSR2}, {"BUS", SIGBUS},   {"TRAP", SIGTRAP}, {"XCPU", SIGXCPU},
-      {"XFSZ", SIGXFSZ}, {"SYS", SIGSYS}};
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},   {"ABRT", SIGABRT},
+      {"FPE", SIGFPE},   {"KILL", SIGKILL}, {"SEGV", SIGSEGV}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},
+      {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"BUS", SIGBUS},   {"TRAP", SIGTRAP},
+      {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"SYS", SIGSYS}};
   for (const auto& [n, v] : kSignals)
     if (name == n) return v;
   return 0;
@@ -71,8 +70,8 @@ struct SshConnection::Impl {
   static void onExitStatus(ssh_session, ssh_channel, int status, void* self) {
     static_cast<Impl*>(self)->exitCode = status;
   }
-  static void onExitSignal(ssh_session, ssh_channel, const char* sig, int, const char*,
-                           const char*, void* self) {
+  static void onExitSignal(ssh_session, ssh_channel, const char* sig, int, const char*, const char*,
+                           void* self) {
     int n = signalNumber(sig ? sig : "");
     static_cast<Impl*>(self)->exitSignal = n > 0 ? n : SIGTERM;
   }
@@ -122,14 +121,15 @@ SshConnection::~SshConnection() = default;
 void SshConnection::connect() {
   Impl& s = *impl_;
   if (ssh_connect(s.session) != SSH_OK)
-    throw CommError(fmt::format(
-        "ssh: cannot connect to host {}: {} (is sshd running there and the port right? "
-        "dsrun --ssh_port or Port in ~/.ssh/config set it)",
-        describe_, s.error()));
+    throw CommError(
+        fmt::format("ssh: cannot connect to host {}: {} (is sshd running there and the port right? "
+                    "dsrun --ssh_port or Port in ~/.ssh/config set it)",
+                    describe_, s.error()));
 
   std::string knownHosts = "~/.ssh/known_hosts";
   char* kh = nullptr;
-  if (ssh_options_get(s.session, SSH_OPTIONS_KNOWNHOSTS, &kh) == SSH_OK) knownHosts = takeString(kh);
+  if (ssh_options_get(s.session, SSH_OPTIONS_KNOWNHOSTS, &kh) == SSH_OK)
+    knownHosts = takeString(kh);
   std::string fingerprint = "?";
   ssh_key key = nullptr;
   if (ssh_get_server_publickey(s.session, &key) == SSH_OK) {
@@ -145,8 +145,7 @@ void SshConnection::connect() {
   std::string scan = s.port == 22 ? fmt::format("ssh-keyscan {}", s.addr)
                                   : fmt::format("ssh-keyscan -p {} {}", s.port, s.addr);
   switch (ssh_session_is_known_server(s.session)) {
-    case SSH_KNOWN_HOSTS_OK:
-      break;
+    case SSH_KNOWN_HOSTS_OK: break;
     case SSH_KNOWN_HOSTS_CHANGED:
     case SSH_KNOWN_HOSTS_OTHER:
       throw ConfigError(fmt::format(
@@ -163,8 +162,8 @@ void SshConnection::connect() {
           describe_, knownHosts, fingerprint, scan, knownHosts, host_));
     case SSH_KNOWN_HOSTS_ERROR:
     default:
-      throw CommError(fmt::format("ssh: cannot check the host key of {} against {}: {}",
-                                  describe_, knownHosts, s.error()));
+      throw CommError(fmt::format("ssh: cannot check the host key of {} against {}: {}", describe_,
+                                  knownHosts, s.error()));
   }
 
   int rc = ssh_userauth_publickey_auto(s.session, nullptr, nullptr);
@@ -179,16 +178,16 @@ void SshConnection::connect() {
 void SshConnection::exec(const std::string& command) {
   Impl& s = *impl_;
   s.channel = ssh_channel_new(s.session);
-  if (!s.channel) throw CommError(fmt::format("ssh: cannot create a channel to {}: {}",
-                                              describe_, s.error()));
+  if (!s.channel)
+    throw CommError(fmt::format("ssh: cannot create a channel to {}: {}", describe_, s.error()));
   s.callbacks.userdata = &s;
   s.callbacks.channel_exit_status_function = &Impl::onExitStatus;
   s.callbacks.channel_exit_signal_function = &Impl::onExitSignal;
   ssh_callbacks_init(&s.callbacks);
   ssh_set_channel_callbacks(s.channel, &s.callbacks);
   if (ssh_channel_open_session(s.channel) != SSH_OK)
-    throw CommError(fmt::format("ssh: cannot open a session channel on {}: {}", describe_,
-                                s.error()));
+    throw CommError(
+        fmt::format("ssh: cannot open a session channel on {}: {}", describe_, s.error()));
   if (ssh_channel_request_exec(s.channel, command.c_str()) != SSH_OK)
     throw CommError(fmt::format("ssh: {} refused to run the command: {}", describe_, s.error()));
 }
@@ -197,11 +196,11 @@ void SshConnection::writeStdin(const std::string& data) {
   Impl& s = *impl_;
   size_t done = 0;
   while (done < data.size()) {
-    int n = ssh_channel_write(s.channel, data.data() + done,
-                              static_cast<uint32_t>(data.size() - done));
+    int n =
+        ssh_channel_write(s.channel, data.data() + done, static_cast<uint32_t>(data.size() - done));
     if (n == SSH_ERROR)
-      throw CommError(fmt::format("ssh: writing to the remote stdin on {} failed: {}",
-                                  describe_, s.error()));
+      throw CommError(
+          fmt::format("ssh: writing to the remote stdin on {} failed: {}", describe_, s.error()));
     done += static_cast<size_t>(n);
   }
 }

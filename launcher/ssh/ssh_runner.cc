@@ -36,12 +36,12 @@ struct JobState {
   std::condition_variable cv;
   size_t connected = 0;
   size_t finished = 0;
-  bool abortStart = false;              // a connect failed or a signal came before the start
-  bool stop = false;                    // tear the job down
-  int cause = 0;                        // the job's status once decided (first failure/signal)
+  bool abortStart = false;  // a connect failed or a signal came before the start
+  bool stop = false;        // tear the job down
+  int cause = 0;            // the job's status once decided (first failure/signal)
   std::vector<std::exception_ptr> connectErrors;
   std::vector<int> statuses;
-  std::mutex outMu;                     // serialises relayed lines
+  std::mutex outMu;  // serialises relayed lines
 
   bool stopping() {
     std::lock_guard<std::mutex> lock(mu);
@@ -93,9 +93,10 @@ int runHost(ssh::SshConnection& conn, const std::string& command, const std::str
       deadline = Clock::now() + grace;
     }
     if (eofSent && Clock::now() > deadline) {
-      DS_LOG_ERROR("ssh", "{} did not end within {} s after the job was stopped; closing the "
-                   "connection (its agent sees the channel close)", conn.describe(),
-                   grace.count());
+      DS_LOG_ERROR("ssh",
+                   "{} did not end within {} s after the job was stopped; closing the "
+                   "connection (its agent sees the channel close)",
+                   conn.describe(), grace.count());
       return 255;
     }
   }
@@ -132,8 +133,8 @@ void hostMain(const JobSpec& spec, const std::string& command, const ssh::SshOpt
     if (status != 0) {
       std::lock_guard<std::mutex> lock(st.mu);
       if (!st.stop)
-        DS_LOG_ERROR("ssh", "node {} on {} ended with status {}; stopping the job on every host",
-                     i, conn->describe(), status);
+        DS_LOG_ERROR("ssh", "node {} on {} ended with status {}; stopping the job on every host", i,
+                     conn->describe(), status);
       st.fail(status);
     }
   }

@@ -27,19 +27,19 @@ struct OptimRange {
 };
 
 struct SaveRequest {
-  std::string dir;              // checkpoint root (created if missing)
-  std::string tag;              // e.g. "global_step100"; same on every rank
+  std::string dir;  // checkpoint root (created if missing)
+  std::string tag;  // e.g. "global_step100"; same on every rank
   int rank = 0, worldSize = 1;
   int zeroStage = 0;
-  int64_t step = 0;             // optimizer steps taken (ZeroEngine::stepCount())
-  std::string dtype = "fp32";   // compute dtype of the run ("fp32" | "bf16"), informational
-  std::string planHash;         // caller's hash of the resolved plan, stored and reported
+  int64_t step = 0;            // optimizer steps taken (ZeroEngine::stepCount())
+  std::string dtype = "fp32";  // compute dtype of the run ("fp32" | "bf16"), informational
+  std::string planHash;        // caller's hash of the resolved plan, stored and reported
   const std::vector<zero::ParamInfo>* params = nullptr;  // model order (required on every rank)
   // Rank 0: full fp32 flat params in params order (ZeroEngine::getParams, collective at stage 3,
   // so every rank calls it); others null. See zero_ranges.h for the optimizer side.
   const float* fullParams = nullptr;
   std::vector<OptimRange> optimizer;  // this rank's shard (any number of ranges)
-  std::string clientState;      // rank 0: JSON object text (scheduler, scaler, data cursor, ...)
+  std::string clientState;  // rank 0: JSON object text (scheduler, scaler, data cursor, ...)
   // Collective barrier over all ranks (comm is the caller's). May be empty when worldSize == 1.
   // Called twice: after this rank's files are durable, and after `latest` is published.
   std::function<void()> barrier;
@@ -51,7 +51,7 @@ void saveCheckpoint(const SaveRequest& req);
 
 // What manifest.json says (validated on open).
 struct CheckpointInfo {
-  std::string tag, dir;         // dir = <root>/<tag>
+  std::string tag, dir;  // dir = <root>/<tag>
   int worldSize = 0, zeroStage = 0;
   int64_t step = 0;
   std::string dtype, planHash, clientState;  // clientState: JSON text ("{}" when none)
@@ -63,7 +63,8 @@ struct CheckpointInfo {
 // naming the file and what is wrong. Not thread-safe.
 class CheckpointReader {
  public:
-  static std::unique_ptr<CheckpointReader> open(const std::string& root, const std::string& tag = "");
+  static std::unique_ptr<CheckpointReader> open(const std::string& root,
+                                                const std::string& tag = "");
   ~CheckpointReader();
   const CheckpointInfo& info() const;
   // Refuses (ConfigError naming the manifest) when names, order or shapes differ from `expected`.
@@ -89,6 +90,7 @@ std::string readLatestTag(const std::string& root);
 // One consolidated fp32 safetensors file (tensor per parameter, named and shaped as in the
 // manifest; __metadata__ carries step and tag), built from the ranks' "fp32" master ranges
 // (falling back to model.safetensors). Written to a temp name, fsync'd and renamed.
-void exportConsolidated(const std::string& root, const std::string& tag, const std::string& outPath);
+void exportConsolidated(const std::string& root, const std::string& tag,
+                        const std::string& outPath);
 
 }  // namespace ds::runtime

@@ -48,8 +48,8 @@ T field(const json& j, const char* key, const std::string& where) {
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {
-    throw ConfigError(fmt::format("{}: key '{}' has the wrong type ({})", where, key,
-                                  j.at(key).dump()));
+    throw ConfigError(
+        fmt::format("{}: key '{}' has the wrong type ({})", where, key, j.at(key).dump()));
   }
 }
 
@@ -77,7 +77,8 @@ void CheckpointReader::Impl::parseManifest(const json& m) {
     pi.name = field<std::string>(p, "name", w + " params[]");
     pi.shape = field<std::vector<int64_t>>(p, "shape", w + " params[" + pi.name + "]");
     pi.numel = field<size_t>(p, "numel", w + " params[" + pi.name + "]");
-    if (field<size_t>(p, "offset", w) != off) bad(fmt::format("param '{}' offset out of order", pi.name));
+    if (field<size_t>(p, "offset", w) != off)
+      bad(fmt::format("param '{}' offset out of order", pi.name));
     off += pi.numel;
     info.params.push_back(std::move(pi));
   }
@@ -90,9 +91,9 @@ void CheckpointReader::Impl::openFile(const json& f) {
   const std::string kind = field<std::string>(f, "kind", manifestPath + " files[" + name + "]");
   if (!ckpt::fileExists(path)) {
     bad(fmt::format("{} file {} is missing{}", kind, path,
-                    kind == "optim" ? fmt::format(" (rank {} of {})", f.value("rank", -1),
-                                                  info.worldSize)
-                                    : ""));
+                    kind == "optim"
+                        ? fmt::format(" (rank {} of {})", f.value("rank", -1), info.worldSize)
+                        : ""));
   }
   {
     ckpt::ReadFile raw(path);  // size and checksum before trusting any header
@@ -104,8 +105,10 @@ void CheckpointReader::Impl::openFile(const json& f) {
     const std::string want = field<std::string>(f, "crc32c", manifestPath);
     const std::string got = ckpt::crcHex(raw.crc32c());
     if (got != want) {
-      bad(fmt::format("{} checksum mismatch: CRC32C {} but the manifest says {} (file corrupted or "
-                      "replaced)", path, got, want));
+      bad(
+          fmt::format("{} checksum mismatch: CRC32C {} but the manifest says {} (file corrupted or "
+                      "replaced)",
+                      path, got, want));
     }
   }
   auto reader = std::make_unique<ckpt::SafetensorsReader>(path);
@@ -140,8 +143,8 @@ void CheckpointReader::Impl::indexOptim(const json& f, const ckpt::SafetensorsRe
     const std::string tname = ckpt::rangeTensorName(state, pc.offset);
     pc.entry = r.find(tname);
     if (pc.entry == nullptr || pc.entry->numel != pc.size) {
-      bad(fmt::format("{} lacks tensor '{}' of {} elements listed in the manifest", r.path(),
-                      tname, pc.size));
+      bad(fmt::format("{} lacks tensor '{}' of {} elements listed in the manifest", r.path(), tname,
+                      pc.size));
     }
     if (pc.offset + pc.size > numel) {
       bad(fmt::format("{}: range {} [{}, {}) beyond the {} parameters", r.path(), state, pc.offset,
@@ -174,9 +177,10 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& root
   impl->info.dir = root + "/" + tag;
   impl->manifestPath = impl->info.dir + "/" + ckpt::kManifest;
   if (!ckpt::fileExists(impl->manifestPath)) {
-    throw ConfigError(fmt::format("checkpoint {}: manifest missing (incomplete checkpoint: the "
-                                  "save did not finish, or no tag '{}' under {})",
-                                  impl->manifestPath, tag, root));
+    throw ConfigError(
+        fmt::format("checkpoint {}: manifest missing (incomplete checkpoint: the "
+                    "save did not finish, or no tag '{}' under {})",
+                    impl->manifestPath, tag, root));
   }
   json m = json::parse(ckpt::readTextFile(impl->manifestPath), nullptr, false);
   if (m.is_discarded()) impl->bad("manifest is not valid JSON (truncated or corrupted?)");
@@ -188,13 +192,15 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& root
   for (const json& f : field<json>(m, "files", impl->manifestPath)) {
     if (f.value("kind", "") == "optim") {
       int rk = f.value("rank", -1);
-      if (rk < 0 || rk >= impl->info.worldSize) impl->bad(fmt::format("file entry with rank {}", rk));
+      if (rk < 0 || rk >= impl->info.worldSize)
+        impl->bad(fmt::format("file entry with rank {}", rk));
       rankSeen[static_cast<size_t>(rk)] = true;
     }
     impl->openFile(f);
   }
   for (size_t k = 0; k < rankSeen.size(); ++k) {
-    if (!rankSeen[k]) impl->bad(fmt::format("no optimizer file listed for rank {} of {}", k, rankSeen.size()));
+    if (!rankSeen[k])
+      impl->bad(fmt::format("no optimizer file listed for rank {} of {}", k, rankSeen.size()));
   }
   for (auto& [name, pieces] : impl->states) {
     std::sort(pieces.begin(), pieces.end(),
@@ -213,8 +219,8 @@ void CheckpointReader::checkParams(const std::vector<zero::ParamInfo>& expected)
                              have.size(), expected.size(), expected[i].name));
     }
     if (i >= expected.size()) {
-      impl_->bad(fmt::format("has {} parameters, the model has {} (first extra: '{}')",
-                             have.size(), expected.size(), have[i].name));
+      impl_->bad(fmt::format("has {} parameters, the model has {} (first extra: '{}')", have.size(),
+                             expected.size(), have[i].name));
     }
     if (have[i].name != expected[i].name) {
       impl_->bad(fmt::format("parameter {} is '{}', the model expects '{}'", i, have[i].name,
@@ -245,8 +251,8 @@ void CheckpointReader::readRange(size_t offset, size_t size, const std::string& 
                                  float* out) const {
   auto it = impl_->states.find(name);
   if (it == impl_->states.end()) {
-    impl_->bad(fmt::format("no optimizer state '{}' (has: {})", name,
-                           fmt::join(stateNames(), ", ")));
+    impl_->bad(
+        fmt::format("no optimizer state '{}' (has: {})", name, fmt::join(stateNames(), ", ")));
   }
   size_t pos = offset;
   const size_t end = offset + size;
@@ -259,8 +265,10 @@ void CheckpointReader::readRange(size_t offset, size_t size, const std::string& 
     pos += n;
   }
   if (pos < end) {
-    impl_->bad(fmt::format("optimizer state '{}' has no data for flat elements [{}, {}) (the rank "
-                           "files cover less than the model)", name, pos, end));
+    impl_->bad(
+        fmt::format("optimizer state '{}' has no data for flat elements [{}, {}) (the rank "
+                    "files cover less than the model)",
+                    name, pos, end));
   }
 }
 

@@ -24,7 +24,8 @@ void checkRequest(const SaveRequest& r) {
   ckpt::checkTag(r.tag);
   if (r.dir.empty()) throw ConfigError("checkpoint: save directory is empty");
   if (r.worldSize < 1 || r.rank < 0 || r.rank >= r.worldSize) {
-    throw InternalError(fmt::format("checkpoint: rank {} of world {} invalid", r.rank, r.worldSize));
+    throw InternalError(
+        fmt::format("checkpoint: rank {} of world {} invalid", r.rank, r.worldSize));
   }
   if (r.params == nullptr) throw InternalError("checkpoint: SaveRequest.params is null");
   if (r.worldSize > 1 && !r.barrier) {
@@ -39,8 +40,10 @@ void checkRequest(const SaveRequest& r) {
       throw InternalError(fmt::format("checkpoint: two optimizer ranges {}@{}", o.name, o.offset));
     }
     if (o.offset + o.size > total || (o.size > 0 && o.data == nullptr)) {
-      throw InternalError(fmt::format("checkpoint: optimizer range {}[{}, +{}) outside the {} "
-                                      "parameters or without data", o.name, o.offset, o.size, total));
+      throw InternalError(
+          fmt::format("checkpoint: optimizer range {}[{}, +{}) outside the {} "
+                      "parameters or without data",
+                      o.name, o.offset, o.size, total));
     }
   }
   if (!r.clientState.empty()) {
@@ -72,8 +75,10 @@ json writeOptim(const SaveRequest& r, const std::string& tagDir) {
   json ranges = json::array();
   for (const OptimRange& o : r.optimizer) {
     if (o.size == 0) continue;  // an empty stage-3 chunk would collide with the next range's name
-    ts.push_back({ckpt::rangeTensorName(o.name, o.offset), DType::kF32,
-                  {static_cast<int64_t>(o.size)}, o.data});
+    ts.push_back({ckpt::rangeTensorName(o.name, o.offset),
+                  DType::kF32,
+                  {static_cast<int64_t>(o.size)},
+                  o.data});
     ranges.push_back({{"state", o.name}, {"offset", o.offset}, {"size", o.size}});
   }
   const std::string name = ckpt::optimFileName(r.rank);
@@ -120,10 +125,10 @@ json gatherEntries(const SaveRequest& r, const std::string& tagDir) {
       throw ConfigError(fmt::format("checkpoint save: {} is not valid JSON", path));
     }
     if (e.value("world_size", -1) != r.worldSize || e.value("step", int64_t{-1}) != r.step) {
-      throw ConfigError(fmt::format("checkpoint save: {} says world size {} step {}, rank 0 has "
-                                    "world size {} step {} (ranks saved different states)", path,
-                                    e.value("world_size", -1), e.value("step", int64_t{-1}),
-                                    r.worldSize, r.step));
+      throw ConfigError(fmt::format(
+          "checkpoint save: {} says world size {} step {}, rank 0 has "
+          "world size {} step {} (ranks saved different states)",
+          path, e.value("world_size", -1), e.value("step", int64_t{-1}), r.worldSize, r.step));
     }
     files.push_back(std::move(e));
   }

@@ -94,8 +94,8 @@ void swapDirs(const std::string& fresh, const std::string& target) {
     // No atomic exchange here (e.g. NFS): target is briefly absent between the two renames.
     const std::string old = target + ".old";
     removeTree(old);
-    if (::rename(target.c_str(), old.c_str()) != 0 || ::rename(fresh.c_str(), target.c_str()) != 0 ||
-        ::rename(old.c_str(), fresh.c_str()) != 0) {
+    if (::rename(target.c_str(), old.c_str()) != 0 ||
+        ::rename(fresh.c_str(), target.c_str()) != 0 || ::rename(old.c_str(), fresh.c_str()) != 0) {
       throw SystemError(fmt::format("checkpoint: moving {} to {} failed", fresh, target), errno);
     }
   }

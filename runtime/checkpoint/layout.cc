@@ -33,8 +33,10 @@ void checkTag(const std::string& tag) {
   bool ok = !tag.empty() && tag != "." && tag != ".." && tag.size() <= 200;
   for (char c : tag) ok = ok && c != '/' && !std::isspace(static_cast<unsigned char>(c)) && c != 0;
   if (!ok) {
-    throw ConfigError(fmt::format("checkpoint tag '{}' invalid: use a plain directory name such as "
-                                  "global_step100 (no '/', spaces, '.' or '..')", tag));
+    throw ConfigError(
+        fmt::format("checkpoint tag '{}' invalid: use a plain directory name such as "
+                    "global_step100 (no '/', spaces, '.' or '..')",
+                    tag));
   }
 }
 

@@ -17,7 +17,7 @@ constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kFormat = "dsrun-checkpoint";
 constexpr int kFormatVersion = 1;
 
-std::string optimFileName(int rank);     // optim_rank_00003.safetensors
+std::string optimFileName(int rank);      // optim_rank_00003.safetensors
 std::string rankEntryFileName(int rank);  // optim_rank_00003.json
 std::string rangeTensorName(const std::string& state, size_t offset);  // exp_avg@1024
 // Splits "exp_avg@1024"; false when the name is not of that form.

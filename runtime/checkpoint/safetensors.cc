@@ -57,8 +57,10 @@ SafetensorsReader::Entry parseEntry(const std::string& name, const nlohmann::jso
   }
   const uint64_t b = o[0].get<uint64_t>(), en = o[1].get<uint64_t>();
   if (b > en || en > dataBytes) {
-    throw bad(fmt::format("tensor '{}' data_offsets [{}, {}] outside the {} data bytes (file "
-                          "truncated?)", e.name, b, en, dataBytes));
+    throw bad(
+        fmt::format("tensor '{}' data_offsets [{}, {}] outside the {} data bytes (file "
+                    "truncated?)",
+                    e.name, b, en, dataBytes));
   }
   if (en - b != e.numel * dtypeSize(e.dtype)) {
     throw bad(fmt::format("tensor '{}' has {} bytes but shape x dtype needs {}", e.name, en - b,
@@ -107,8 +109,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path)
   auto bad = [&](const std::string& what) {
     return ConfigError(fmt::format("{}: not a valid safetensors file: {}", path, what));
   };
-  if (file_->size() < 8) throw bad(fmt::format("{} bytes, shorter than the 8-byte header length",
-                                               file_->size()));
+  if (file_->size() < 8)
+    throw bad(fmt::format("{} bytes, shorter than the 8-byte header length", file_->size()));
   uint8_t len[8];
   file_->read(0, len, 8);
   uint64_t n = 0;

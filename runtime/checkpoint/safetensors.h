@@ -1,8 +1,9 @@
 // safetensors files: 8-byte little-endian header length N, N bytes of JSON header
-// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {str: str}}
-// padded with spaces to a multiple of 8, then the raw little-endian tensor bytes (offsets relative
-// to the data start). The writer is durable (DurableWriter); the reader validates every entry
-// against the file size and refuses bad files with ConfigError naming the file. Not mmap-based.
+// {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {str:
+// str}} padded with spaces to a multiple of 8, then the raw little-endian tensor bytes (offsets
+// relative to the data start). The writer is durable (DurableWriter); the reader validates every
+// entry against the file size and refuses bad files with ConfigError naming the file. Not
+// mmap-based.
 #pragma once
 
 #include <cstddef>

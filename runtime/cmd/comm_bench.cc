@@ -20,7 +20,9 @@ using comm::ProcessGroup;
 using comm::ReduceOp;
 using Clock = std::chrono::steady_clock;
 
-float inputAt(int rank, size_t i) { return static_cast<float>((rank + 1) + static_cast<int>(i % 7)); }
+float inputAt(int rank, size_t i) {
+  return static_cast<float>((rank + 1) + static_cast<int>(i % 7));
+}
 
 double busFactor(const std::string& op, int n) {
   if (n <= 1) return 1.0;
@@ -89,7 +91,8 @@ bool verify(const std::string& op, const Buffers& bufs, int rank, int n,
   } else if (op == "reduce_scatter") {
     size_t off = offsetOf(counts, rank);
     for (size_t i = 0; i < part.size(); ++i)
-      if (part[i] != rankSum + static_cast<float>(n) * static_cast<float>((off + i) % 7)) return false;
+      if (part[i] != rankSum + static_cast<float>(n) * static_cast<float>((off + i) % 7))
+        return false;
   } else if (op == "allgather") {
     int owner = 0;
     size_t end = counts.empty() ? 0 : counts[0];
@@ -177,14 +180,16 @@ std::vector<CommBenchRow> runCommBench(ProcessGroup& pg, const CommBenchOptions&
 
 std::string formatCommBench(const std::vector<CommBenchRow>& rows, const std::string& backend,
                             int worldSize) {
-  std::string out = fmt::format("# dsrt comm-bench: backend {}, {} ranks, fp32\n", backend,
-                                worldSize);
-  out += fmt::format("{:<15} {:>12} {:>11} {:>6} {:>11} {:>9} {:>9} {:>6}\n", "collective",
-                     "bytes", "count", "iters", "time_us", "algbw", "busbw", "check");
+  std::string out =
+      fmt::format("# dsrt comm-bench: backend {}, {} ranks, fp32\n", backend, worldSize);
+  out += fmt::format("{:<15} {:>12} {:>11} {:>6} {:>11} {:>9} {:>9} {:>6}\n", "collective", "bytes",
+                     "count", "iters", "time_us", "algbw", "busbw", "check");
   for (const auto& r : rows) {
     out += fmt::format("{:<15} {:>12} {:>11} {:>6} {:>11.1f} {:>9.3f} {:>9.3f} {:>6}\n", r.op,
                        r.bytes, r.count, r.iters, r.seconds * 1e6, r.algbw, r.busbw,
-                       !r.checked ? "-" : r.correct ? "ok" : "WRONG");
+                       !r.checked  ? "-"
+                       : r.correct ? "ok"
+                                   : "WRONG");
   }
   return out;
 }

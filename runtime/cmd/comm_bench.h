@@ -15,9 +15,9 @@ namespace ds::runtime {
 
 struct CommBenchOptions {
   std::vector<std::string> ops{"allreduce", "reduce_scatter", "allgather", "broadcast"};
-  std::vector<size_t> sizes;    // bytes of the full buffer (rounded down to whole elements)
+  std::vector<size_t> sizes;  // bytes of the full buffer (rounded down to whole elements)
   int warmup = 2;
-  double targetSeconds = 0.5;   // per row: iterations = clamp(target / first run, 3, 5000)
+  double targetSeconds = 0.5;  // per row: iterations = clamp(target / first run, 3, 5000)
   bool check = true;
 };
 

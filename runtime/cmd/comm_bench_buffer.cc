@@ -17,8 +17,8 @@ namespace ds::runtime {
 namespace {
 void cudaOk(cudaError_t rc, const char* what, size_t bytes) {
   if (rc != cudaSuccess)
-    throw CommError(fmt::format("comm-bench: {} of {} bytes failed: {}", what, bytes,
-                                cudaGetErrorString(rc)));
+    throw CommError(
+        fmt::format("comm-bench: {} of {} bytes failed: {}", what, bytes, cudaGetErrorString(rc)));
 }
 }  // namespace
 #endif
@@ -30,8 +30,9 @@ BenchBuffer::BenchBuffer(size_t count, comm::Device device) : host_(count), devi
   cudaOk(cudaMalloc(&dev_, std::max<size_t>(count * sizeof(float), 1)), "cudaMalloc",
          count * sizeof(float));
 #else
-  throw ConfigError("comm-bench: the backend needs CUDA device buffers, but this dsrt was built "
-                    "without CUDA");
+  throw ConfigError(
+      "comm-bench: the backend needs CUDA device buffers, but this dsrt was built "
+      "without CUDA");
 #endif
 }
 

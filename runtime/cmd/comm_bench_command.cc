@@ -3,8 +3,8 @@
 // prints the table. Exit 1 when any result was wrong. Sizes take K, M, G suffixes (powers of 2).
 #include "runtime/cmd/comm_bench_command.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 
@@ -25,7 +25,7 @@ size_t parseBytes(const std::string& text) {
     pos = 0;
   }
   std::string suffix = text.substr(pos);
-  size_t mult = suffix.empty() || suffix == "B"   ? 1
+  size_t mult = suffix.empty() || suffix == "B"    ? 1
                 : suffix == "K" || suffix == "KiB" ? size_t{1} << 10
                 : suffix == "M" || suffix == "MiB" ? size_t{1} << 20
                 : suffix == "G" || suffix == "GiB" ? size_t{1} << 30
@@ -47,7 +47,8 @@ int commBenchCommand(int argc, char** argv) {
   CommBenchOptions o;
   CLI::App app{"dsrt comm-bench: collective bandwidth (algbw, busbw) with checked results",
                "dsrt comm-bench"};
-  app.add_option("--comm_backend,--backend", backend, "gloo | mpi | nccl (default: dsrun's flag, DS_COMM_BACKEND, auto)");
+  app.add_option("--comm_backend,--backend", backend,
+                 "gloo | mpi | nccl (default: dsrun's flag, DS_COMM_BACKEND, auto)");
   app.add_option("-b,--min_bytes", minB, "smallest size (default 8)");
   app.add_option("-e,--max_bytes", maxB, "largest size (default 256M)");
   app.add_option("-f,--factor", factor, "size multiplier between rows (default 4)");

@@ -28,7 +28,8 @@ const ds::runtime::Command kCommands[] = {
     {"prepare-data", "text to byte-level llm.c token shards (train/val)",
      ds::runtime::prepareDataCommand},
     {"train", "run a training plan (the built-in plan without a file)", ds::runtime::trainCommand},
-    {"version", "print the version", [](int, char**) {
+    {"version", "print the version",
+     [](int, char**) {
        std::printf("dsrt %s\n", DS_VERSION);
        return 0;
      }},
@@ -37,8 +38,9 @@ const ds::runtime::Command kCommands[] = {
 void usage(FILE* out) {
   std::fprintf(out, "usage: dsrt <command> [args...]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-18s %s\n", c.name, c.summary);
-  std::fprintf(out, "\nRun 'dsrt <command> --help' for a command's options, and 'dsrt --help-env'\n"
-                    "for the environment variables dsrt reads (docs/knobs.md).\n");
+  std::fprintf(out,
+               "\nRun 'dsrt <command> --help' for a command's options, and 'dsrt --help-env'\n"
+               "for the environment variables dsrt reads (docs/knobs.md).\n");
 }
 
 }  // namespace

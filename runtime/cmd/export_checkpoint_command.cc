@@ -11,7 +11,8 @@
 namespace ds::runtime {
 
 int exportCheckpointCommand(int argc, char** argv) {
-  CLI::App app{"Write one consolidated fp32 safetensors file from a checkpoint", "export-checkpoint"};
+  CLI::App app{"Write one consolidated fp32 safetensors file from a checkpoint",
+               "export-checkpoint"};
   std::string dir, out, tag;
   app.add_option("dir", dir, "checkpoint root (holds 'latest' and the tag folders)")->required();
   app.add_option("out", out, "output .safetensors path")->required();
@@ -27,9 +28,11 @@ int exportCheckpointCommand(int argc, char** argv) {
   auto r = CheckpointReader::open(dir, tag);
   size_t n = 0;
   for (const auto& p : r->info().params) n += p.numel;
-  std::printf("wrote %s: %zu tensors, %zu fp32 values, from %s/%s (step %lld, %d rank(s), ZeRO "
-              "stage %d)\n", out.c_str(), r->info().params.size(), n, dir.c_str(), tag.c_str(),
-              static_cast<long long>(r->info().step), r->info().worldSize, r->info().zeroStage);
+  std::printf(
+      "wrote %s: %zu tensors, %zu fp32 values, from %s/%s (step %lld, %d rank(s), ZeRO "
+      "stage %d)\n",
+      out.c_str(), r->info().params.size(), n, dir.c_str(), tag.c_str(),
+      static_cast<long long>(r->info().step), r->info().worldSize, r->info().zeroStage);
   return 0;
 }
 

@@ -5,9 +5,9 @@
 // Not a benchmark (comm-bench) and not a test harness: every wait has the DS_TIMEOUT deadline.
 #include "runtime/cmd/hello_command.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 
@@ -35,8 +35,8 @@ void storeBarrier(comm::Store& store, int worldSize, std::chrono::milliseconds t
     store.wait({"hello/all-joined"}, timeout);
   } catch (const TimeoutError& e) {
     auto joined = store.getString("hello/joined", std::chrono::milliseconds(0));
-    throw TimeoutError(fmt::format("hello barrier: only {} of {} ranks joined ({})", joined,
-                                   worldSize, e.what()));
+    throw TimeoutError(
+        fmt::format("hello barrier: only {} of {} ranks joined ({})", joined, worldSize, e.what()));
   }
 }
 
@@ -47,8 +47,8 @@ void checkAllreduce(const comm::Rendezvous& rv, const std::string& backend) {
   pg->allreduce(comm::view(&x, 1))->wait();
   double n = rv.env.worldSize, want = n * (n + 1) / 2;
   if (x != static_cast<float>(want))
-    throw CommError(fmt::format("hello: allreduce over {} gave {} on rank {}, expected {}",
-                                backend, x, rv.env.rank, want));
+    throw CommError(fmt::format("hello: allreduce over {} gave {} on rank {}, expected {}", backend,
+                                x, rv.env.rank, want));
   pg->barrier()->wait();
   std::printf("[rank %d] allreduce over %s ok (sum %g)\n", rv.env.rank, backend.c_str(), x);
 }
@@ -59,9 +59,10 @@ int helloCommand(int argc, char** argv) {
   int localRank = -1;
   std::string backendFlag;
   bool allreduce = false;
-  CLI::App app{"dsrt hello: print this rank's environment, join every rank through the store, "
-               "exit 0",
-               "dsrt hello"};
+  CLI::App app{
+      "dsrt hello: print this rank's environment, join every rank through the store, "
+      "exit 0",
+      "dsrt hello"};
   app.add_option("--local_rank", localRank, "set by the launcher (checked against LOCAL_RANK)");
   app.add_option("--comm_backend,--backend", backendFlag,
                  "gloo | mpi | nccl (default: dsrun's flag, DS_COMM_BACKEND, auto)");
@@ -79,17 +80,18 @@ int helloCommand(int argc, char** argv) {
   std::string host = hostName();
   log::setLogIdentity(host, env.rank);
   if (localRank >= 0 && localRank != env.localRank)
-    throw ConfigError(fmt::format("dsrt hello: --local_rank={} but LOCAL_RANK={}", localRank,
-                                  env.localRank));
+    throw ConfigError(
+        fmt::format("dsrt hello: --local_rank={} but LOCAL_RANK={}", localRank, env.localRank));
   comm::BootstrapOptions bo;
   bo.backend = backendFlag;
   std::string backend = comm::chooseBackend(bo, env);
-  std::printf("[rank %d] hello from %s: RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d LOCAL_SIZE=%d "
-              "CROSS_RANK=%d CROSS_SIZE=%d MASTER_ADDR=%s MASTER_PORT=%d backend=%s "
-              "launcher=%s pid=%d\n",
-              env.rank, host.c_str(), env.rank, env.localRank, env.worldSize, env.localSize,
-              env.crossRank, env.crossSize, env.masterAddr.c_str(), env.masterPort,
-              backend.c_str(), rankSourceName(env.source), static_cast<int>(::getpid()));
+  std::printf(
+      "[rank %d] hello from %s: RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d LOCAL_SIZE=%d "
+      "CROSS_RANK=%d CROSS_SIZE=%d MASTER_ADDR=%s MASTER_PORT=%d backend=%s "
+      "launcher=%s pid=%d\n",
+      env.rank, host.c_str(), env.rank, env.localRank, env.worldSize, env.localSize, env.crossRank,
+      env.crossSize, env.masterAddr.c_str(), env.masterPort, backend.c_str(),
+      rankSourceName(env.source), static_cast<int>(::getpid()));
   std::fflush(stdout);
 
   auto timeout = comm::bootstrapTimeout(bo);

@@ -18,7 +18,8 @@ int prepareDataCommand(int argc, char** argv) {
   app.add_option("out_prefix", prefix, "output path prefix (folders are created)")->required();
   app.add_option("--val_fraction", opts.valFraction, "fraction of the bytes (at the end) for val")
       ->capture_default_str();
-  app.add_option("--shard_tokens", opts.shardTokens, "tokens per shard file")->capture_default_str();
+  app.add_option("--shard_tokens", opts.shardTokens, "tokens per shard file")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -29,7 +30,8 @@ int prepareDataCommand(int argc, char** argv) {
   for (const auto& f : res.files) std::printf("wrote %s\n", f.c_str());
   std::printf("%zu train tokens, %zu val tokens (vocab 256). In a plan:\n", res.trainTokens,
               res.valTokens);
-  std::printf("model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 128, seq_len: 128, vocab_size: 256}\n");
+  std::printf(
+      "model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 128, seq_len: 128, vocab_size: 256}\n");
   std::printf("data:\n  shards: \"%s\"\n", res.trainGlob.c_str());
   if (!res.valGlob.empty()) std::printf("  val: \"%s\"\n", res.valGlob.c_str());
   return 0;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "comm/bootstrap.h"
 #include "comm/process_group.h"
@@ -19,8 +19,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/rank_env.h"
-#include "runtime/config/plan_loader.h"
 #include "runtime/cmd/train_command.h"
+#include "runtime/config/plan_loader.h"
 #include "runtime/engine/trainer.h"
 
 namespace ds::runtime {
@@ -55,13 +55,15 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   app.add_option("--set", a.overrides, "override a plan key: key.path=value (YAML value)")
       ->type_name("K=V")
       ->allow_extra_args(false);
-  app.add_option("--comm_backend", a.commBackend, "gloo | mpi | nccl (default: dsrun's flag, the plan, DS_COMM_BACKEND, auto)");
+  app.add_option("--comm_backend", a.commBackend,
+                 "gloo | mpi | nccl (default: dsrun's flag, the plan, DS_COMM_BACKEND, auto)");
   app.add_option("--local_rank", a.localRank, "set by the launcher (informational)");
   app.add_option("--resume", a.resume,
                  "resume from a checkpoint tag under train.checkpoint.dir: a tag, 'latest', or "
                  "'auto' (latest when one exists, else start fresh)");
-  app.add_option("--summary", a.summary,
-                 "write the run summary JSON here (default: <train.checkpoint.dir>/run_summary.json)");
+  app.add_option(
+      "--summary", a.summary,
+      "write the run summary JSON here (default: <train.checkpoint.dir>/run_summary.json)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -25,12 +25,14 @@ BatchTriangle resolveBatchTriangle(BatchTriangle b, int worldSize) {
     b.train = b.micro * w;
     b.gas = 1;
   } else {
-    throw ConfigError("Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
+    throw ConfigError(
+        "Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
   }
   if (b.train <= 0)
     throw ConfigError(fmt::format("Train batch size: {} has to be greater than 0", b.train));
   if (b.micro <= 0)
-    throw ConfigError(fmt::format("Micro batch size per gpu: {} has to be greater than 0", b.micro));
+    throw ConfigError(
+        fmt::format("Micro batch size per gpu: {} has to be greater than 0", b.micro));
   if (b.gas <= 0)
     throw ConfigError(
         fmt::format("Gradient accumulation steps: {} has to be greater than 0", b.gas));

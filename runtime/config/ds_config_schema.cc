@@ -122,28 +122,32 @@ void readZero(NodeReader& ds, DsConfig& c) {
   if (!z) return;
   auto& zo = c.zero;
   int64_t stage = z->getInt("stage", 0, 0);
-  if (stage > 3) z->fail("stage", "Maximum supported ZeRO stage is 3, got " + std::to_string(stage));
+  if (stage > 3)
+    z->fail("stage", "Maximum supported ZeRO stage is 3, got " + std::to_string(stage));
   zo.stage = int(stage);
   zo.reduceBucketSize = size_t(z->getInt("reduce_bucket_size", 500000000, 1, kBig));
   zo.allgatherBucketSize = size_t(z->getInt("allgather_bucket_size", 500000000, 1, kBig));
   zo.overlapComm = z->getBool("overlap_comm", zo.stage == 3);  // null: true iff stage 3
   zo.reduceScatter = z->getBool("reduce_scatter", true);
   if (!zo.reduceScatter && zo.stage == 3)
-    z->fail("reduce_scatter", "false is supported at stages 0-2 only (stage 3 always "
-                              "reduce-scatters its per-parameter gradients)");
+    z->fail("reduce_scatter",
+            "false is supported at stages 0-2 only (stage 3 always "
+            "reduce-scatters its per-parameter gradients)");
   zo.contiguousGradients = z->getBool("contiguous_gradients", true);
   if (!zo.contiguousGradients)
-    z->fail("contiguous_gradients", "false is not supported (stages 2 and 3 always copy finished "
-                                    "gradients into contiguous bucket buffers; use true)");
+    z->fail("contiguous_gradients",
+            "false is not supported (stages 2 and 3 always copy finished "
+            "gradients into contiguous bucket buffers; use true)");
   auto alias = [&](const char* a, const char* b, int64_t dflt) {
     if (z->has(a) && z->has(b)) z->fail(b, std::string("given twice (also as ") + a + ")");
     z->accept(a);
     z->accept(b);
     return z->has(b) ? z->getInt(b, dflt, 0, kBig) : z->getInt(a, dflt, 0, kBig);
   };
-  zo.prefetchBucketSize = size_t(alias("stage3_prefetch_bucket_size", "prefetch_bucket_size", 50000000));
-  zo.paramPersistenceThreshold = size_t(
-      alias("stage3_param_persistence_threshold", "param_persistence_threshold", 100000));
+  zo.prefetchBucketSize =
+      size_t(alias("stage3_prefetch_bucket_size", "prefetch_bucket_size", 50000000));
+  zo.paramPersistenceThreshold =
+      size_t(alias("stage3_param_persistence_threshold", "param_persistence_threshold", 100000));
   zo.maxLiveParameters =
       size_t(alias("stage3_max_live_parameters", "max_live_parameters", 1000000000));
   zo.subGroupSize = size_t(z->getInt("sub_group_size", 1000000000, 1, kBig));
@@ -155,14 +159,17 @@ void readZero(NodeReader& ds, DsConfig& c) {
     z->fail("offload_optimizer", "offload_optimizer needs ZeRO stage 1, 2 or 3");
   // DeepSpeed keys whose DeepSpeed default is what the engine does: another value is refused.
   if (!z->getBool("allgather_partitions", true))
-    z->fail("allgather_partitions", "false (broadcast-based parameter gathering) is not "
-                                    "supported; parameters are always allgathered (use true)");
+    z->fail("allgather_partitions",
+            "false (broadcast-based parameter gathering) is not "
+            "supported; parameters are always allgathered (use true)");
   if (!z->getBool("load_from_fp32_weights", true))
-    z->fail("load_from_fp32_weights", "false is not supported; checkpoints always restore the "
-                                      "fp32 master weights (use true)");
+    z->fail("load_from_fp32_weights",
+            "false is not supported; checkpoints always restore the "
+            "fp32 master weights (use true)");
   if (!z->getBool("ignore_unused_parameters", true))
-    z->fail("ignore_unused_parameters", "false is not supported; a parameter without a gradient "
-                                        "always counts as a zero gradient (use true)");
+    z->fail("ignore_unused_parameters",
+            "false is not supported; a parameter without a gradient "
+            "always counts as a zero gradient (use true)");
   // Performance-only DeepSpeed keys, accepted with no effect (docs/zero.md "Not implemented").
   for (const char* k : {"round_robin_gradients", "use_multi_rank_bucket_allreduce",
                         "memory_efficient_linear", "stage3_gather_16bit_weights_on_model_save"})
@@ -188,9 +195,9 @@ void readActivationCheckpointing(NodeReader& ds, DsConfig& c) {
   auto a = ds.child("activation_checkpointing");
   if (!a) return;
   c.activationCheckpointing = a->getBool("enabled", false);
-  for (const char* k : {"partition_activations", "cpu_checkpointing",
-                        "contiguous_memory_optimization", "synchronize_checkpoint_boundary",
-                        "profile"})
+  for (const char* k :
+       {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
+        "synchronize_checkpoint_boundary", "profile"})
     if (a->getBool(k, false)) a->fail(k, "not supported (use activation_checkpointing.enabled)");
   a->accept("number_checkpoints");
   a->finish();
@@ -228,7 +235,9 @@ DsConfig readDsConfig(NodeReader& ds, int64_t defaultTotalSteps) {
 std::string dsConfigToJson(const DsConfig& c) {
   using nlohmann::json;
   auto offload = [](const zero::OffloadOptions& o) {
-    return json{{"device", o.device}, {"nvme_path", o.nvmePath}, {"pin_memory", o.pinMemory},
+    return json{{"device", o.device},
+                {"nvme_path", o.nvmePath},
+                {"pin_memory", o.pinMemory},
                 {"buffer_count", o.bufferCount}};
   };
   auto mon = [](const MonitorConfig& m) {

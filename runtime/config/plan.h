@@ -26,13 +26,13 @@ struct DataPlan {
 };
 
 struct TrainPlan {
-  int64_t steps = 200;         // optimizer steps
-  int64_t evalEvery = 0;       // 0: no periodic eval (still evaluated at the end if val exists)
-  int64_t evalSteps = 8;       // micro-batches per eval
-  std::string checkpointDir;   // empty: no checkpoints
-  int64_t checkpointEvery = 0; // 0: only at the end (when checkpointDir is set)
-  uint64_t seed = 1234;        // init + data order
-  int64_t logEvery = 0;        // step-line cadence; 0 means deepspeed.steps_per_print
+  int64_t steps = 200;          // optimizer steps
+  int64_t evalEvery = 0;        // 0: no periodic eval (still evaluated at the end if val exists)
+  int64_t evalSteps = 8;        // micro-batches per eval
+  std::string checkpointDir;    // empty: no checkpoints
+  int64_t checkpointEvery = 0;  // 0: only at the end (when checkpointDir is set)
+  uint64_t seed = 1234;         // init + data order
+  int64_t logEvery = 0;         // step-line cadence; 0 means deepspeed.steps_per_print
 };
 
 // fp16 block; loss_scale 0 = dynamic (reference/zero.md §5: documented defaults applied).
@@ -48,7 +48,7 @@ struct Fp16Config {
 
 // scheduler: {type, params}. Unused fields keep DeepSpeed's defaults (optim/lr_schedule.h).
 struct SchedulerConfig {
-  std::string type;             // "" (constant lr) | WarmupLR | WarmupDecayLR | WarmupCosineLR
+  std::string type;  // "" (constant lr) | WarmupLR | WarmupDecayLR | WarmupCosineLR
   double warmupMinLr = 0, warmupMaxLr = 0.001;
   int64_t warmupNumSteps = 1000;
   std::string warmupType = "log";  // log | linear
@@ -59,7 +59,7 @@ struct SchedulerConfig {
 // tensorboard / csv_monitor blocks.
 struct MonitorConfig {
   bool enabled = false;
-  std::string outputPath;                    // "" = DeepSpeed's default (see monitor/)
+  std::string outputPath;  // "" = DeepSpeed's default (see monitor/)
   std::string jobName = "DeepSpeedJobName";
 };
 
@@ -68,27 +68,27 @@ struct DsConfig {
   int64_t trainBatchSize = 0, microBatchPerGpu = 0, gradientAccumulationSteps = 0;
   zero::OptimizerOptions optimizer;  // type + params (lr, betas, eps, weight_decay, ...)
   SchedulerConfig scheduler;
-  double gradientClipping = 0;       // 0: off
+  double gradientClipping = 0;  // 0: off
   Fp16Config fp16;
   bool bf16 = false;
-  zero::ZeroOptions zero;            // zero_optimization, offload blocks; compute from bf16
+  zero::ZeroOptions zero;                // zero_optimization, offload blocks; compute from bf16
   bool activationCheckpointing = false;  // activation_checkpointing.enabled (our switch)
   MonitorConfig tensorboard, csvMonitor;
   int64_t stepsPerPrint = 10;
   bool wallClockBreakdown = false;
-  std::string commBackend;           // "" = the launcher's/default choice | gloo | mpi | nccl
+  std::string commBackend;  // "" = the launcher's/default choice | gloo | mpi | nccl
 };
 
 struct Plan {
-  ModelConfig model;   // kind gpt2|mlp; compute/activationCheckpointing copied from deepspeed
+  ModelConfig model;  // kind gpt2|mlp; compute/activationCheckpointing copied from deepspeed
   // model.gpt.init_from: an llm.c gpt2_*.bin whose weights start a fresh run (not a resume); its
   // header must describe model (checked by the Trainer). Resolved against the plan's directory.
   std::string initFrom;
   DataPlan data;
   TrainPlan train;
   DsConfig deepspeed;
-  int worldSize = 1;   // the data-parallel size the batch triangle was resolved for
-  std::string source;  // file path, or "<built-in default plan>"
+  int worldSize = 1;         // the data-parallel size the batch triangle was resolved for
+  std::string source;        // file path, or "<built-in default plan>"
   std::string dsConfigJson;  // the effective deepspeed block as JSON (for checkpoint manifests)
 
   int64_t logEvery() const { return train.logEvery > 0 ? train.logEvery : deepspeed.stepsPerPrint; }

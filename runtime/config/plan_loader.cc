@@ -2,8 +2,8 @@
 #include "runtime/config/plan_loader.h"
 
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -29,11 +29,12 @@ YAML::Node parseYaml(const std::string& text, const std::string& name) {
   try {
     YAML::Node n = YAML::Load(text);
     if (!n || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    if (!n.IsMap()) throw ConfigError(fmt::format("{}: expected a map of plan blocks at the top", name));
+    if (!n.IsMap())
+      throw ConfigError(fmt::format("{}: expected a map of plan blocks at the top", name));
     return n;
   } catch (const YAML::Exception& e) {
-    throw ConfigError(fmt::format("{}:{}:{}: invalid YAML: {}", name, e.mark.line + 1,
-                                  e.mark.column + 1, e.msg));
+    throw ConfigError(
+        fmt::format("{}:{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
 }
 
@@ -97,8 +98,8 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
       plan.deepspeed.microBatchPerGpu = b.micro;
       plan.deepspeed.gradientAccumulationSteps = b.gas;
     } catch (const ConfigError& e) {
-      throw ConfigError(fmt::format("{}: deepspeed: {} (world size {})", dsCtx.source, e.what(),
-                                    worldSize));
+      throw ConfigError(
+          fmt::format("{}: deepspeed: {} (world size {})", dsCtx.source, e.what(), worldSize));
     }
   }
   top.finish();

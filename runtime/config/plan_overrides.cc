@@ -14,8 +14,7 @@ std::vector<std::string> splitPath(const std::string& path, const std::string& t
   for (;;) {
     size_t dot = path.find('.', start);
     std::string p = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (p.empty())
-      throw ConfigError(fmt::format("--set {}: empty key in path '{}'", text, path));
+    if (p.empty()) throw ConfigError(fmt::format("--set {}: empty key in path '{}'", text, path));
     parts.push_back(p);
     if (dot == std::string::npos) return parts;
     start = dot + 1;
@@ -47,8 +46,8 @@ std::set<std::string> applyOverrides(YAML::Node root, const std::vector<std::str
         cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
         next = cur[parts[i]];
       } else if (!next.IsMap()) {
-        throw ConfigError(
-            fmt::format("--set {}: '{}' is not a map, cannot set '{}' inside it", text, sofar, path));
+        throw ConfigError(fmt::format("--set {}: '{}' is not a map, cannot set '{}' inside it",
+                                      text, sofar, path));
       }
       cur.reset(next);
     }

@@ -37,8 +37,9 @@ ModelConfig readModel(NodeReader& r, std::string* initFrom) {
     if (sizes.size() < 2) l->fail("sizes", "expected at least 2 sizes (input ... output)");
     for (auto s : sizes) m.sizes.push_back(int(s));
     if (m.sizes.front() != m.sizes.back() || m.sizes.front() > 65536)
-      l->fail("sizes", "first and last size are the vocabulary (equal, <= 65536) for next-token "
-                       "training");
+      l->fail("sizes",
+              "first and last size are the vocabulary (equal, <= 65536) for next-token "
+              "training");
     m.vocabSize = m.sizes.front();
     m.seqLen = int(l->getInt("seq_len", 64, 1, 1 << 20));
     l->finish();
@@ -69,9 +70,8 @@ DataPlan readData(NodeReader& r, const ModelConfig& model) {
       s->finish();
     }
     if (d.syntheticBranching > model.vocabSize)
-      r.fail("synthetic.branching",
-             fmt::format("must be <= the vocabulary ({}), got {}", model.vocabSize,
-                         d.syntheticBranching));
+      r.fail("synthetic.branching", fmt::format("must be <= the vocabulary ({}), got {}",
+                                                model.vocabSize, d.syntheticBranching));
   }
   r.finish();
   return d;

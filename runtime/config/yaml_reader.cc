@@ -68,8 +68,8 @@ std::string NodeReader::keyPath(const std::string& key) const {
 std::string NodeReader::where(const YAML::Node& n, const std::string& keyPath) const {
   if (ctx_->overridden.count(keyPath)) return "--set ";
   auto m = n.IsDefined() && !n.IsNull() ? n.Mark()
-           : node_.IsDefined()            ? node_.Mark()
-                                          : YAML::Mark::null_mark();
+           : node_.IsDefined()          ? node_.Mark()
+                                        : YAML::Mark::null_mark();
   if (m.line < 0) return ctx_->source + ": ";
   return fmt::format("{}:{}:{}: ", ctx_->source, m.line + 1, m.column + 1);
 }

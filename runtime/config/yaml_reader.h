@@ -15,8 +15,8 @@
 namespace ds::runtime {
 
 struct ReadContext {
-  std::string source;                 // file name for positions ("<built-in default plan>")
-  std::set<std::string> overridden;   // key paths set by --set
+  std::string source;                // file name for positions ("<built-in default plan>")
+  std::set<std::string> overridden;  // key paths set by --set
 };
 
 class NodeReader {
@@ -37,7 +37,7 @@ class NodeReader {
                                     size_t wantSize = 0);
   std::vector<int64_t> getIntList(const std::string& key, int64_t lo, int64_t hi);
   std::optional<NodeReader> child(const std::string& key);  // a map, when present
-  void accept(const std::string& key);  // known but unused: any value
+  void accept(const std::string& key);                      // known but unused: any value
   // Rejects unknown keys (with a "did you mean" hint when one is close).
   void finish() const;
 

@@ -20,7 +20,8 @@ DataLoader::DataLoader(std::shared_ptr<const TokenCorpus> corpus, LoaderOptions 
     throw ConfigError(fmt::format(
         "data '{}': {} tokens make {} samples of {}+1 tokens, fewer than one global micro-batch "
         "({} per rank x {} ranks)",
-        corpus_->name(), corpus_->size(), numSamples_, opts_.seqLen, opts_.microBatch, opts_.world));
+        corpus_->name(), corpus_->size(), numSamples_, opts_.seqLen, opts_.microBatch,
+        opts_.world));
 }
 
 uint64_t DataLoader::batchesPerEpoch() const {

@@ -21,11 +21,11 @@ struct Batch {
 };
 
 struct LoaderOptions {
-  int seqLen = 0;          // T
-  int microBatch = 0;      // B (per rank)
+  int seqLen = 0;      // T
+  int microBatch = 0;  // B (per rank)
   int rank = 0, world = 1;
   uint64_t seed = 0;
-  bool shuffle = true;     // false: samples in corpus order (evaluation)
+  bool shuffle = true;  // false: samples in corpus order (evaluation)
 };
 
 class DataLoader {
@@ -33,9 +33,9 @@ class DataLoader {
   // ConfigError if the corpus holds fewer samples than one global micro-batch.
   DataLoader(std::shared_ptr<const TokenCorpus> corpus, LoaderOptions opts);
 
-  void next(Batch& out);          // fills the next micro-batch of this rank
+  void next(Batch& out);                             // fills the next micro-batch of this rank
   uint64_t position() const { return batchIndex_; }  // global micro-batches consumed
-  void seek(uint64_t batchIndex); // resume: the same sequence continues (checkpoints)
+  void seek(uint64_t batchIndex);  // resume: the same sequence continues (checkpoints)
   void reset() { seek(0); }
   uint64_t samplesPerEpoch() const { return numSamples_; }
   uint64_t batchesPerEpoch() const;

@@ -32,8 +32,8 @@ void writeSplit(const std::string& prefix, const std::string& split, const std::
 PrepareDataResult prepareData(const std::string& inPath, const std::string& outPrefix,
                               const PrepareDataOptions& opts) {
   if (!(opts.valFraction >= 0 && opts.valFraction < 1))
-    throw ConfigError(fmt::format("prepare-data: --val_fraction must be in [0, 1), got {}",
-                                  opts.valFraction));
+    throw ConfigError(
+        fmt::format("prepare-data: --val_fraction must be in [0, 1), got {}", opts.valFraction));
   if (opts.shardTokens == 0) throw ConfigError("prepare-data: --shard_tokens must be > 0");
   std::ifstream in(inPath, std::ios::binary);
   if (!in) throw ConfigError(fmt::format("prepare-data: cannot read '{}'", inPath));
@@ -41,8 +41,8 @@ PrepareDataResult prepareData(const std::string& inPath, const std::string& outP
   ss << in.rdbuf();
   std::string bytes = ss.str();
   if (bytes.size() < 2)
-    throw ConfigError(fmt::format("prepare-data: '{}' has {} bytes; need at least 2", inPath,
-                                  bytes.size()));
+    throw ConfigError(
+        fmt::format("prepare-data: '{}' has {} bytes; need at least 2", inPath, bytes.size()));
   auto parent = std::filesystem::path(outPrefix).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   PrepareDataResult res;

@@ -10,8 +10,8 @@
 namespace ds::runtime {
 
 struct PrepareDataOptions {
-  double valFraction = 0.1;       // in [0, 1)
-  size_t shardTokens = 100000000; // tokens per shard (llm.c writes 100M-token shards)
+  double valFraction = 0.1;        // in [0, 1)
+  size_t shardTokens = 100000000;  // tokens per shard (llm.c writes 100M-token shards)
 };
 
 struct PrepareDataResult {

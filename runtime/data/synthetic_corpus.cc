@@ -22,10 +22,11 @@ std::vector<double> syntheticProfile(int branching) {
 SyntheticCorpus::SyntheticCorpus(int vocab, int branching, uint64_t seed)
     : vocab_(vocab), branching_(branching) {
   if (vocab < 2 || vocab > 65536)
-    throw ConfigError(fmt::format("synthetic corpus: vocabulary must be in [2, 65536], got {}", vocab));
+    throw ConfigError(
+        fmt::format("synthetic corpus: vocabulary must be in [2, 65536], got {}", vocab));
   if (branching < 1 || branching > vocab)
-    throw ConfigError(fmt::format("synthetic corpus: branching must be in [1, {}], got {}", vocab,
-                                  branching));
+    throw ConfigError(
+        fmt::format("synthetic corpus: branching must be in [1, {}], got {}", vocab, branching));
   const auto profile = syntheticProfile(branching);
   SplitMix64 rng(seed);
   std::vector<int> pool(static_cast<size_t>(vocab));

@@ -46,13 +46,15 @@ std::unique_ptr<TokenShard> TokenShard::open(const std::string& path) {
         "token shard '{}': truncated header ({} bytes, an llm.c shard starts with {} bytes)", path,
         bytes, kHeaderBytes));
   int32_t header[kShardHeaderInts];
-  ssize_t got = DS_SYS_CHECK(::pread(fd.get(), header, kHeaderBytes, 0), "read header of '{}'", path);
+  ssize_t got =
+      DS_SYS_CHECK(::pread(fd.get(), header, kHeaderBytes, 0), "read header of '{}'", path);
   if (size_t(got) != kHeaderBytes)
     throw ConfigError(fmt::format("token shard '{}': short read of the header", path));
   if (header[0] != kShardMagic)
-    throw ConfigError(fmt::format("token shard '{}': bad magic {} (expected {}: llm.c uint16 token "
-                                  "shard)",
-                                  path, header[0], kShardMagic));
+    throw ConfigError(
+        fmt::format("token shard '{}': bad magic {} (expected {}: llm.c uint16 token "
+                    "shard)",
+                    path, header[0], kShardMagic));
   if (header[1] != kShardVersion)
     throw ConfigError(fmt::format("token shard '{}': unsupported version {} (expected {})", path,
                                   header[1], kShardVersion));
@@ -91,7 +93,8 @@ void writeTokenShard(const std::string& path, const std::vector<uint16_t>& token
   {
     Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0)
-      throw ConfigError(fmt::format("token shard '{}': cannot create: {}", tmp, std::strerror(errno)));
+      throw ConfigError(
+          fmt::format("token shard '{}': cannot create: {}", tmp, std::strerror(errno)));
     auto writeAll = [&](const void* p, size_t n) {
       const char* c = static_cast<const char*>(p);
       while (n) {
@@ -114,8 +117,7 @@ std::vector<std::string> expandShardGlob(const std::string& pattern, const std::
   if (rc == 0)
     for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
   ::globfree(&g);
-  if (out.empty())
-    throw ConfigError(fmt::format("{}: no token shard matches '{}'", what, pattern));
+  if (out.empty()) throw ConfigError(fmt::format("{}: no token shard matches '{}'", what, pattern));
   std::sort(out.begin(), out.end());
   return out;
 }

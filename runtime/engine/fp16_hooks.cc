@@ -40,7 +40,9 @@ void roundToFp16(float* x, size_t n) {
 
 Fp16Hooks::Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()> table,
                      const std::vector<zero::ParamInfo>& params, int numBlocks)
-    : inner_(inner), table_(std::move(table)), blockParams_(size_t(numBlocks)),
+    : inner_(inner),
+      table_(std::move(table)),
+      blockParams_(size_t(numBlocks)),
       saved_(params.size(), nullptr) {
   for (size_t i = 0; i < params.size(); ++i) {
     numel_.push_back(params[i].numel);
@@ -51,8 +53,10 @@ Fp16Hooks::Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()>
 
 void Fp16Hooks::enter(int b) {
   if (active_ >= 0)
-    throw InternalError(fmt::format("Fp16Hooks: block {} entered while block {} is still active "
-                                    "(hooks must not nest)", b, active_));
+    throw InternalError(
+        fmt::format("Fp16Hooks: block {} entered while block {} is still active "
+                    "(hooks must not nest)",
+                    b, active_));
   active_ = b;
   auto& t = table_();
   size_t need = 0;

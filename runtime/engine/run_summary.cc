@@ -53,9 +53,14 @@ std::string RunSummary::toJson() const {
   for (const auto& e : evals) ev.push_back({{"step", e.step}, {"val_loss", e.valLoss}});
   j["evals"] = ev;
   Totals t = totals();
-  j["timing"] = {{"steps_timed", t.steps},     {"total_ms", t.ms},       {"fwd_ms", t.fwdMs},
-                 {"bwd_ms", t.bwdMs},          {"comm_ms", t.commMs},    {"optim_ms", t.optimMs},
-                 {"tokens_per_sec", t.tokensPerSec}, {"gflops", t.gflops}};
+  j["timing"] = {{"steps_timed", t.steps},
+                 {"total_ms", t.ms},
+                 {"fwd_ms", t.fwdMs},
+                 {"bwd_ms", t.bwdMs},
+                 {"comm_ms", t.commMs},
+                 {"optim_ms", t.optimMs},
+                 {"tokens_per_sec", t.tokensPerSec},
+                 {"gflops", t.gflops}};
   j["memory"] = json::parse(memory.toJson());
   j["activation_bytes"] = activationBytes;
   if (!checkpointTag.empty()) j["checkpoint"] = checkpointTag;

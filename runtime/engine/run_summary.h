@@ -13,10 +13,10 @@
 namespace ds::runtime {
 
 struct StepRecord {
-  int64_t step = 0;        // 1-based global optimizer step just finished
-  double loss = 0;         // mean train loss of the step (all ranks, all micro-steps)
+  int64_t step = 0;  // 1-based global optimizer step just finished
+  double loss = 0;   // mean train loss of the step (all ranks, all micro-steps)
   double lr = 0, lossScale = 1, gradNorm = 0;
-  bool skipped = false;    // overflow: no update
+  bool skipped = false;  // overflow: no update
   double stepMs = 0, fwdMs = 0, bwdMs = 0, commMs = 0, optimMs = 0;
 };
 
@@ -29,15 +29,15 @@ struct RunSummary {
   int worldSize = 1, zeroStage = 0;
   std::string dtype = "fp32", modelKind;
   size_t numParams = 0;
-  int64_t firstStep = 0;          // global step this process started from (resume)
-  int64_t tokensPerStep = 0;      // global tokens per optimizer step
-  double entropyFloor = -1;       // nats/token (synthetic corpus), else -1
+  int64_t firstStep = 0;      // global step this process started from (resume)
+  int64_t tokensPerStep = 0;  // global tokens per optimizer step
+  double entropyFloor = -1;   // nats/token (synthetic corpus), else -1
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
   zero::MemoryReport memory;
-  size_t activationBytes = 0;     // model activations held for backward (this rank)
+  size_t activationBytes = 0;  // model activations held for backward (this rank)
   double flopsPerToken = 0;
-  std::string checkpointTag;      // last checkpoint written ("" none)
+  std::string checkpointTag;  // last checkpoint written ("" none)
 
   // Totals over `steps`, skipping the first `warmup` steps when more than that many exist.
   struct Totals {

@@ -14,10 +14,18 @@ class TimedHooks : public zero::BlockHooks {
  public:
   explicit TimedHooks(zero::BlockHooks& inner) : inner_(inner) {}
 
-  void beforeForward(int b) override { timed([&] { inner_.beforeForward(b); }); }
-  void afterForward(int b) override { timed([&] { inner_.afterForward(b); }); }
-  void beforeBackward(int b) override { timed([&] { inner_.beforeBackward(b); }); }
-  void afterBackward(int b) override { timed([&] { inner_.afterBackward(b); }); }
+  void beforeForward(int b) override {
+    timed([&] { inner_.beforeForward(b); });
+  }
+  void afterForward(int b) override {
+    timed([&] { inner_.afterForward(b); });
+  }
+  void beforeBackward(int b) override {
+    timed([&] { inner_.beforeBackward(b); });
+  }
+  void afterBackward(int b) override {
+    timed([&] { inner_.afterBackward(b); });
+  }
 
   // Milliseconds spent in hooks since the last take().
   double take() {

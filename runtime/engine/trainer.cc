@@ -45,8 +45,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
         "{}: the batch triangle was resolved for world size {} but this job has {} ranks",
         plan_.source, plan_.worldSize, world_));
   if (plan_.model.seqLen <= 0)
-    throw ConfigError(fmt::format("{}: model.seq_len must be > 0 (got {})", plan_.source,
-                                  plan_.model.seqLen));
+    throw ConfigError(
+        fmt::format("{}: model.seq_len must be > 0 (got {})", plan_.source, plan_.model.seqLen));
   ModelConfig mc = plan_.model;
   mc.compute = computeDtype(plan_);
   mc.activationCheckpointing = plan_.deepspeed.activationCheckpointing;
@@ -68,9 +68,9 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   eng_->setParams(flat.data());
   hooks_ = std::make_unique<TimedHooks>(*eng_);
   if (plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
-    fp16Hooks_ = std::make_unique<Fp16Hooks>(*hooks_, [e = eng_.get()]() -> zero::ParamTable& {
-      return e->table();
-    }, model_->params(), model_->numBlocks());
+    fp16Hooks_ = std::make_unique<Fp16Hooks>(
+        *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, model_->params(),
+        model_->numBlocks());
 
   corpora_ = openCorpora(plan_.data, dataVocab(plan_.model));
   LoaderOptions lo;
@@ -99,8 +99,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
 
   if (!opts_.resume.empty()) {
     if (plan_.train.checkpointDir.empty())
-      throw ConfigError(fmt::format("--resume {}: the plan sets no train.checkpoint.dir",
-                                    opts_.resume));
+      throw ConfigError(
+          fmt::format("--resume {}: the plan sets no train.checkpoint.dir", opts_.resume));
     loadCheckpoint(plan_.train.checkpointDir, opts_.resume);
   }
 }
@@ -155,7 +155,8 @@ StepRecord Trainer::trainStep() {
     rec.bwdMs += msSince(tb) - h;
     hookMs += h;
   }
-  zero::StepResult res = eng_->step(float(lr), float(scale), float(plan_.deepspeed.gradientClipping));
+  zero::StepResult res =
+      eng_->step(float(lr), float(scale), float(plan_.deepspeed.gradientClipping));
   scaler_->update(res.skipped);
   auto tc = Clock::now();
   rec.loss = allreduceMean(lossSum / gas);
@@ -187,10 +188,11 @@ StepRecord Trainer::trainStep() {
     if (breakdown && timers_.steps > 0) {
       // DeepSpeed's wall_clock_breakdown line (engine timers), per-step means since the last one.
       const double n = double(timers_.steps);
-      logLine(fmt::format("time (ms) | forward: {:.2f} | backward: {:.2f} | backward_allreduce: "
-                          "{:.2f} | step: {:.2f} (mean of {} step(s))",
-                          timers_.fwdMs / n, timers_.bwdMs / n, timers_.commMs / n,
-                          timers_.optimMs / n, timers_.steps));
+      logLine(
+          fmt::format("time (ms) | forward: {:.2f} | backward: {:.2f} | backward_allreduce: "
+                      "{:.2f} | step: {:.2f} (mean of {} step(s))",
+                      timers_.fwdMs / n, timers_.bwdMs / n, timers_.commMs / n, timers_.optimMs / n,
+                      timers_.steps));
       timers_ = {};
     }
     StepMetrics m;
@@ -214,16 +216,18 @@ StepRecord Trainer::trainStep() {
 
 double Trainer::evaluate() {
   if (!valLoader_)
-    throw ConfigError(fmt::format("{}: evaluation needs validation data (data.val or the "
-                                  "synthetic corpus's validation stream)", plan_.source));
+    throw ConfigError(
+        fmt::format("{}: evaluation needs validation data (data.val or the "
+                    "synthetic corpus's validation stream)",
+                    plan_.source));
   valLoader_->reset();
   const int64_t n = std::max<int64_t>(1, plan_.train.evalSteps);
   double sum = 0;
   Batch b;
   for (int64_t i = 0; i < n; ++i) {
     valLoader_->next(b);
-    sum += model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, eng_->table(),
-                           modelHooks());
+    sum +=
+        model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, eng_->table(), modelHooks());
   }
   hooks_->take();
   double loss = allreduceMean(sum / double(n));
@@ -237,11 +241,11 @@ const RunSummary& Trainer::run() {
   const int64_t total = plan_.train.steps;
   const std::string& ckptDir = plan_.train.checkpointDir;
   if (rank_ == 0) {
-    logLine(fmt::format("dsrt train: {} ({} params, {} block(s)), {} rank(s), ZeRO stage {}, {}, "
-                        "global batch {} x {} tokens, {} steps from step {}",
-                        plan_.model.kind, model_->numParamsTotal(), model_->numBlocks(), world_,
-                        summary_.zeroStage, summary_.dtype, plan_.deepspeed.trainBatchSize,
-                        plan_.model.seqLen, total, step_));
+    logLine(fmt::format(
+        "dsrt train: {} ({} params, {} block(s)), {} rank(s), ZeRO stage {}, {}, "
+        "global batch {} x {} tokens, {} steps from step {}",
+        plan_.model.kind, model_->numParamsTotal(), model_->numBlocks(), world_, summary_.zeroStage,
+        summary_.dtype, plan_.deepspeed.trainBatchSize, plan_.model.seqLen, total, step_));
   }
   std::string lastCkpt;
   while (step_ < total) {
@@ -262,14 +266,13 @@ const RunSummary& Trainer::run() {
   monitors_->flush();
   if (rank_ == 0 && !summary_.steps.empty()) {
     auto t = summary_.totals();
-    logLine(fmt::format("done: {} steps, final loss {:.4f}, {:.0f} tokens/s, {:.1f} GFLOP/s, "
-                        "per step {:.1f} ms (fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})",
-                        summary_.steps.size(), summary_.steps.back().loss, t.tokensPerSec,
-                        t.gflops, t.steps ? t.ms / double(t.steps) : 0,
-                        t.steps ? t.fwdMs / double(t.steps) : 0,
-                        t.steps ? t.bwdMs / double(t.steps) : 0,
-                        t.steps ? t.commMs / double(t.steps) : 0,
-                        t.steps ? t.optimMs / double(t.steps) : 0));
+    logLine(fmt::format(
+        "done: {} steps, final loss {:.4f}, {:.0f} tokens/s, {:.1f} GFLOP/s, "
+        "per step {:.1f} ms (fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})",
+        summary_.steps.size(), summary_.steps.back().loss, t.tokensPerSec, t.gflops,
+        t.steps ? t.ms / double(t.steps) : 0, t.steps ? t.fwdMs / double(t.steps) : 0,
+        t.steps ? t.bwdMs / double(t.steps) : 0, t.steps ? t.commMs / double(t.steps) : 0,
+        t.steps ? t.optimMs / double(t.steps) : 0));
   }
   writeSummary();
   return summary_;
@@ -282,8 +285,7 @@ void Trainer::writeSummary() {
     std::ofstream f(tmp, std::ios::trunc);
     if (!f) throw SystemError(fmt::format("cannot write run summary '{}'", tmp), errno);
     f << summary_.toJson() << "\n";
-    if (!f.flush())
-      throw SystemError(fmt::format("cannot write run summary '{}'", tmp), errno);
+    if (!f.flush()) throw SystemError(fmt::format("cannot write run summary '{}'", tmp), errno);
   }
   if (std::rename(tmp.c_str(), opts_.summaryPath.c_str()) != 0)
     throw SystemError(fmt::format("cannot rename '{}' to '{}'", tmp, opts_.summaryPath), errno);

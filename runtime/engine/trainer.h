@@ -32,8 +32,8 @@ class ProcessGroup;
 namespace ds::runtime {
 
 struct TrainerOptions {
-  std::FILE* out = stdout;   // step / eval lines (rank 0); nullptr: silent
-  std::string summaryPath;   // run summary JSON written by rank 0 at the end ("" = none)
+  std::FILE* out = stdout;  // step / eval lines (rank 0); nullptr: silent
+  std::string summaryPath;  // run summary JSON written by rank 0 at the end ("" = none)
   // Resume before training: "" none; "latest" (or any tag) under plan.train.checkpointDir.
   std::string resume;
 };
@@ -67,7 +67,7 @@ class Trainer {
   std::vector<float> fullParams();  // fp32 master params, flat (collective)
 
  private:
-  double allreduceMean(double x);   // mean over ranks (identity on one rank)
+  double allreduceMean(double x);  // mean over ranks (identity on one rank)
   void barrier();
   void logLine(const std::string& line);
   void writeSummary();
@@ -92,7 +92,7 @@ class Trainer {
   Batch batch_;
   int64_t step_ = 0;
   int64_t samples_ = 0;  // global training samples consumed
-  struct Timers {  // wall_clock_breakdown: sums since the last printed breakdown line
+  struct Timers {        // wall_clock_breakdown: sums since the last printed breakdown line
     int64_t steps = 0;
     double fwdMs = 0, bwdMs = 0, commMs = 0, optimMs = 0;
   } timers_;

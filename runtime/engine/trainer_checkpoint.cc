@@ -67,8 +67,8 @@ void checkPlanHash(const Plan& p, const CheckpointInfo& info, const nlohmann::js
   if (cs.contains("plan_identity") && cs["plan_identity"].is_object()) {
     const auto& saved = cs["plan_identity"];
     for (const auto& [k, val] : planIdentity(p)) {
-      std::string was = saved.contains(k) && saved[k].is_string() ? saved[k].get<std::string>()
-                                                                  : "(absent)";
+      std::string was =
+          saved.contains(k) && saved[k].is_string() ? saved[k].get<std::string>() : "(absent)";
       if (was != val) diffs.push_back(fmt::format("{}: checkpoint {}, plan {}", k, was, val));
     }
   }
@@ -102,17 +102,16 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
   for (const auto& t : shard) req.optimizer.push_back({t.name, t.offset, t.size, t.data.data()});
   if (rank_ == 0) {
     auto s = scaler_->state();
-    nlohmann::json cs = {
-        {"global_step", step_},
-        {"optimizer_steps", eng_->stepCount()},
-        {"global_samples", samples_},
-        {"train_batch_size", plan_.deepspeed.trainBatchSize},
-        {"plan_identity", nlohmann::json::object()},
-        {"loss_scaler",
-         {{"cur_scale", s.curScale},
-          {"cur_iter", s.curIter},
-          {"last_overflow_iter", s.lastOverflowIter},
-          {"cur_hysteresis", s.curHysteresis}}}};
+    nlohmann::json cs = {{"global_step", step_},
+                         {"optimizer_steps", eng_->stepCount()},
+                         {"global_samples", samples_},
+                         {"train_batch_size", plan_.deepspeed.trainBatchSize},
+                         {"plan_identity", nlohmann::json::object()},
+                         {"loss_scaler",
+                          {{"cur_scale", s.curScale},
+                           {"cur_iter", s.curIter},
+                           {"last_overflow_iter", s.lastOverflowIter},
+                           {"cur_hysteresis", s.curHysteresis}}}};
     for (const auto& [k, v] : planIdentity(plan_)) cs["plan_identity"][k] = v;
     req.clientState = cs.dump();
   }
@@ -129,8 +128,8 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
   try {
     cs = nlohmann::json::parse(info.clientState.empty() ? "{}" : info.clientState);
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(fmt::format("checkpoint {}: client state is not JSON: {}", info.dir,
-                                  e.what()));
+    throw ConfigError(
+        fmt::format("checkpoint {}: client state is not JSON: {}", info.dir, e.what()));
   }
   checkPlanHash(plan_, info, cs);
   const auto& params = model_->params();

@@ -21,17 +21,43 @@ namespace ds::runtime {
 namespace {
 
 // Per-layer tensors in llm.c order.
-enum LayerKind { kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb, kLn2w, kLn2b, kFcw, kFcb,
-                 kFcprojw, kFcprojb, kLayerKinds };
-const char* const kLayerNames[kLayerKinds] = {"ln1w", "ln1b", "qkvw", "qkvb", "attprojw",
-                                              "attprojb", "ln2w", "ln2b", "fcw", "fcb",
-                                              "fcprojw", "fcprojb"};
+enum LayerKind {
+  kLn1w,
+  kLn1b,
+  kQkvw,
+  kQkvb,
+  kAttprojw,
+  kAttprojb,
+  kLn2w,
+  kLn2b,
+  kFcw,
+  kFcb,
+  kFcprojw,
+  kFcprojb,
+  kLayerKinds
+};
+const char* const kLayerNames[kLayerKinds] = {"ln1w",     "ln1b",     "qkvw",    "qkvb",
+                                              "attprojw", "attprojb", "ln2w",    "ln2b",
+                                              "fcw",      "fcb",      "fcprojw", "fcprojb"};
 // Scratch slots for bf16 widening: 0..11 layer kinds, then these.
 enum { kSlotWte = kLayerKinds, kSlotWpe, kSlotLnfw, kSlotLnfb, kSlots };
 
 // Fields of a layer's activation set and of the head's.
-enum LayerField { fLn1, fLn1Mean, fLn1Rstd, fQkv, fAtt, fAtty, fRes2, fLn2, fLn2Mean, fLn2Rstd,
-                  fFch, fFchGelu, kLayerFields };
+enum LayerField {
+  fLn1,
+  fLn1Mean,
+  fLn1Rstd,
+  fQkv,
+  fAtt,
+  fAtty,
+  fRes2,
+  fLn2,
+  fLn2Mean,
+  fLn2Rstd,
+  fFch,
+  fFchGelu,
+  kLayerFields
+};
 enum HeadField { fLnf, fLnfMean, fLnfRstd, fProbs, kHeadFields };
 
 void zero(std::vector<float>& v) { std::memset(v.data(), 0, v.size() * sizeof(float)); }
@@ -43,7 +69,8 @@ const bf16* value16(const zero::ParamTable& p, const std::vector<zero::ParamInfo
   if (static_cast<size_t>(i) >= p.value16.size() || p.value16[i] == nullptr) {
     throw InternalError(fmt::format(
         "model: parameter '{}' has no bf16 value (ParamTable.value16) in block {}; bf16 compute "
-        "reads value16 between beforeForward/beforeBackward and after*", infos[i].name, block));
+        "reads value16 between beforeForward/beforeBackward and after*",
+        infos[i].name, block));
   }
   return p.value16[i];
 }
@@ -78,9 +105,8 @@ Gpt2Model::Gpt2Model(const ModelConfig& cfg)
   };
   add("wte", {Vp_, C}, {0, static_cast<int>(L) + 1});
   add("wpe", {cfg.seqLen, C}, {0});
-  const std::vector<int64_t> shapes[kLayerKinds] = {{C}, {C}, {3 * C, C}, {3 * C}, {C, C}, {C},
-                                                    {C}, {C}, {4 * C, C}, {4 * C}, {C, 4 * C},
-                                                    {C}};
+  const std::vector<int64_t> shapes[kLayerKinds] = {{C}, {C}, {3 * C, C}, {3 * C}, {C, C},     {C},
+                                                    {C}, {C}, {4 * C, C}, {4 * C}, {C, 4 * C}, {C}};
   for (int k = 0; k < kLayerKinds; ++k) {
     for (int l = 0; l < L; ++l) {
       add(fmt::format("h.{}.{}", l, kLayerNames[k]), shapes[k], {l + 1});
@@ -122,25 +148,29 @@ void Gpt2Model::initParams(float* flat, uint64_t seed) const {
 void Gpt2Model::allocate(int B, int T) {
   const size_t BT = static_cast<size_t>(B) * T, C = cfg_.nEmbd, NH = cfg_.nHead;
   const DType store = bf16_ ? DType::kBF16 : DType::kF32;
-  const std::vector<size_t> lsz = {BT * C, BT, BT, 3 * BT * C, B * NH * T * T, BT * C, BT * C,
-                                   BT * C, BT, BT, 4 * BT * C, 4 * BT * C};
-  const std::vector<bool> lkeep = {false, true, true, false, false, false, false, false, true,
-                                   true, false, false};
+  const std::vector<size_t> lsz = {BT * C, BT,     BT, 3 * BT * C, B * NH * T * T, BT * C,
+                                   BT * C, BT * C, BT, BT,         4 * BT * C,     4 * BT * C};
+  const std::vector<bool> lkeep = {false, true,  true, false, false, false,
+                                   false, false, true, true,  false, false};
   const std::vector<size_t> hsz = {BT * C, BT, BT, BT * V_};
   const std::vector<bool> hkeep = {false, true, true, false};
   resid_.resize(cfg_.nLayer + 1);
   for (ActSet& r : resid_) r.layout({BT * C}, {false}, store);
   layer_.resize(cfg_.nLayer);
   for (ActSet& a : layer_) {
-    if (ckpt_) a.release(); else a.layout(lsz, lkeep, store);
+    if (ckpt_) a.release();
+    else a.layout(lsz, lkeep, store);
   }
-  if (ckpt_) head_.release(); else head_.layout(hsz, hkeep, store);
+  if (ckpt_) head_.release();
+  else head_.layout(hsz, hkeep, store);
   const bool needWork = ckpt_ || bf16_;
   if (needWork) {
     layerWork_.layout(lsz, lkeep, DType::kF32);
     headWork_.layout(hsz, hkeep, DType::kF32);
   }
-  auto sizeTo = [](std::vector<float>& v, size_t n) { if (v.size() != n) v.assign(n, 0.0f); };
+  auto sizeTo = [](std::vector<float>& v, size_t n) {
+    if (v.size() != n) v.assign(n, 0.0f);
+  };
   sizeTo(xin_, bf16_ ? BT * C : 0);
   sizeTo(xout_, BT * C);
   sizeTo(tmp_, BT * C);
@@ -157,9 +187,9 @@ void Gpt2Model::allocate(int B, int T) {
 }
 
 Gpt2Model::LayerActs Gpt2Model::layerView(ActSet& s) {
-  return {s.f32(fLn1), s.f32(fLn1Mean), s.f32(fLn1Rstd), s.f32(fQkv), s.f32(fAtt), s.f32(fAtty),
-          s.f32(fRes2), s.f32(fLn2), s.f32(fLn2Mean), s.f32(fLn2Rstd), s.f32(fFch),
-          s.f32(fFchGelu)};
+  return {s.f32(fLn1),     s.f32(fLn1Mean), s.f32(fLn1Rstd), s.f32(fQkv),
+          s.f32(fAtt),     s.f32(fAtty),    s.f32(fRes2),    s.f32(fLn2),
+          s.f32(fLn2Mean), s.f32(fLn2Rstd), s.f32(fFch),     s.f32(fFchGelu)};
 }
 
 Gpt2Model::HeadActs Gpt2Model::headView(ActSet& s) {
@@ -179,19 +209,24 @@ void Gpt2Model::commitResid(int i, const float* out) { resid_[i].save(0, out); }
 float Gpt2Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
                          zero::ParamTable& p, zero::BlockHooks& hooks) {
   if (B < 1 || T < 1 || T > cfg_.seqLen) {
-    throw ConfigError(fmt::format("gpt2 forward: batch {}x{} invalid; need B >= 1 and "
-                                  "1 <= T <= seq_len ({})", B, T, cfg_.seqLen));
+    throw ConfigError(
+        fmt::format("gpt2 forward: batch {}x{} invalid; need B >= 1 and "
+                    "1 <= T <= seq_len ({})",
+                    B, T, cfg_.seqLen));
   }
   const size_t BT = static_cast<size_t>(B) * T;
   for (size_t i = 0; i < BT; ++i) {
     if (inputs[i] < 0 || inputs[i] >= V_) {
-      throw ConfigError(fmt::format("gpt2 forward: token id {} at [b={}, t={}] outside the "
-                                    "vocabulary [0, {})", inputs[i], i / T, i % T, V_));
+      throw ConfigError(
+          fmt::format("gpt2 forward: token id {} at [b={}, t={}] outside the "
+                      "vocabulary [0, {})",
+                      inputs[i], i / T, i % T, V_));
     }
     if (targets[i] >= V_) {
-      throw ConfigError(fmt::format("gpt2 forward: target id {} at [b={}, t={}] outside the "
-                                    "vocabulary [0, {}) (negative ids are ignored)",
-                                    targets[i], i / T, i % T, V_));
+      throw ConfigError(
+          fmt::format("gpt2 forward: target id {} at [b={}, t={}] outside the "
+                      "vocabulary [0, {}) (negative ids are ignored)",
+                      targets[i], i / T, i % T, V_));
     }
   }
   allocate(B, T);

@@ -36,8 +36,8 @@ class Gpt2Model : public Model {
   void allocate(int B, int T);
   LayerActs layerView(ActSet& s);
   HeadActs headView(ActSet& s);
-  const float* residIn(int i);                 // fp32 view of block input i (resid_[i])
-  float* residOutBuffer(int i);                // where block writes resid_[i] (then commit)
+  const float* residIn(int i);   // fp32 view of block input i (resid_[i])
+  float* residOutBuffer(int i);  // where block writes resid_[i] (then commit)
   void commitResid(int i, const float* out);
   void layerForward(int l, zero::ParamTable& p, bool recompute);
   void layerBackward(int l, zero::ParamTable& p);
@@ -53,9 +53,9 @@ class Gpt2Model : public Model {
   bool haveForward_ = false;
   std::vector<int32_t> tokens_, targets_;
   // Held for backward.
-  std::vector<ActSet> resid_;   // [L+1] block inputs: resid_[0] = embeddings out
-  std::vector<ActSet> layer_;   // [L] layer internals (empty sets with checkpointing)
-  ActSet head_;                 // final LN + probabilities (empty with checkpointing)
+  std::vector<ActSet> resid_;  // [L+1] block inputs: resid_[0] = embeddings out
+  std::vector<ActSet> layer_;  // [L] layer internals (empty sets with checkpointing)
+  ActSet head_;                // final LN + probabilities (empty with checkpointing)
   // Transient workspace (one layer's worth, fp32).
   ActSet layerWork_, headWork_;
   std::vector<float> xin_, xout_, tmp_;

@@ -30,12 +30,16 @@ void loadLlmcCheckpoint(const std::string& path, ModelConfig& cfg, std::vector<f
     throw ConfigError(fmt::format("llm.c checkpoint {}: shorter than the 1024-byte header", path));
   }
   if (h[0] != kMagic) {
-    throw ConfigError(fmt::format("llm.c checkpoint {}: bad magic {} (expected {}); not a "
-                                  "gpt2_*.bin model file", path, h[0], kMagic));
+    throw ConfigError(
+        fmt::format("llm.c checkpoint {}: bad magic {} (expected {}); not a "
+                    "gpt2_*.bin model file",
+                    path, h[0], kMagic));
   }
   if (h[1] != 3 && h[1] != 5) {
-    throw ConfigError(fmt::format("llm.c checkpoint {}: version {} unsupported (expected 3 = fp32 "
-                                  "or 5 = bf16)", path, h[1]));
+    throw ConfigError(
+        fmt::format("llm.c checkpoint {}: version {} unsupported (expected 3 = fp32 "
+                    "or 5 = bf16)",
+                    path, h[1]));
   }
   ModelConfig c;
   c.kind = "gpt2";
@@ -50,9 +54,10 @@ void loadLlmcCheckpoint(const std::string& path, ModelConfig& cfg, std::vector<f
   try {
     (void)makeModel(c);
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("llm.c checkpoint {}: header describes an invalid model "
-                                  "(maxT={} V={} L={} NH={} C={} Vp={}): {}", path, h[2], h[3],
-                                  h[4], h[5], h[6], h[7], e.what()));
+    throw ConfigError(
+        fmt::format("llm.c checkpoint {}: header describes an invalid model "
+                    "(maxT={} V={} L={} NH={} C={} Vp={}): {}",
+                    path, h[2], h[3], h[4], h[5], h[6], h[7], e.what()));
   }
   Gpt2Model model(c);
   const size_t n = model.numParamsTotal();
@@ -62,11 +67,11 @@ void loadLlmcCheckpoint(const std::string& path, ModelConfig& cfg, std::vector<f
   const long fileBytes = std::ftell(f.get());
   const size_t want = kHeaderInts * 4 + n * elem;
   if (fileBytes < 0 || static_cast<size_t>(fileBytes) != want) {
-    throw ConfigError(fmt::format("llm.c checkpoint {}: {} bytes, expected {} (1024-byte header + "
-                                  "{} params x {} bytes for L={} C={} Vp={} maxT={}){}", path,
-                                  fileBytes, want, n, elem, c.nLayer, c.nEmbd, c.paddedVocab,
-                                  c.seqLen, static_cast<size_t>(fileBytes) < want ?
-                                  ": truncated" : ": trailing bytes"));
+    throw ConfigError(
+        fmt::format("llm.c checkpoint {}: {} bytes, expected {} (1024-byte header + "
+                    "{} params x {} bytes for L={} C={} Vp={} maxT={}){}",
+                    path, fileBytes, want, n, elem, c.nLayer, c.nEmbd, c.paddedVocab, c.seqLen,
+                    static_cast<size_t>(fileBytes) < want ? ": truncated" : ": trailing bytes"));
   }
   std::fseek(f.get(), kHeaderInts * 4, SEEK_SET);
   flat.resize(n);

@@ -84,8 +84,10 @@ float MlpModel::forward(const int32_t* inputs, const int32_t* targets, int B, in
                                     inputs[i], i, sizes_[0]));
     }
     if (targets[i] >= sizes_[K]) {
-      throw ConfigError(fmt::format("mlp forward: target class {} at position {} outside [0, {}) "
-                                    "(negative ids are ignored)", targets[i], i, sizes_[K]));
+      throw ConfigError(
+          fmt::format("mlp forward: target class {} at position {} outside [0, {}) "
+                      "(negative ids are ignored)",
+                      targets[i], i, sizes_[K]));
     }
   }
   N_ = N;
@@ -98,7 +100,8 @@ float MlpModel::forward(const int32_t* inputs, const int32_t* targets, int B, in
   z_.resize(K);
   for (int k = 0; k < K; ++k) {
     if (k > 0) in_[k].layout({static_cast<size_t>(N) * sizes_[k]}, {false}, store);
-    if (ckpt_) z_[k].release(); else z_[k].layout({static_cast<size_t>(N) * sizes_[k + 1]}, {false}, store);
+    if (ckpt_) z_[k].release();
+    else z_[k].layout({static_cast<size_t>(N) * sizes_[k + 1]}, {false}, store);
   }
   double sum = 0.0;
   for (int k = 0; k < K; ++k) {

@@ -22,8 +22,10 @@ void validateGpt2(const ModelConfig& c) {
   requirePositive(c.seqLen, "seq_len");
   requirePositive(c.vocabSize, "vocab_size");
   if (c.nEmbd % c.nHead != 0) {
-    throw ConfigError(fmt::format("model.n_embd ({}) % model.n_head ({}) != 0: the embedding "
-                                  "must split evenly into heads", c.nEmbd, c.nHead));
+    throw ConfigError(
+        fmt::format("model.n_embd ({}) % model.n_head ({}) != 0: the embedding "
+                    "must split evenly into heads",
+                    c.nEmbd, c.nHead));
   }
   if (c.paddedVocab != 0 && c.paddedVocab < c.vocabSize) {
     throw ConfigError(fmt::format("model.padded_vocab_size ({}) < model.vocab_size ({})",

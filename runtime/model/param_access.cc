@@ -15,7 +15,8 @@ const float* ParamAccess::value(const zero::ParamTable& p, int i, int slot, int 
     if (static_cast<size_t>(i) >= p.value16.size() || p.value16[i] == nullptr) {
       throw InternalError(fmt::format(
           "model: parameter '{}' has no bf16 value (ParamTable.value16) in block {}; bf16 compute "
-          "reads value16 between beforeForward/beforeBackward and after*", info.name, block));
+          "reads value16 between beforeForward/beforeBackward and after*",
+          info.name, block));
     }
     std::vector<float>& s = slots_.at(slot);
     if (s.size() < info.numel) s.resize(info.numel);
@@ -23,17 +24,19 @@ const float* ParamAccess::value(const zero::ParamTable& p, int i, int slot, int 
     return s.data();
   }
   if (static_cast<size_t>(i) >= p.value.size() || p.value[i] == nullptr) {
-    throw InternalError(fmt::format(
-        "model: parameter '{}' has no fp32 value (ParamTable.value) in block {}", info.name, block));
+    throw InternalError(
+        fmt::format("model: parameter '{}' has no fp32 value (ParamTable.value) in block {}",
+                    info.name, block));
   }
   return p.value[i];
 }
 
 float* ParamAccess::grad(const zero::ParamTable& p, int i, int block) const {
   if (static_cast<size_t>(i) >= p.grad.size() || p.grad[i] == nullptr) {
-    throw InternalError(fmt::format("model: parameter '{}' has no gradient buffer "
-                                    "(ParamTable.grad) in backward of block {}",
-                                    (*infos_)[i].name, block));
+    throw InternalError(
+        fmt::format("model: parameter '{}' has no gradient buffer "
+                    "(ParamTable.grad) in backward of block {}",
+                    (*infos_)[i].name, block));
   }
   return p.grad[i];
 }

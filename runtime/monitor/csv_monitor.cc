@@ -13,13 +13,14 @@
 namespace ds::runtime {
 
 CsvMonitor::CsvMonitor(const MonitorConfig& cfg) {
-  std::filesystem::path dir =
-      cfg.outputPath.empty() ? std::filesystem::path(cfg.jobName)
-                             : std::filesystem::path(cfg.outputPath) / cfg.jobName;
+  std::filesystem::path dir = cfg.outputPath.empty()
+                                  ? std::filesystem::path(cfg.jobName)
+                                  : std::filesystem::path(cfg.outputPath) / cfg.jobName;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
-    throw ConfigError(fmt::format("csv_monitor: cannot create '{}': {}", dir.string(), ec.message()));
+    throw ConfigError(
+        fmt::format("csv_monitor: cannot create '{}': {}", dir.string(), ec.message()));
   logDir_ = dir.string();
 }
 
@@ -32,8 +33,7 @@ void CsvMonitor::write(const std::vector<MonitorEvent>& events) {
       if (c == '/' || c == ' ') c = '_';
     std::string path = logDir_ + "/" + file + ".csv";
     FILE* f = std::fopen(path.c_str(), "a");
-    if (!f)
-      throw SystemError(fmt::format("csv_monitor: open '{}'", path), errno);
+    if (!f) throw SystemError(fmt::format("csv_monitor: open '{}'", path), errno);
     std::string text;
     if (started_.insert(file).second) text = fmt::format("step,{}\n", header);
     text += fmt::format("{},{}\n", e.step, e.value);

@@ -8,7 +8,8 @@ namespace ds::runtime {
 
 MonitorSet::MonitorSet(const DsConfig& cfg, int rank) {
   if (rank != 0) return;
-  if (cfg.tensorboard.enabled) sinks_.push_back(std::make_unique<TensorBoardMonitor>(cfg.tensorboard));
+  if (cfg.tensorboard.enabled)
+    sinks_.push_back(std::make_unique<TensorBoardMonitor>(cfg.tensorboard));
   if (cfg.csvMonitor.enabled) sinks_.push_back(std::make_unique<CsvMonitor>(cfg.csvMonitor));
 }
 

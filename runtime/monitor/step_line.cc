@@ -15,8 +15,8 @@ std::string rate(double tokensPerSec) {
 }  // namespace
 
 std::string formatStepLine(const StepMetrics& m) {
-  std::string steps = m.totalSteps > 0 ? fmt::format("{}/{}", m.step, m.totalSteps)
-                                       : fmt::format("{}", m.step);
+  std::string steps =
+      m.totalSteps > 0 ? fmt::format("{}/{}", m.step, m.totalSteps) : fmt::format("{}", m.step);
   std::string line = fmt::format(
       "step {:>9} | loss {:.4f} | lr {:.2e} | scale {:g} | gnorm {:.3f} | {} tok/s | {:.1f} ms "
       "(fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})",

@@ -8,15 +8,15 @@
 namespace ds::runtime {
 
 struct StepMetrics {
-  int64_t step = 0;          // 1-based optimizer step just finished
-  int64_t totalSteps = 0;    // 0: unknown
-  double loss = 0;           // mean train loss over the step's micro-batches (all ranks)
+  int64_t step = 0;        // 1-based optimizer step just finished
+  int64_t totalSteps = 0;  // 0: unknown
+  double loss = 0;         // mean train loss over the step's micro-batches (all ranks)
   double lr = 0;
   double lossScale = 1;
   double gradNorm = 0;
-  bool skipped = false;      // overflow: the update was skipped
-  double tokensPerSec = 0;   // global (all ranks)
-  double stepMs = 0;         // wall time of the step
+  bool skipped = false;     // overflow: the update was skipped
+  double tokensPerSec = 0;  // global (all ranks)
+  double stepMs = 0;        // wall time of the step
   double fwdMs = 0, bwdMs = 0, commMs = 0, optimMs = 0;
 };
 

@@ -56,8 +56,8 @@ double nowSeconds() {
 
 std::string encodeScalarEvent(double wallTime, int64_t step, const std::string& tag, float value) {
   std::string v;
-  putBytesField(v, 1, tag);      // Summary.Value.tag
-  putVarint(v, 2 << 3 | 5);      // Summary.Value.simple_value, fixed32
+  putBytesField(v, 1, tag);  // Summary.Value.tag
+  putVarint(v, 2 << 3 | 5);  // Summary.Value.simple_value, fixed32
   putLittle(v, value);
   std::string summary;
   putBytesField(summary, 1, v);  // Summary.value
@@ -83,13 +83,14 @@ std::string tfRecord(const std::string& data) {
 }
 
 TensorBoardMonitor::TensorBoardMonitor(const MonitorConfig& cfg) {
-  std::filesystem::path dir =
-      cfg.outputPath.empty() ? std::filesystem::path(cfg.jobName)
-                             : std::filesystem::path(cfg.outputPath) / cfg.jobName;
+  std::filesystem::path dir = cfg.outputPath.empty()
+                                  ? std::filesystem::path(cfg.jobName)
+                                  : std::filesystem::path(cfg.outputPath) / cfg.jobName;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
-    throw ConfigError(fmt::format("tensorboard: cannot create '{}': {}", dir.string(), ec.message()));
+    throw ConfigError(
+        fmt::format("tensorboard: cannot create '{}': {}", dir.string(), ec.message()));
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
   double now = nowSeconds();
@@ -97,7 +98,8 @@ TensorBoardMonitor::TensorBoardMonitor(const MonitorConfig& cfg) {
               .string();
   file_ = std::fopen(path_.c_str(), "wb");
   if (!file_)
-    throw ConfigError(fmt::format("tensorboard: cannot create '{}': {}", path_, std::strerror(errno)));
+    throw ConfigError(
+        fmt::format("tensorboard: cannot create '{}': {}", path_, std::strerror(errno)));
   append(tfRecord(encodeFileVersionEvent(now)));
   flush();
 }
@@ -113,7 +115,8 @@ void TensorBoardMonitor::append(const std::string& record) {
 
 void TensorBoardMonitor::write(const std::vector<MonitorEvent>& events) {
   double now = nowSeconds();
-  for (const auto& e : events) append(tfRecord(encodeScalarEvent(now, e.step, e.name, float(e.value))));
+  for (const auto& e : events)
+    append(tfRecord(encodeScalarEvent(now, e.step, e.name, float(e.value))));
 }
 
 void TensorBoardMonitor::flush() { std::fflush(file_); }

@@ -17,7 +17,7 @@ namespace ds::runtime {
 // Building blocks (exposed for the tests that check them against known bytes).
 std::string encodeScalarEvent(double wallTime, int64_t step, const std::string& tag, float value);
 std::string encodeFileVersionEvent(double wallTime);  // file_version "brain.Event:2"
-std::string tfRecord(const std::string& data);         // one framed record
+std::string tfRecord(const std::string& data);        // one framed record
 
 class TensorBoardMonitor : public Monitor {
  public:

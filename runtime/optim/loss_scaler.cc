@@ -47,8 +47,9 @@ bool LossScaler::update(bool overflow) {
         throw Error(
             "Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.");
       double next = std::max(curScale_ / opts_.scaleFactor, opts_.minScale);
-      lastMessage_ = fmt::format("OVERFLOW! Skipping step. Attempted loss scale: {}, reducing to {}",
-                                 int64_t(curScale_), int64_t(next));
+      lastMessage_ =
+          fmt::format("OVERFLOW! Skipping step. Attempted loss scale: {}, reducing to {}",
+                      int64_t(curScale_), int64_t(next));
       curScale_ = next;
     } else {
       lastMessage_ = fmt::format(

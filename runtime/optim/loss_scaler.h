@@ -14,11 +14,11 @@ namespace ds::runtime {
 
 struct LossScalerOptions {
   bool dynamic = false;
-  double initScale = 1;        // static: the scale; dynamic: the starting scale
+  double initScale = 1;  // static: the scale; dynamic: the starting scale
   double scaleFactor = 2;
   int64_t scaleWindow = 1000;
   double minScale = 1;
-  int delayedShift = 1;        // hysteresis
+  int delayedShift = 1;  // hysteresis
   bool consecutiveHysteresis = false;
   bool raiseErrorAtMinScale = true;
 };

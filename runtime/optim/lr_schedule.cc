@@ -29,9 +29,12 @@ double warmupGamma(int64_t it, int64_t warmup, bool linear) {
 class WarmupLr : public LrSchedule {
  public:
   WarmupLr(const SchedulerConfig& c, bool decay)
-      : minLr_(c.warmupMinLr), deltaLr_(c.warmupMaxLr - c.warmupMinLr),
-        warmup_(std::max<int64_t>(2, c.warmupNumSteps)), total_(c.totalNumSteps),
-        linear_(c.warmupType == "linear"), decay_(decay) {}
+      : minLr_(c.warmupMinLr),
+        deltaLr_(c.warmupMaxLr - c.warmupMinLr),
+        warmup_(std::max<int64_t>(2, c.warmupNumSteps)),
+        total_(c.totalNumSteps),
+        linear_(c.warmupType == "linear"),
+        decay_(decay) {}
 
   double lrAt(int64_t it) const override {
     if (it < 0) return minLr_;
@@ -53,8 +56,11 @@ class WarmupLr : public LrSchedule {
 class WarmupCosineLr : public LrSchedule {
  public:
   WarmupCosineLr(const SchedulerConfig& c, double baseLr)
-      : baseLr_(baseLr), warmupMinRatio_(c.warmupMinRatio), cosMinRatio_(c.cosMinRatio),
-        warmup_(std::max<int64_t>(2, c.warmupNumSteps)), total_(c.totalNumSteps),
+      : baseLr_(baseLr),
+        warmupMinRatio_(c.warmupMinRatio),
+        cosMinRatio_(c.cosMinRatio),
+        warmup_(std::max<int64_t>(2, c.warmupNumSteps)),
+        total_(c.totalNumSteps),
         linear_(c.warmupType == "linear") {}
 
   double lrAt(int64_t it) const override { return it < 0 ? 0.0 : baseLr_ * ratio(it); }
@@ -90,8 +96,8 @@ std::unique_ptr<LrSchedule> makeLrSchedule(const SchedulerConfig& c, double base
   check(c.warmupNumSteps >= 0, "scheduler.params.warmup_num_steps: must be >= 0");
   if (c.type == "WarmupLR") return std::make_unique<WarmupLr>(c, false);
   if (c.type == "WarmupDecayLR" || c.type == "WarmupCosineLR") {
-    check(c.totalNumSteps > 0, "scheduler.params.total_num_steps: required by " + c.type +
-                                   " and must be > 0");
+    check(c.totalNumSteps > 0,
+          "scheduler.params.total_num_steps: required by " + c.type + " and must be > 0");
     if (c.type == "WarmupDecayLR") return std::make_unique<WarmupLr>(c, true);
     return std::make_unique<WarmupCosineLr>(c, baseLr);
   }

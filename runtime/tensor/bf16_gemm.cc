@@ -20,7 +20,7 @@ namespace {
 using detail::kMR;
 using detail::kNR;
 
-constexpr int kKC = 128;      // k pairs per block: a B micro-panel is kKC * kNR * 4 = 24 KiB
+constexpr int kKC = 128;       // k pairs per block: a B micro-panel is kKC * kNR * 4 = 24 KiB
 constexpr int kMCPanels = 12;  // A panels per tile: 96 rows, 48 KiB of A per k block
 constexpr int kNCPanels = 4;   // B panels per tile: 192 columns
 
@@ -51,8 +51,8 @@ void packWork(uint32_t* d, long lda, const GemmOperand& x, int rows, int K, int 
         detail::packRowsBf16(d + r0 * lda, lda, static_cast<const uint16_t*>(x.data) + r0 * x.rs,
                              x.rs, n, K);
       } else {
-        detail::packRowsF32(d + r0 * lda, lda, static_cast<const float*>(x.data) + r0 * x.rs,
-                            x.rs, n, K);
+        detail::packRowsF32(d + r0 * lda, lda, static_cast<const float*>(x.data) + r0 * x.rs, x.rs,
+                            n, K);
       }
     }
     return;
@@ -96,8 +96,8 @@ void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, 
               beta, C, static_cast<blasint>(ldc));
 }
 
-void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C,
-                long ldc, float beta) {
+void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C, long ldc,
+                float beta) {
   thread_local std::vector<uint32_t> ap, bp;
   const long lda = packLayout(ap, A, M, K, kMR, true);
   packLayout(bp, B, N, K, kNR, false);
@@ -113,33 +113,33 @@ void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B,
   // fork/join can wait a scheduler slice for a descheduled thread.
 #pragma omp parallel if (work >= kMinParallelWork && tiles > 1)
   {
-  packWork(apd, lda, A, M, K, kMR);
-  packWork(bpd, 0, B, N, K, kNR);
+    packWork(apd, lda, A, M, K, kMR);
+    packWork(bpd, 0, B, N, K, kNR);
 #pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
-  for (int t = 0; t < tiles; ++t) {
-    const int tm = t % mTiles, tn = t / mTiles;
-    const int i0 = tm * kMCPanels, i1 = std::min(mPanels, i0 + kMCPanels);
-    const int j0 = tn * kNCPanels, j1 = std::min(nPanels, j0 + kNCPanels);
-    for (int k0 = 0; k0 < kp; k0 += kKC) {
-      const int kc = std::min(kKC, kp - k0);
-      const bool acc = k0 > 0 || beta != 0.0f;
-      for (int j = j0; j < j1; ++j) {
-        const uint32_t* b = bpd + (static_cast<size_t>(j) * kp + k0) * kNR;
-        const int nr = std::min(kNR, N - j * kNR);
-        for (int i = i0; i < i1; ++i) {
-          const int mr = std::min(kMR, M - i * kMR);
-          float* c = C + static_cast<long>(i) * kMR * ldc + j * kNR;
-          if (lda > 0) {  // row-major words
-            detail::bf16MicroTile(kc, apd + i * kMR * lda + k0, lda, 1, b, c, ldc, mr, nr, acc);
-          } else {
-            detail::bf16MicroTile(kc, apd + (static_cast<size_t>(i) * kp + k0) * kMR, 1, kMR, b, c,
-                                  ldc, mr, nr, acc);
+    for (int t = 0; t < tiles; ++t) {
+      const int tm = t % mTiles, tn = t / mTiles;
+      const int i0 = tm * kMCPanels, i1 = std::min(mPanels, i0 + kMCPanels);
+      const int j0 = tn * kNCPanels, j1 = std::min(nPanels, j0 + kNCPanels);
+      for (int k0 = 0; k0 < kp; k0 += kKC) {
+        const int kc = std::min(kKC, kp - k0);
+        const bool acc = k0 > 0 || beta != 0.0f;
+        for (int j = j0; j < j1; ++j) {
+          const uint32_t* b = bpd + (static_cast<size_t>(j) * kp + k0) * kNR;
+          const int nr = std::min(kNR, N - j * kNR);
+          for (int i = i0; i < i1; ++i) {
+            const int mr = std::min(kMR, M - i * kMR);
+            float* c = C + static_cast<long>(i) * kMR * ldc + j * kNR;
+            if (lda > 0) {  // row-major words
+              detail::bf16MicroTile(kc, apd + i * kMR * lda + k0, lda, 1, b, c, ldc, mr, nr, acc);
+            } else {
+              detail::bf16MicroTile(kc, apd + (static_cast<size_t>(i) * kp + k0) * kMR, 1, kMR, b,
+                                    c, ldc, mr, nr, acc);
+            }
           }
         }
       }
     }
-  }
   }  // omp parallel
 }
 
@@ -163,11 +163,12 @@ void gemmBf16(int M, int N, int K, GemmOperand A, GemmOperand B, float* C, long 
     return;
   }
   if (path == Bf16GemmPath::kNative && !bf16GemmNativeAvailable()) {
-    throw NotSupported("gemmBf16: the native path needs AVX512-BF16 (vdpbf16ps), which this CPU "
-                       "does not report");
+    throw NotSupported(
+        "gemmBf16: the native path needs AVX512-BF16 (vdpbf16ps), which this CPU "
+        "does not report");
   }
-  const bool native = path == Bf16GemmPath::kNative ||
-                      (path == Bf16GemmPath::kAuto && bf16GemmNativeAvailable());
+  const bool native =
+      path == Bf16GemmPath::kNative || (path == Bf16GemmPath::kAuto && bf16GemmNativeAvailable());
   if (native) {
     gemmNative(M, N, K, A, B, C, ldc, beta);
   } else {

@@ -42,7 +42,7 @@ inline uint32_t bitsOf(const float* p, long i) {
   uint32_t u;
   __builtin_memcpy(&u, p + i, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40;  // quiet NaN
-  if ((u & 0x7f800000u) == 0) return (u >> 16) & 0x8000u;         // denormal: flushed, as vcvtneps
+  if ((u & 0x7f800000u) == 0) return (u >> 16) & 0x8000u;        // denormal: flushed, as vcvtneps
   u += 0x7fffu + ((u >> 16) & 1u);
   return u >> 16;
 }
@@ -59,10 +59,10 @@ DS_BF16_TARGET void packRows(uint32_t* dst, long lda, const T* src, long rs, int
       const __m512i lo = load16(row + k, firstN(K - k));
       const __m512i hi = load16(row + k + 16, firstN(K - k - 16));
       // lanes j: (k+j) for lo, (k+16+j) for hi; words need (k+2j, k+2j+1)
-      const __m512i idxLo = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
-                                             2, 0);
-      const __m512i idxHi = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5,
-                                             3, 1);
+      const __m512i idxLo =
+          _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+      const __m512i idxHi =
+          _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
       const __m512i even = _mm512_permutex2var_epi32(lo, idxLo, hi);
       const __m512i odd = _mm512_permutex2var_epi32(lo, idxHi, hi);
       _mm512_mask_storeu_epi32(out + p, firstN(kp - p), _mm512_or_si512(even, shl16(odd)));

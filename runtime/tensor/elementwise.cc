@@ -26,7 +26,8 @@ void geluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
     float arg = kGeluScale * (x + cube);
     float th = std::tanh(arg);
     float sech2 = 1.0f - th * th;
-    float grad = 0.5f * (1.0f + th) + x * 0.5f * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    float grad =
+        0.5f * (1.0f + th) + x * 0.5f * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
     dinp[i] += grad * dout[i];
   }
 }

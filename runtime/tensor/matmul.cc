@@ -20,8 +20,8 @@ void matmulForward(float* out, const float* inp, const float* weight, const floa
     }
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta,
-              out, OC);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out,
+              OC);
 }
 
 void matmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

@@ -57,7 +57,8 @@ Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
   const auto forced = bf16LinearForced(env);
   if (!nativeAvailable) {
     if (forced == Bf16Linear::kNative) {
-      throw NotSupported(fmt::format("{}=native: this CPU has no AVX512-BF16", knobs::kBf16Linear.name));
+      throw NotSupported(
+          fmt::format("{}=native: this CPU has no AVX512-BF16", knobs::kBf16Linear.name));
     }
     return Bf16Linear::kWiden;
   }

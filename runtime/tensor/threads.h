@@ -13,6 +13,6 @@ constexpr long kMinParallelWork = 1L << 15;
 
 void setComputeThreads(int n);  // n >= 1
 int computeThreads();
-std::string blasCoreName();     // openblas_get_corename(), e.g. "Haswell"
+std::string blasCoreName();  // openblas_get_corename(), e.g. "Haswell"
 
 }  // namespace ds::runtime

@@ -81,10 +81,14 @@ std::string collect(Child c, std::chrono::milliseconds timeout = 60s) {
 
 ds::EnvMap rankEnv(int rank, int size, int port, const std::string& token = "tok-1",
                    const std::string& timeoutSecs = "2") {
-  return {{"RANK", std::to_string(rank)},    {"WORLD_SIZE", std::to_string(size)},
-          {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(size)},
-          {"MASTER_ADDR", "127.0.0.1"},      {"MASTER_PORT", std::to_string(port)},
-          {"DS_JOB_ID", "test-job"},         {"DS_JOB_TOKEN", token},
+  return {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(size)},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(size)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"DS_JOB_ID", "test-job"},
+          {"DS_JOB_TOKEN", token},
           {"DS_TIMEOUT", timeoutSecs}};
 }
 
@@ -120,7 +124,8 @@ TEST_CASE("bootstrap: a rendezvous timeout names the ranks that never arrived", 
   const int n = 5;
   int port = ds::test::freePort();
   std::vector<Child> kids;
-  for (int r : {0, 1, 3}) kids.push_back(forkRank([=] { return rendezvousOnly(rankEnv(r, n, port)); }));
+  for (int r : {0, 1, 3})
+    kids.push_back(forkRank([=] { return rendezvousOnly(rankEnv(r, n, port)); }));
   for (auto& k : kids) {
     std::string m = collect(k);
     CHECK_THAT(m, Catch::StartsWith("TimeoutError") &&
@@ -203,8 +208,8 @@ TEST_CASE("bootstrap: backend precedence is dsrt flag, dsrun flag, plan, DS_COMM
   CHECK(resolveBackend("a", "", "c", "").name == "a");
 
   // Through the rank environment: dsrun's flag arrives as DS_COMM_BACKEND_FLAG.
-  ds::RankEnv env = ds::deriveRankEnv(
-      {{"DS_COMM_BACKEND", "mpi"}, {"DS_COMM_BACKEND_FLAG", "gloo"}});
+  ds::RankEnv env =
+      ds::deriveRankEnv({{"DS_COMM_BACKEND", "mpi"}, {"DS_COMM_BACKEND_FLAG", "gloo"}});
   BootstrapOptions o;
   o.planBackend = "nccl";
   CHECK(chooseBackend(o, env) == "gloo");  // dsrun's flag beats the plan

@@ -47,22 +47,62 @@ class Buf {
   void set(size_t i, double v) {
     char* p = bytes_.data() + i * dtypeSize(t_);
     switch (t_) {
-      case DType::kF32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-      case DType::kF16: { auto h = floatToFp16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DType::kBF16: { auto h = floatToBf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DType::kI32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-      case DType::kI64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
+      case DType::kF32: {
+        float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case DType::kF16: {
+        auto h = floatToFp16(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kBF16: {
+        auto h = floatToBf16(static_cast<float>(v));
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DType::kI32: {
+        int32_t x = static_cast<int32_t>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DType::kI64: {
+        int64_t x = static_cast<int64_t>(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
       default: break;
     }
   }
   double get(size_t i) const {
     const char* p = bytes_.data() + i * dtypeSize(t_);
     switch (t_) {
-      case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
-      case DType::kF16: { fp16 h; std::memcpy(&h, p, 2); return fp16ToFloat(h); }
-      case DType::kBF16: { bf16 h; std::memcpy(&h, p, 2); return bf16ToFloat(h); }
-      case DType::kI32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-      case DType::kI64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
+      case DType::kF32: {
+        float f;
+        std::memcpy(&f, p, 4);
+        return f;
+      }
+      case DType::kF16: {
+        fp16 h;
+        std::memcpy(&h, p, 2);
+        return fp16ToFloat(h);
+      }
+      case DType::kBF16: {
+        bf16 h;
+        std::memcpy(&h, p, 2);
+        return bf16ToFloat(h);
+      }
+      case DType::kI32: {
+        int32_t x;
+        std::memcpy(&x, p, 4);
+        return x;
+      }
+      case DType::kI64: {
+        int64_t x;
+        std::memcpy(&x, p, 8);
+        return static_cast<double>(x);
+      }
       default: return 0;
     }
   }
@@ -122,6 +162,7 @@ class Report {
   void mismatch(const std::string& what, size_t i, double got, double want) {
     if (++count_ <= 3) *errs_ += fmt::format("{}: element {} = {}, want {}\n", what, i, got, want);
   }
+
  private:
   std::string* errs_;
   int count_ = 0;
@@ -202,8 +243,7 @@ inline std::string runHalfAccumulation(ProcessGroup& pg, DType t, size_t count =
       if (r == root)
         for (size_t i = 0; i < count; ++i)
           if (!close(t, op, b.get(i), want))
-            rep.mismatch(caseName("fp32-accumulation reduce", pg, t, op, count), i, b.get(i),
-                         want);
+            rep.mismatch(caseName("fp32-accumulation reduce", pg, t, op, count), i, b.get(i), want);
     }
   }
   return errs;

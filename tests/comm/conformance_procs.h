@@ -21,11 +21,11 @@ namespace ds::test::conformance {
 
 struct ProcResult {
   int rank = 0;
-  bool exited = false;    // exited normally (not signalled, not killed at the deadline)
+  bool exited = false;  // exited normally (not signalled, not killed at the deadline)
   int exitCode = -1;
   int signal = 0;
   bool timedOut = false;
-  std::string text;       // what fn returned (or the exception it threw)
+  std::string text;  // what fn returned (or the exception it threw)
 };
 
 inline std::vector<ProcResult> forkRanks(
@@ -99,8 +99,9 @@ inline std::string failures(const std::vector<ProcResult>& res) {
   for (const auto& p : res) {
     if (p.exited && p.exitCode == 0) continue;
     out += "rank " + std::to_string(p.rank) +
-           (p.timedOut ? ": killed at the deadline" : p.signal ? ": signal " + std::to_string(p.signal)
-                                                               : ": exit " + std::to_string(p.exitCode)) +
+           (p.timedOut ? ": killed at the deadline"
+            : p.signal ? ": signal " + std::to_string(p.signal)
+                       : ": exit " + std::to_string(p.exitCode)) +
            ": " + p.text + "\n";
   }
   return out;

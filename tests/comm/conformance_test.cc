@@ -111,9 +111,8 @@ TEST_CASE("conformance: every collective, world sizes 1-6, threads", "[multirank
   for (const auto& backend : backendsUnderTest()) {
     for (int n = 1; n <= 6; ++n) {
       INFO(backend << " world " << n);
-      std::string errs = onThreads(backend, n, [&](ProcessGroup& pg) {
-        return runAll(pg, allDtypes(), allOps(), counts);
-      });
+      std::string errs = onThreads(
+          backend, n, [&](ProcessGroup& pg) { return runAll(pg, allDtypes(), allOps(), counts); });
       CHECK(errs == "");
     }
   }
@@ -158,16 +157,14 @@ TEST_CASE("conformance: large buffers take the bandwidth paths", "[multirank]") 
     for (int n : {2, 3, 4}) {
       INFO(backend << " world " << n);
       std::string errs = onThreads(backend, n, [&](ProcessGroup& pg) {
-        return runAll(pg, {DType::kF32, DType::kBF16}, {ReduceOp::kSum, ReduceOp::kMax},
-                      {100003});
+        return runAll(pg, {DType::kF32, DType::kBF16}, {ReduceOp::kSum, ReduceOp::kMax}, {100003});
       });
       CHECK(errs == "");
     }
   }
 }
 
-TEST_CASE("conformance: subgroups (members in any order; non-members get nullptr)",
-          "[multirank]") {
+TEST_CASE("conformance: subgroups (members in any order; non-members get nullptr)", "[multirank]") {
   for (const auto& backend : backendsUnderTest()) {
     const int n = 5;
     const std::vector<int> members{4, 1, 3};
@@ -212,8 +209,10 @@ TEST_CASE("conformance: every collective, world sizes 1-6, processes over TcpSto
   }
 }
 
-TEST_CASE("conformance: a peer SIGKILLed mid-allreduce fails every survivor with CommError "
-          "naming it", "[multiproc]") {
+TEST_CASE(
+    "conformance: a peer SIGKILLed mid-allreduce fails every survivor with CommError "
+    "naming it",
+    "[multiproc]") {
   const int n = 4, victim = 2;
   const auto bound = std::chrono::seconds(10);
   for (const auto& backend : backendsUnderTest()) {
@@ -286,9 +285,8 @@ TEST_CASE("conformance sweep: larger counts and worlds up to 8", "[multirank][sl
   for (const auto& backend : backendsUnderTest()) {
     for (int n = 2; n <= maxN; ++n) {
       INFO(backend << " world " << n);
-      std::string errs = onThreads(backend, n, [&](ProcessGroup& pg) {
-        return runAll(pg, allDtypes(), allOps(), counts);
-      });
+      std::string errs = onThreads(
+          backend, n, [&](ProcessGroup& pg) { return runAll(pg, allDtypes(), allOps(), counts); });
       CHECK(errs == "");
     }
   }
@@ -340,7 +338,8 @@ TEST_CASE("mpi: a rank SIGKILLed mid-allreduce under mpirun ends the job, non-ze
   int rc = ds::test::runCommand(
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe "
       "--bind-to none --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo "
-      "--mca mpi_yield_when_idle 1 -np 4 " + self + " '[.mpi_kill_rank]' 2>&1",
+      "--mca mpi_yield_when_idle 1 -np 4 " +
+          self + " '[.mpi_kill_rank]' 2>&1",
       &out, std::chrono::seconds(120));
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   INFO("rc " << rc << " after " << secs << " s:\n" << out);

@@ -109,8 +109,7 @@ TEST_CASE("serial worker: issue then wait runs on the caller and does not wake t
   CHECK(s.workerWakeups <= 3 + uint64_t(looks) + 1);
 }
 
-TEST_CASE("serial worker: a task nobody waits for starts on the worker after the grace",
-          "[unit]") {
+TEST_CASE("serial worker: a task nobody waits for starts on the worker after the grace", "[unit]") {
   SerialWorker w(1s, 1ms);
   auto runUnwaited = [&] { runUnwaitedOnWorker(w); };
   runUnwaited();  // the worker was parked: woken by the submit, starts it when the grace ends
@@ -166,8 +165,7 @@ TEST_CASE("serial worker: the destructor runs tasks still left to their waiters"
   CHECK(runs == 2);
 }
 
-TEST_CASE("serial worker: without waiterRunsAfter the worker starts every task at once",
-          "[unit]") {
+TEST_CASE("serial worker: without waiterRunsAfter the worker starts every task at once", "[unit]") {
   SerialWorker w;  // max(): no waiter runs, no grace
   std::vector<WorkPtr> works;
   std::atomic<int> runs{0};

@@ -23,10 +23,17 @@ TEST_CASE("no launcher variables means a single rank", "[unit]") {
 }
 
 TEST_CASE("dsrun variables", "[unit]") {
-  EnvMap e{{"RANK", "5"},        {"WORLD_SIZE", "8"},    {"LOCAL_RANK", "1"},
-           {"LOCAL_WORLD_SIZE", "4"}, {"CROSS_RANK", "1"}, {"CROSS_SIZE", "2"},
-           {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}, {"DS_JOB_ID", "j1"},
-           {"DS_JOB_TOKEN", "s3cret"}, {"DS_COMM_BACKEND", "gloo"},
+  EnvMap e{{"RANK", "5"},
+           {"WORLD_SIZE", "8"},
+           {"LOCAL_RANK", "1"},
+           {"LOCAL_WORLD_SIZE", "4"},
+           {"CROSS_RANK", "1"},
+           {"CROSS_SIZE", "2"},
+           {"MASTER_ADDR", "10.0.0.1"},
+           {"MASTER_PORT", "1234"},
+           {"DS_JOB_ID", "j1"},
+           {"DS_JOB_TOKEN", "s3cret"},
+           {"DS_COMM_BACKEND", "gloo"},
            {"DS_COMM_BACKEND_FLAG", "mpi"}};
   auto r = ds::deriveRankEnv(e);
   CHECK(r.rank == 5);
@@ -50,9 +57,9 @@ TEST_CASE("dsrun variables", "[unit]") {
 }
 
 TEST_CASE("Open MPI variables", "[unit]") {
-  EnvMap e{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+  EnvMap e{{"OMPI_COMM_WORLD_RANK", "3"},       {"OMPI_COMM_WORLD_SIZE", "4"},
            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-           {"OMPI_MCA_orte_num_nodes", "2"}, {"MASTER_ADDR", "127.0.0.2"}};
+           {"OMPI_MCA_orte_num_nodes", "2"},    {"MASTER_ADDR", "127.0.0.2"}};
   auto r = ds::deriveRankEnv(e);
   CHECK(r.source == ds::RankSource::kOpenMpi);
   CHECK(r.rank == 3);
@@ -62,20 +69,24 @@ TEST_CASE("Open MPI variables", "[unit]") {
 }
 
 TEST_CASE("multi-node mpirun without MASTER_ADDR is an error naming it", "[unit]") {
-  EnvMap e{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+  EnvMap e{{"OMPI_COMM_WORLD_RANK", "0"},
+           {"OMPI_COMM_WORLD_SIZE", "4"},
            {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
   REQUIRE_THROWS_WITH(ds::deriveRankEnv(e), Catch::Contains("MASTER_ADDR"));
 }
 
 TEST_CASE("hydra PMI and slurm variables", "[unit]") {
-  auto h = ds::deriveRankEnv({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "2"},
-                              {"MPI_LOCALNRANKS", "3"}});
+  auto h = ds::deriveRankEnv(
+      {{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "3"}});
   CHECK(h.source == ds::RankSource::kHydra);
   CHECK(h.rank == 2);
   CHECK(h.localRank == 2);
-  auto s = ds::deriveRankEnv({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"},
-                              {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "1"},
-                              {"SLURM_NNODES", "2"}, {"SLURM_JOB_NODELIST", "node[07-08]"},
+  auto s = ds::deriveRankEnv({{"SLURM_PROCID", "3"},
+                              {"SLURM_NTASKS", "4"},
+                              {"SLURM_LOCALID", "1"},
+                              {"SLURM_NODEID", "1"},
+                              {"SLURM_NNODES", "2"},
+                              {"SLURM_JOB_NODELIST", "node[07-08]"},
                               {"SLURM_JOB_ID", "99"}});
   CHECK(s.source == ds::RankSource::kSlurm);
   CHECK(s.rank == 3);
@@ -89,17 +100,19 @@ TEST_CASE("bad values name the variable", "[unit]") {
                       Catch::Contains("RANK='x'"));
   REQUIRE_THROWS_WITH(ds::deriveRankEnv({{"RANK", "2"}, {"WORLD_SIZE", "2"}}),
                       Catch::Contains("[0, 1]"));
-  REQUIRE_THROWS_WITH(ds::deriveRankEnv({{"RANK", "0"}, {"WORLD_SIZE", "1"},
-                                         {"MASTER_PORT", "70000"}}),
-                      Catch::Contains("MASTER_PORT"));
+  REQUIRE_THROWS_WITH(
+      ds::deriveRankEnv({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "70000"}}),
+      Catch::Contains("MASTER_PORT"));
   REQUIRE_THROWS_AS(ds::deriveRankEnv({{"RANK", "0"}}), ds::ConfigError);
 }
 
 // Runs in a fresh process only (hidden tag): derives a token-less 2-rank environment three times.
 TEST_CASE("rank env body: token fallback warns once", "[.weak_token]") {
   CHECK_FALSE(ds::deriveRankEnv({}).tokenIsSecret);  // a single rank: no warning
-  EnvMap e{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-           {"OMPI_MCA_ess_base_jobid", "77"}, {"MASTER_ADDR", "127.0.0.1"}};
+  EnvMap e{{"OMPI_COMM_WORLD_RANK", "0"},
+           {"OMPI_COMM_WORLD_SIZE", "2"},
+           {"OMPI_MCA_ess_base_jobid", "77"},
+           {"MASTER_ADDR", "127.0.0.1"}};
   for (int i = 0; i < 3; ++i) CHECK_FALSE(ds::deriveRankEnv(e).tokenIsSecret);
   e["DS_JOB_TOKEN"] = "s3cret";
   CHECK(ds::deriveRankEnv(e).tokenIsSecret);

@@ -23,7 +23,8 @@ std::string train(const TempDir& dir, const std::string& envPrefix, const std::s
   return envPrefix + " " + bin("dsrun") + " --num_gpus 2 --master_port " +
          std::to_string(ds::test::freePort()) + " " + dsrunFlags +
          " train --set train.steps=2 --set train.log_every=1 --set train.eval_every=0"
-         " --set train.checkpoint.dir=" + dir.path() + " " + trainFlags + " 2>&1";
+         " --set train.checkpoint.dir=" +
+         dir.path() + " " + trainFlags + " 2>&1";
 }
 
 }  // namespace
@@ -32,9 +33,9 @@ TEST_CASE("e2e backend choice: dsrun --comm_backend beats the plan's comm_backen
   TempDir dir;
   std::string out;
   // The plan asks for mpi, which refuses to run outside mpirun (or is not built).
-  int rc = runCommand(train(dir, "DS_TIMEOUT=60", "--comm_backend gloo",
-                            "--set deepspeed.comm_backend=mpi"),
-                      &out, std::chrono::seconds(180));
+  int rc = runCommand(
+      train(dir, "DS_TIMEOUT=60", "--comm_backend gloo", "--set deepspeed.comm_backend=mpi"), &out,
+      std::chrono::seconds(180));
   INFO(out);
   CHECK(rc == 0);
   CHECK_THAT(out, Catch::Contains("comm backend 'gloo' (from dsrun --comm_backend"));

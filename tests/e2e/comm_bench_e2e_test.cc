@@ -34,8 +34,7 @@ std::vector<std::vector<std::string>> tableRows(const std::string& out) {
     std::vector<std::string> f;
     for (std::string w; ls >> w;) f.push_back(w);
     if (!f.empty() && f[0].front() == '[' && f[0].back() == ']') f.erase(f.begin());  // "[0] "
-    if (f.size() == 8 && std::find(kOps.begin(), kOps.end(), f[0]) != kOps.end())
-      rows.push_back(f);
+    if (f.size() == 8 && std::find(kOps.begin(), kOps.end(), f[0]) != kOps.end()) rows.push_back(f);
   }
   return rows;
 }
@@ -53,8 +52,7 @@ void checkTable(const std::string& out, const std::string& backend) {
 
 }  // namespace
 
-TEST_CASE("e2e: dsrun --num_gpus 2 --comm_backend gloo dsrt comm-bench checks every row",
-          "[e2e]") {
+TEST_CASE("e2e: dsrun --num_gpus 2 --comm_backend gloo dsrt comm-bench checks every row", "[e2e]") {
   std::string out;
   int rc = runCommand(bin("dsrun") + " --num_gpus 2 --master_port " +
                           std::to_string(ds::test::freePort()) + " --comm_backend gloo " +
@@ -69,14 +67,14 @@ TEST_CASE("e2e: dsrun --launcher openmpi --comm_backend mpi dsrt comm-bench chec
           "[e2e]") {
 #if DS_HAVE_MPI
   std::string out;
-  int rc = runCommand(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + bin("dsrun") +
-          " --num_gpus 2 --master_port " + std::to_string(ds::test::freePort()) +
-          " --launcher openmpi --comm_backend mpi --launcher_args '--mca btl self,tcp "
-          "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo --bind-to none "
-          "--mca mpi_yield_when_idle 1' " +
-          bin("dsrt") + kBenchArgs + " 2>&1",
-      &out, std::chrono::seconds(120));
+  int rc =
+      runCommand("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + bin("dsrun") +
+                     " --num_gpus 2 --master_port " + std::to_string(ds::test::freePort()) +
+                     " --launcher openmpi --comm_backend mpi --launcher_args '--mca btl self,tcp "
+                     "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo --bind-to none "
+                     "--mca mpi_yield_when_idle 1' " +
+                     bin("dsrt") + kBenchArgs + " 2>&1",
+                 &out, std::chrono::seconds(120));
   INFO(out);
   CHECK(rc == 0);
   checkTable(out, "mpi");

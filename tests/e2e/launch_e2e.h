@@ -32,9 +32,9 @@ inline std::string dsrunPath() { return std::string(DS_BINARY_DIR) + "/dsrun"; }
 
 // The rank program: `sh <dir>/rank.sh <dir> <mode>`. Writes its whole environment to
 // <dir>/env.<rank>, prints one "probe r=<rank> up" line (worded so that no check for a failure
-// summary, "rank 3 ... on host 127.0.0.3", can match it), then: ok -> exit 0; failN -> rank N exits 3 after 0.5 s, the others wait;
-// killN -> rank N SIGKILLs itself after 0.5 s, the others wait; hang -> every rank waits.
-// Waiting ranks loop on short sleeps so that a signal ends them.
+// summary, "rank 3 ... on host 127.0.0.3", can match it), then: ok -> exit 0; failN -> rank N exits
+// 3 after 0.5 s, the others wait; killN -> rank N SIGKILLs itself after 0.5 s, the others wait;
+// hang -> every rank waits. Waiting ranks loop on short sleeps so that a signal ends them.
 inline std::string writeRankScript(const TempDir& dir) {
   std::string path = dir.file("rank.sh");
   writeFile(path,
@@ -86,8 +86,7 @@ inline std::string serverAddr(const EnvMap& env) {
 // Checks hosts x perHost ranks: each rank once, on host addrs[rank / perHost], with the derived
 // (and, when rawVars, the literal) RANK, LOCAL_RANK, WORLD_SIZE, CROSS_RANK, MASTER_*.
 inline void checkRanks(const std::vector<EnvMap>& envs, const std::vector<std::string>& addrs,
-                       int perHost, const std::string& masterAddr, int masterPort,
-                       bool rawVars) {
+                       int perHost, const std::string& masterAddr, int masterPort, bool rawVars) {
   const int world = static_cast<int>(addrs.size()) * perHost;
   REQUIRE(static_cast<int>(envs.size()) == world);
   std::vector<int> seen(world, 0);
@@ -229,9 +228,9 @@ struct RemoteJob {
     writeFile(tmp.file("hostfile"), hf);
     return "cd " + tmp.path() + " && " + cluster.envPrefix() +
            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 exec " + dsrunPath() +
-           " --hostfile " + tmp.file("hostfile") + " --launcher " + launcher +
-           " --master_addr " + masterAddr + " --master_port " + std::to_string(masterPort) +
-           " --no_local_rank " + extraFlags + " sh " + script + " " + tmp.path() + " " + mode;
+           " --hostfile " + tmp.file("hostfile") + " --launcher " + launcher + " --master_addr " +
+           masterAddr + " --master_port " + std::to_string(masterPort) + " --no_local_rank " +
+           extraFlags + " sh " + script + " " + tmp.path() + " " + mode;
   }
   std::vector<std::string> addrs() const { return {cluster.addr(0), cluster.addr(1)}; }
 };

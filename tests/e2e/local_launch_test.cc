@@ -71,8 +71,7 @@ const std::vector<std::string> kSleeper = {"sh", "-c", "sleep 60 & wait"};
 
 }  // namespace
 
-TEST_CASE("dsrun local: 8 ranks get RANK, LOCAL_RANK, WORLD_SIZE, CROSS_RANK, MASTER_*",
-          "[e2e]") {
+TEST_CASE("dsrun local: 8 ranks get RANK, LOCAL_RANK, WORLD_SIZE, CROSS_RANK, MASTER_*", "[e2e]") {
   TempDir dir;
   std::string marker = uniqueMarker("e2eenv");
   int port = freePort();
@@ -178,8 +177,7 @@ TEST_CASE("dsrun local: --enable_each_rank_log and --no_local_rank", "[e2e]") {
   CHECK(files == 2);
 }
 
-TEST_CASE("dsrun local: --save_pid writes /tmp/<dsrun pid>.dsrun while the job runs",
-          "[e2e]") {
+TEST_CASE("dsrun local: --save_pid writes /tmp/<dsrun pid>.dsrun while the job runs", "[e2e]") {
   TempDir dir;
   std::string marker = uniqueMarker("e2epid");
   std::vector<std::string> args = {"--num_gpus", "1", "--save_pid"};
@@ -228,8 +226,7 @@ TEST_CASE("dsrun local: dsrt hello joins 3 ranks through the store and checks an
   CHECK(waitMarkerGone(marker).empty());
 }
 
-TEST_CASE("dsrt hello: a rank that never arrives is named when the rendezvous times out",
-          "[e2e]") {
+TEST_CASE("dsrt hello: a rank that never arrives is named when the rendezvous times out", "[e2e]") {
   TempDir dir;
   // Only rank 0 of 3 runs: it hosts the store and waits DS_TIMEOUT for ranks 1 and 2.
   std::vector<std::string> argv = {std::string(DS_BINARY_DIR) + "/dsrt", "hello"};

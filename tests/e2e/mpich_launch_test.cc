@@ -19,11 +19,12 @@ TEST_CASE("mpich launch (--dry_run): hydra command with equal slots, token never
   TempDir tmp;
   writeFile(tmp.file("hostfile"), "127.0.0.2 slots=2\n127.0.0.3 slots=2\n");
   std::string out;
-  int rc = runCommand("cd " + tmp.path() + " && " + dsrunPath() + " --hostfile " +
-                          tmp.file("hostfile") +
-                          " --launcher mpich --master_addr 127.0.0.2 --master_port 29511 "
-                          "--dry_run /bin/echo 'a b' '$(touch " + tmp.file("pwned") + ")'",
-                      &out, std::chrono::seconds(60));
+  int rc =
+      runCommand("cd " + tmp.path() + " && " + dsrunPath() + " --hostfile " + tmp.file("hostfile") +
+                     " --launcher mpich --master_addr 127.0.0.2 --master_port 29511 "
+                     "--dry_run /bin/echo 'a b' '$(touch " +
+                     tmp.file("pwned") + ")'",
+                 &out, std::chrono::seconds(60));
   INFO(out);
   REQUIRE(rc == 0);
   CHECK(out.find("-n 4") != std::string::npos);
@@ -41,9 +42,9 @@ TEST_CASE("mpich launch (--dry_run): unequal slots are refused naming the hosts"
   TempDir tmp;
   writeFile(tmp.file("hostfile"), "127.0.0.2 slots=2\n127.0.0.3 slots=1\n");
   std::string out;
-  int rc = runCommand(dsrunPath() + " --hostfile " + tmp.file("hostfile") +
-                          " --launcher mpich --dry_run /bin/true",
-                      &out, std::chrono::seconds(60));
+  int rc = runCommand(
+      dsrunPath() + " --hostfile " + tmp.file("hostfile") + " --launcher mpich --dry_run /bin/true",
+      &out, std::chrono::seconds(60));
   INFO(out);
   CHECK(rc != 0);
   CHECK(out.find("same number of devices per node") != std::string::npos);

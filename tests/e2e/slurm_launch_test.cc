@@ -7,10 +7,9 @@ using namespace ds::test;
 using namespace ds::test::e2e;
 
 // Skips the test case (DS_SKIP) when the one-host Slurm cannot run here. In the TEST_CASE body.
-#define DS_NEED_SLURM()                                   \
-  do {                                                    \
-    if (auto why = TestSlurm::skipReason(); !why.empty()) \
-      DS_SKIP("one-host slurm: " << why);                 \
+#define DS_NEED_SLURM()                                                                       \
+  do {                                                                                        \
+    if (auto why = TestSlurm::skipReason(); !why.empty()) DS_SKIP("one-host slurm: " << why); \
   } while (0)
 
 TEST_CASE("slurm launch (--dry_run): srun command, exports, token never printed", "[e2e]") {
@@ -51,8 +50,8 @@ TEST_CASE("slurm launch: one-host Slurm, 1 node x 2 ranks through srun", "[e2e]"
   std::string script = writeRankScript(tmp);
   int port = freePort();
   std::string out;
-  int rc = runCommand(slurmCommand(slurm, tmp, script, port, "ok"), &out,
-                      std::chrono::seconds(120));
+  int rc =
+      runCommand(slurmCommand(slurm, tmp, script, port, "ok"), &out, std::chrono::seconds(120));
   INFO(out);
   REQUIRE(rc == 0);
   auto envs = readRankEnvs(tmp);
@@ -87,8 +86,9 @@ TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]")
   CHECK(rc == 3);
   CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30);  // rank 0 waits 120 s
   checkSummaryLines(out, {"srun: error: " + slurm.node() + ": task 1: Exited with exit code 3",
-                          "dsrun: host " + slurm.node() + " (node 0, ranks 0-1) failed (task 1: "
-                          "Exited with exit code 3): job status 3"});
+                          "dsrun: host " + slurm.node() +
+                              " (node 0, ranks 0-1) failed (task 1: "
+                              "Exited with exit code 3): job status 3"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }
 
@@ -102,7 +102,8 @@ TEST_CASE("slurm launch: rank 1 killed by SIGKILL -> job exits 137", "[e2e]") {
                       std::chrono::seconds(60));
   INFO(out);
   CHECK(rc == 137);  // from srun's "task 1: Killed"
-  checkSummaryLines(out, {"dsrun: host " + slurm.node() + " (node 0, ranks 0-1) failed (task 1: "
+  checkSummaryLines(out, {"dsrun: host " + slurm.node() +
+                          " (node 0, ranks 0-1) failed (task 1: "
                           "Killed): job status 137"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }

@@ -50,7 +50,8 @@ int findRankPid(const std::string& marker, int rank) {
     std::string env = slurp("/proc/" + std::to_string(pid) + "/environ");
     std::string want = "RANK=" + std::to_string(rank);
     for (size_t p = 0; (p = env.find(want, p)) != std::string::npos; p += want.size())
-      if ((p == 0 || env[p - 1] == '\0') && (p + want.size() == env.size() || env[p + want.size()] == '\0'))
+      if ((p == 0 || env[p - 1] == '\0') &&
+          (p + want.size() == env.size() || env[p + want.size()] == '\0'))
         found = pid;
   }
   ::closedir(d);
@@ -70,9 +71,7 @@ std::string trainCmd(const std::string& dir, const std::string& extra) {
 
 // The kill test's runs share one LR schedule whatever train.steps says, so the resumed run
 // continues the same trajectory.
-std::string fixedSchedule() {
-  return " --set deepspeed.scheduler.params.total_num_steps=100000 ";
-}
+std::string fixedSchedule() { return " --set deepspeed.scheduler.params.total_num_steps=100000 "; }
 
 }  // namespace
 
@@ -118,9 +117,10 @@ void killAndResume(const std::string& zero) {
   std::string ignored;
   int rc = -1;
   std::thread job([&] {
-    rc = runCommand(trainCmd(marker, "--set train.steps=100000 --set train.checkpoint.every=2 "
-                                     "--set train.eval_every=0 --set train.log_every=1" +
-                                         fixedSchedule() + zero) +
+    rc = runCommand(trainCmd(marker,
+                             "--set train.steps=100000 --set train.checkpoint.every=2 "
+                             "--set train.eval_every=0 --set train.log_every=1" +
+                                 fixedSchedule() + zero) +
                         " >" + log + " 2>&1",
                     &ignored, std::chrono::seconds(240));
   });
@@ -157,10 +157,11 @@ void killAndResume(const std::string& zero) {
   CHECK(slurp(dir.file("latest")) == "global_step" + std::to_string(saved) + "\n");
 
   std::string out2;
-  int rc2 = runCommand(trainCmd(marker, "--resume latest --set train.eval_every=0 " + fixedSchedule() +
-                                            "--set train.log_every=1 --set train.steps=" +
-                                            std::to_string(saved + 2) + zero),
-                       &out2, std::chrono::seconds(180));
+  int rc2 = runCommand(
+      trainCmd(marker,
+               "--resume latest --set train.eval_every=0 " + fixedSchedule() +
+                   "--set train.log_every=1 --set train.steps=" + std::to_string(saved + 2) + zero),
+      &out2, std::chrono::seconds(180));
   INFO(out2);
   CHECK(rc2 == 0);
   CHECK(out2.find("resumed from") != std::string::npos);
@@ -180,9 +181,11 @@ TEST_CASE("e2e: a rank killed during training ends the job with 137; latest resu
   killAndResume(" --set deepspeed.zero_optimization.stage=3");
 }
 
-TEST_CASE("e2e: a rank killed during training ends the job with 137; latest resumes (ZeRO 2, "
-          "optimizer offload cpu)",
-          "[e2e]") {
-  killAndResume(" --set deepspeed.zero_optimization.stage=2"
-                " --set deepspeed.zero_optimization.offload_optimizer.device=cpu");
+TEST_CASE(
+    "e2e: a rank killed during training ends the job with 137; latest resumes (ZeRO 2, "
+    "optimizer offload cpu)",
+    "[e2e]") {
+  killAndResume(
+      " --set deepspeed.zero_optimization.stage=2"
+      " --set deepspeed.zero_optimization.offload_optimizer.device=cpu");
 }

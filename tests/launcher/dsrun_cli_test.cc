@@ -7,16 +7,16 @@
 
 #include <regex>
 
-#include "ds/config.h"
 #include "core/env.h"
+#include "ds/config.h"
 #include "launcher/local_host.h"
 #include "launcher/shell_quote.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/test_cluster.h"
 
+using Catch::Matchers::Contains;
 using ds::launcher::shellJoin;
 using ds::launcher::shellQuote;
-using Catch::Matchers::Contains;
 
 namespace {
 
@@ -71,17 +71,34 @@ TEST_CASE("dsrun binary: --version and --help", "[e2e]") {
   CHECK(v.out == std::string("dsrun ") + DS_VERSION + "\n");
   Result h = dsrun({"--help"}, dir.path());
   CHECK(h.rc == 0);
-  for (const char* flag :
-       {"-H,--hostfile", "-i,--include", "-e,--exclude", "--num_nodes,--num-nodes",
-        "--num_gpus,--num-gpus,--num_accelerators,--num-accelerators",
-        "--master_addr,--master-addr", "--master_port,--master-port", "--launcher ",
-        "--launcher_args,--launcher-args", "--no_local_rank,--no-local-rank",
-        "--no_ssh,--no-ssh", "--node_rank,--node-rank", "--force_multi,--force-multi",
-        "--enable_each_rank_log,--enable-each-rank-log", "--bind_cores_to_rank,--bind-cores-to-rank",
-        "--bind_core_list,--bind-core-list", "--ssh_port,--ssh-port", "--save_pid,--save-pid",
-        "--export", "--comm_backend,--comm-backend", "--dry_run,--dry-run", "--version",
-        "ssh (default), pdsh, openmpi, mpich, slurm", "PROGRAM [ARGS...]", "Exit status:",
-        "DS_KILL_GRACE", "--help-env", "docs/knobs.md"}) {
+  for (const char* flag : {"-H,--hostfile",
+                           "-i,--include",
+                           "-e,--exclude",
+                           "--num_nodes,--num-nodes",
+                           "--num_gpus,--num-gpus,--num_accelerators,--num-accelerators",
+                           "--master_addr,--master-addr",
+                           "--master_port,--master-port",
+                           "--launcher ",
+                           "--launcher_args,--launcher-args",
+                           "--no_local_rank,--no-local-rank",
+                           "--no_ssh,--no-ssh",
+                           "--node_rank,--node-rank",
+                           "--force_multi,--force-multi",
+                           "--enable_each_rank_log,--enable-each-rank-log",
+                           "--bind_cores_to_rank,--bind-cores-to-rank",
+                           "--bind_core_list,--bind-core-list",
+                           "--ssh_port,--ssh-port",
+                           "--save_pid,--save-pid",
+                           "--export",
+                           "--comm_backend,--comm-backend",
+                           "--dry_run,--dry-run",
+                           "--version",
+                           "ssh (default), pdsh, openmpi, mpich, slurm",
+                           "PROGRAM [ARGS...]",
+                           "Exit status:",
+                           "DS_KILL_GRACE",
+                           "--help-env",
+                           "docs/knobs.md"}) {
     INFO(flag);
     CHECK(contains(h.out, flag));
   }
@@ -117,7 +134,8 @@ TEST_CASE("dsrun binary: bad input exits 2 with one clear line", "[e2e]") {
       {{"--num_gpus", "two", "x"}, "(see dsrun --help)"},
       {{}, "no program given"},
       {{"--launcher", "torque", "x"}, "unknown launcher 'torque'"},
-      {{"-H", c.dir.file("missing"), "x"}, "--hostfile " + c.dir.file("missing") + ": No such file"},
+      {{"-H", c.dir.file("missing"), "x"},
+       "--hostfile " + c.dir.file("missing") + ": No such file"},
       {{"-H", c.dir.file("bad"), "x"},
        c.dir.file("bad") + ":2: bad hostfile entry '127.0.0.2 slots=1'"},
       {{"-H", c.hosts, "-i", "127.0.0.9", "x"}, "Hostname '127.0.0.9' not found in hostfile"},
@@ -133,7 +151,7 @@ TEST_CASE("dsrun binary: bad input exits 2 with one clear line", "[e2e]") {
     Result r = dsrun(k.args, c.dir.path());
     INFO(r.out);
     CHECK(r.rc == 2);
-    CHECK(contains(r.out, "dsrun: error: " ));
+    CHECK(contains(r.out, "dsrun: error: "));
     CHECK(contains(r.out, k.says));
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
   }
@@ -164,8 +182,9 @@ TEST_CASE("dsrun binary: --dry_run prints each runner's exact command", "[e2e]")
                     " --agent --job [A-Za-z0-9_=-]+ --node_rank (0|1) --token_stdin\n");
     auto begin = std::sregex_iterator(r.out.begin(), r.out.end(), line);
     CHECK(std::distance(begin, std::sregex_iterator()) == 2);
-    CHECK(contains(r.out, "rank 3 (LOCAL_RANK 1, CROSS_RANK 1, slot 1): python3 x.py "
-                          "--local_rank=1"));
+    CHECK(contains(r.out,
+                   "rank 3 (LOCAL_RANK 1, CROSS_RANK 1, slot 1): python3 x.py "
+                   "--local_rank=1"));
     CHECK_FALSE(showsToken(r.out));
   }
   SECTION("pdsh") {
@@ -181,8 +200,8 @@ TEST_CASE("dsrun binary: --dry_run prints each runner's exact command", "[e2e]")
   SECTION("openmpi, also implied by --comm_backend mpi") {
     for (auto args : {std::vector<std::string>{"--launcher", "openmpi"},
                       std::vector<std::string>{"--comm_backend", "mpi"}}) {
-      args.insert(args.end(), {"-H", c.hosts, "--launcher_args", "--mca btl self,tcp",
-                               "--dry_run", "prog", "a b"});
+      args.insert(args.end(), {"-H", c.hosts, "--launcher_args", "--mca btl self,tcp", "--dry_run",
+                               "prog", "a b"});
       Result r = dsrun(args, c.dir.path());
       INFO(r.out);
       CHECK(r.rc == 0);
@@ -200,15 +219,16 @@ TEST_CASE("dsrun binary: --dry_run prints each runner's exact command", "[e2e]")
     CHECK(contains(m.out, "-genvlist DS_JOB_TOKEN prog"));
     Result s = dsrun({"-H", c.hosts, "--launcher", "slurm", "--dry_run", "prog"}, c.dir.path());
     CHECK(s.rc == 0);
-    CHECK(contains(s.out, "srun -n 4 --nodes 2 --ntasks-per-node 2 "
-                          "--nodelist=127.0.0.2,127.0.0.3 --export=ALL --kill-on-bad-exit=1 "
-                          "--job-name=dsrun-"));
+    CHECK(contains(s.out,
+                   "srun -n 4 --nodes 2 --ntasks-per-node 2 "
+                   "--nodelist=127.0.0.2,127.0.0.3 --export=ALL --kill-on-bad-exit=1 "
+                   "--job-name=dsrun-"));
     CHECK(contains(s.out, " prog\n"));
     CHECK_FALSE(showsToken(m.out + s.out));
   }
   SECTION("--no_ssh runs one node's share") {
-    Result r = dsrun({"-H", c.hosts, "--no_ssh", "--node_rank", "1", "--dry_run", "prog"},
-                     c.dir.path());
+    Result r =
+        dsrun({"-H", c.hosts, "--no_ssh", "--node_rank", "1", "--dry_run", "prog"}, c.dir.path());
     CHECK(r.rc == 0);
     CHECK(contains(r.out, "127.0.0.3 (node 1): ranks started by this dsrun"));
     CHECK(contains(r.out, "rank 2 (LOCAL_RANK 0, CROSS_RANK 1, slot 0): prog --local_rank=0"));
@@ -220,16 +240,21 @@ TEST_CASE("dsrun binary: a local run passes hostile arguments and exports verbat
   std::string canary = dir.file("pwned");
   std::vector<std::string> hostile = {"a b", "$(touch " + canary + ")", "; touch " + canary,
                                       "`touch " + canary + "`", "it's \"q\""};
-  std::vector<std::string> args = {"--num_gpus", "2", "--no_local_rank", "--export",
-                                   "V=$(touch " + canary + ");x", "/bin/sh", "-c",
+  std::vector<std::string> args = {"--num_gpus",
+                                   "2",
+                                   "--no_local_rank",
+                                   "--export",
+                                   "V=$(touch " + canary + ");x",
+                                   "/bin/sh",
+                                   "-c",
                                    "printf '<%s>' \"$RANK\" \"$WORLD_SIZE\" \"$V\" \"$@\"; echo",
                                    "sh"};
   args.insert(args.end(), hostile.begin(), hostile.end());
   Result r = dsrun(args, dir.path());
   INFO(r.out);
   CHECK(r.rc == 0);
-  std::string tail = "<$(touch " + canary + ");x><a b><$(touch " + canary + ")><; touch " +
-                     canary + "><`touch " + canary + "`><it's \"q\">";
+  std::string tail = "<$(touch " + canary + ");x><a b><$(touch " + canary + ")><; touch " + canary +
+                     "><`touch " + canary + "`><it's \"q\">";
   CHECK(contains(r.out, "<0><2>" + tail));
   CHECK(contains(r.out, "<1><2>" + tail));
   CHECK_FALSE(exists(canary));
@@ -285,25 +310,24 @@ int countOf(const std::string& hay, const std::string& needle) {
 }
 }  // namespace
 
-TEST_CASE("dsrun binary: DS_JOB_TOKEN is on no command line while the job runs (local)",
-          "[e2e]") {
+TEST_CASE("dsrun binary: DS_JOB_TOKEN is on no command line while the job runs (local)", "[e2e]") {
   ds::test::TempDir dir;
-  Result r = dsrun({"--num_gpus", "2", "--no_local_rank", "/bin/sh", "-c", kTokenScan},
-                   dir.path());
+  Result r = dsrun({"--num_gpus", "2", "--no_local_rank", "/bin/sh", "-c", kTokenScan}, dir.path());
   INFO(r.out);
   CHECK(r.rc == 0);
   CHECK(countOf(r.out, "tok=32 leaks=0") == 2);
 }
 
-TEST_CASE("dsrun binary: DS_JOB_TOKEN is on no command line while the job runs (ssh, pdsh, "
-          "openmpi)",
-          "[e2e]") {
+TEST_CASE(
+    "dsrun binary: DS_JOB_TOKEN is on no command line while the job runs (ssh, pdsh, "
+    "openmpi)",
+    "[e2e]") {
   if (auto why = ds::test::TestCluster::skipReason(); !why.empty())
     DS_SKIP("test cluster: " << why);
   ds::test::TempDir dir;
   ds::test::TestCluster cluster(2);
-  ds::test::writeFile(dir.file("hosts"), cluster.addr(0) + " slots=2\n" + cluster.addr(1) +
-                                             " slots=1\n");
+  ds::test::writeFile(dir.file("hosts"),
+                      cluster.addr(0) + " slots=2\n" + cluster.addr(1) + " slots=1\n");
   for (const char* launcher : {"ssh", "pdsh", "openmpi"}) {
     INFO(launcher);
     std::vector<std::string> args = {"-H", dir.file("hosts"), "--launcher", launcher,

@@ -15,8 +15,8 @@ TEST_CASE("exports: default prefixes NCCL*, DS_*, OMP_*, UCX*, PYTHON*", "[unit]
   for (const char* k : {"NCCL_DEBUG", "NCCL", "DS_TIMEOUT", "OMP_NUM_THREADS", "UCX_TLS",
                         "PYTHONPATH", "PYTHONUNBUFFERED"})
     CHECK(isDefaultExport(k));
-  for (const char* k : {"PATH", "HOME", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "DSX",
-                        "MY_NCCL", "OMPI_COMM_WORLD_RANK", "DS_JOB_TOKEN", "DS_JOB_ID"})
+  for (const char* k : {"PATH", "HOME", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "DSX", "MY_NCCL",
+                        "OMPI_COMM_WORLD_RANK", "DS_JOB_TOKEN", "DS_JOB_ID"})
     CHECK_FALSE(isDefaultExport(k));
 }
 
@@ -24,26 +24,25 @@ TEST_CASE("exports: collectExports takes defaults, then .dsenv files, then --exp
   ds::test::TempDir home, cwd;
   ds::test::writeFile(home.file(".dsenv"), "# home file\nNCCL_DEBUG=WARN\nA=home\nB=home\n");
   ds::test::writeFile(cwd.file(".dsenv"), "\nB=cwd\nexport C = \"quoted value\"\n");
-  ds::EnvMap env = {{"HOME", home.path()}, {"PATH", "/usr/bin"}, {"NCCL_DEBUG", "INFO"},
-                    {"PYTHONPATH", "/x"}, {"DS_JOB_TOKEN", "secret"}, {"FROM_ENV", "e v"}};
+  ds::EnvMap env = {{"HOME", home.path()}, {"PATH", "/usr/bin"},       {"NCCL_DEBUG", "INFO"},
+                    {"PYTHONPATH", "/x"},  {"DS_JOB_TOKEN", "secret"}, {"FROM_ENV", "e v"}};
   auto files = dsenvFiles(env, cwd.path());
   REQUIRE(files == std::vector<std::string>{home.file(".dsenv"), cwd.file(".dsenv")});
   ds::EnvMap out = collectExports(env, {"FROM_ENV", "D=d=1", "A=flag", "EMPTY="}, files);
   CHECK(out.at("NCCL_DEBUG") == "WARN");  // .dsenv overrides the environment
   CHECK(out.at("PYTHONPATH") == "/x");
-  CHECK(out.at("A") == "flag");           // --export overrides .dsenv
-  CHECK(out.at("B") == "cwd");            // ./.dsenv overrides ~/.dsenv
+  CHECK(out.at("A") == "flag");  // --export overrides .dsenv
+  CHECK(out.at("B") == "cwd");   // ./.dsenv overrides ~/.dsenv
   CHECK(out.at("C") == "quoted value");
-  CHECK(out.at("D") == "d=1");            // split on the first '='
+  CHECK(out.at("D") == "d=1");  // split on the first '='
   CHECK(out.at("EMPTY").empty());
-  CHECK(out.at("FROM_ENV") == "e v");     // K alone: dsrun's value
+  CHECK(out.at("FROM_ENV") == "e v");  // K alone: dsrun's value
   CHECK(out.count("PATH") == 0);
   CHECK(out.count("HOME") == 0);
   CHECK(out.count("DS_JOB_TOKEN") == 0);
 }
 
-TEST_CASE("exports: the same .dsenv in ~ and . is read once; missing files are skipped",
-          "[unit]") {
+TEST_CASE("exports: the same .dsenv in ~ and . is read once; missing files are skipped", "[unit]") {
   ds::test::TempDir home;
   CHECK(dsenvFiles({{"HOME", home.path()}}, home.path()).empty());
   ds::test::writeFile(home.file(".dsenv"), "A=1\n");
@@ -82,8 +81,7 @@ TEST_CASE("exports: --export errors name the flag", "[unit]") {
   CHECK_THROWS_WITH(collectExports({}, {"A;B=1"}, {}),
                     Contains("--export A;B=1: 'A;B' is not a valid variable name"));
   CHECK_THROWS_WITH(collectExports({}, {"=1"}, {}), Contains("'' is not a valid variable name"));
-  CHECK_THROWS_WITH(collectExports({}, {"DS_JOB_ID=x"}, {}),
-                    Contains("DS_JOB_ID is set by dsrun"));
+  CHECK_THROWS_WITH(collectExports({}, {"DS_JOB_ID=x"}, {}), Contains("DS_JOB_ID is set by dsrun"));
   // Values are data: metacharacters are kept verbatim for the runner to quote.
   auto out = collectExports({}, {"V=a'b $(c) `d`; e\nf"}, {});
   CHECK(out.at("V") == "a'b $(c) `d`; e\nf");

@@ -41,9 +41,10 @@ TEST_CASE("hostfile: DeepSpeed's good test vector parses in file order", "[unit]
 }
 
 TEST_CASE("hostfile: slots default to 1, trailing comments, tabs and CRLF", "[unit]") {
-  Hostfile hf = parseHostfile("  a\t\r\nb slots=3   # eight GPUs, three free\r\n"
-                              "user@c slots=0\n   # indented comment\n",
-                              "h");
+  Hostfile hf = parseHostfile(
+      "  a\t\r\nb slots=3   # eight GPUs, three free\r\n"
+      "user@c slots=0\n   # indented comment\n",
+      "h");
   REQUIRE(hf.hosts.size() == 3);
   CHECK(hf.hosts[0].host == "a");
   CHECK(hf.hosts[0].slots == 1);
@@ -71,8 +72,8 @@ TEST_CASE("hostfile: each bad line names file, line number and text", "[unit]") 
   struct Case {
     const char* text;
     int line;
-    const char* bad;   // the offending line's text
-    const char* why;   // a phrase of the explanation
+    const char* bad;  // the offending line's text
+    const char* why;  // a phrase of the explanation
   };
   const Case cases[] = {
       {"ok slots=1\nw1 slots = 4\n", 2, "w1 slots = 4", "expected key=value"},
@@ -113,8 +114,7 @@ TEST_CASE("hostfile: an empty or comment-only file is an error naming the file",
   }
 }
 
-TEST_CASE("hostfile: a missing explicit hostfile is an error, the default means local",
-          "[unit]") {
+TEST_CASE("hostfile: a missing explicit hostfile is an error, the default means local", "[unit]") {
   ds::test::TempDir dir;
   std::string missing = dir.file("nope");
   try {

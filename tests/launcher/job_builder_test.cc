@@ -65,9 +65,9 @@ bool contains(const std::string& hay, const std::string& needle) {
 
 TEST_CASE("cli: dash and underscore spellings, program passed through untouched", "[unit]") {
   Fixture f;
-  CliOptions a = f.cli({"--num_gpus", "2", "--master-port=29600", "--no-local-rank",
-                        "--launcher", "PDSH", "--export", "A=1", "--export=B", "-i", "h:0",
-                        "python3", "x.py", "--num_gpus", "9", "--help", "-H", "x"});
+  CliOptions a = f.cli({"--num_gpus", "2", "--master-port=29600", "--no-local-rank", "--launcher",
+                        "PDSH", "--export", "A=1", "--export=B", "-i", "h:0", "python3", "x.py",
+                        "--num_gpus", "9", "--help", "-H", "x"});
   CHECK(a.numGpus == 2);
   CHECK(a.masterPort == 29600);
   CHECK(a.noLocalRank);
@@ -76,11 +76,30 @@ TEST_CASE("cli: dash and underscore spellings, program passed through untouched"
   CHECK(a.include == "h:0");
   CHECK(a.program ==
         std::vector<std::string>{"python3", "x.py", "--num_gpus", "9", "--help", "-H", "x"});
-  CliOptions b = f.cli({"--num-accelerators=3", "--num_nodes=1", "--no_ssh", "--node-rank", "0",
-                        "--force-multi", "--bind_cores_to_rank", "--bind-core-list", "0-1",
-                        "--ssh-port", "2222", "--save-pid", "--comm-backend", "gloo",
-                        "--dry-run", "--enable-each-rank-log", "logs", "--master-addr", "1.2.3.4",
-                        "--launcher-args", "-x y", "-e", "h", "prog"});
+  CliOptions b = f.cli({"--num-accelerators=3",
+                        "--num_nodes=1",
+                        "--no_ssh",
+                        "--node-rank",
+                        "0",
+                        "--force-multi",
+                        "--bind_cores_to_rank",
+                        "--bind-core-list",
+                        "0-1",
+                        "--ssh-port",
+                        "2222",
+                        "--save-pid",
+                        "--comm-backend",
+                        "gloo",
+                        "--dry-run",
+                        "--enable-each-rank-log",
+                        "logs",
+                        "--master-addr",
+                        "1.2.3.4",
+                        "--launcher-args",
+                        "-x y",
+                        "-e",
+                        "h",
+                        "prog"});
   CHECK(b.numGpus == 3);
   CHECK(b.numNodes == 1);
   CHECK(b.noSsh);
@@ -137,7 +156,7 @@ TEST_CASE("job: the default hostfile missing means one local host", "[unit]") {
   CHECK(p.spec.cwd == f.dir.path());
   CHECK(p.spec.jobToken.size() == 32);
   CHECK(p.spec.jobId.rfind("dsrun-", 0) == 0);
-  CHECK(f.plan({"hello"}).spec.hosts[0].slots.size() == 1);  // CPU: one rank by default
+  CHECK(f.plan({"hello"}).spec.hosts[0].slots.size() == 1);          // CPU: one rank by default
   CHECK(f.plan({"python3", "train"}).spec.program[0] == "python3");  // only argv[0] resolves
   CHECK_THAT(f.planError({"--num_nodes", "2", "x"}),
              Contains("Num nodes is >1 but no extra nodes available via hostfile"));
@@ -284,12 +303,14 @@ TEST_CASE("dry run: local and --no_ssh list each rank's command", "[unit]") {
   std::string text = f.dryRun({"--num_gpus", "2", "train", "p.yaml"});
   CHECK(contains(text, "launcher local, 1 host, world size 2, master 127.0.0.1:29500"));
   CHECK(contains(text, "localhost (node 0): ranks started by this dsrun"));
-  CHECK(contains(text, "rank 0 (LOCAL_RANK 0, CROSS_RANK 0, slot 0): /opt/ds/bin/dsrt train "
-                       "p.yaml --local_rank=0"));
-  CHECK(contains(text, "rank 1 (LOCAL_RANK 1, CROSS_RANK 0, slot 1): /opt/ds/bin/dsrt train "
-                       "p.yaml --local_rank=1"));
-  text = f.dryRun({"-H", f.dir.file("two"), "--no_ssh", "--node_rank", "1", "--no_local_rank",
-                   "x"});
+  CHECK(contains(text,
+                 "rank 0 (LOCAL_RANK 0, CROSS_RANK 0, slot 0): /opt/ds/bin/dsrt train "
+                 "p.yaml --local_rank=0"));
+  CHECK(contains(text,
+                 "rank 1 (LOCAL_RANK 1, CROSS_RANK 0, slot 1): /opt/ds/bin/dsrt train "
+                 "p.yaml --local_rank=1"));
+  text =
+      f.dryRun({"-H", f.dir.file("two"), "--no_ssh", "--node_rank", "1", "--no_local_rank", "x"});
   CHECK(contains(text, "--no_ssh: this dsrun runs node 1 only"));
   CHECK(contains(text, "127.0.0.3 (node 1): ranks started by this dsrun"));
   CHECK(contains(text, "rank 3 (LOCAL_RANK 1, CROSS_RANK 1, slot 1): x\n"));
@@ -303,8 +324,9 @@ TEST_CASE("dry run: ssh and pdsh print the agent command of every host", "[unit]
   auto cmds = sshCommands(p.spec, "/opt/ds/bin/dsrun");
   CHECK(contains(text, "127.0.0.2 (node 0): " + cmds[0] + "\n"));
   CHECK(contains(text, "127.0.0.3 (node 1): " + cmds[1] + "\n"));
-  CHECK(contains(text, "rank 2 (LOCAL_RANK 0, CROSS_RANK 1, slot 0): python3 'a b.py' "
-                       "--local_rank=0"));
+  CHECK(contains(text,
+                 "rank 2 (LOCAL_RANK 0, CROSS_RANK 1, slot 0): python3 'a b.py' "
+                 "--local_rank=0"));
   CHECK(text.find(p.spec.jobToken) == std::string::npos);
 
   text = f.dryRun({"-H", two, "--launcher", "pdsh", "x"});
@@ -318,8 +340,8 @@ TEST_CASE("dry run: ssh and pdsh print the agent command of every host", "[unit]
 TEST_CASE("dry run: openmpi, mpich and slurm print the launcher command", "[unit]") {
   Fixture f;
   std::string two = f.dir.file("two");
-  std::string text = f.dryRun({"-H", two, "--launcher", "openmpi", "--launcher_args",
-                               "--mca btl self,tcp", "x", "y"});
+  std::string text = f.dryRun(
+      {"-H", two, "--launcher", "openmpi", "--launcher_args", "--mca btl self,tcp", "x", "y"});
   CHECK(contains(text, "mpirun: "));
   CHECK(contains(text, "mpirun -n 4 --hostfile /tmp/dsrun-"));
   CHECK(contains(text, "-x DS_JOB_TOKEN"));
@@ -332,7 +354,8 @@ TEST_CASE("dry run: openmpi, mpich and slurm print the launcher command", "[unit
   CHECK(contains(text, " -n 4 -ppn 2 -hosts 127.0.0.2,127.0.0.3 "));
 
   text = f.dryRun({"-H", two, "--launcher", "slurm", "x"});
-  CHECK(contains(text, "srun -n 4 --nodes 2 --ntasks-per-node 2 --nodelist=127.0.0.2,127.0.0.3 "
-                       "--export=ALL --kill-on-bad-exit=1 --job-name=dsrun-"));
+  CHECK(contains(text,
+                 "srun -n 4 --nodes 2 --ntasks-per-node 2 --nodelist=127.0.0.2,127.0.0.3 "
+                 "--export=ALL --kill-on-bad-exit=1 --job-name=dsrun-"));
   CHECK(contains(text, " x\n"));
 }

@@ -46,7 +46,8 @@ TEST_CASE("base64url round-trips every byte and matches RFC 4648 vectors", "[uni
   for (size_t n = 0; n < all.size(); n += 37) {
     std::string part = all.substr(n);
     std::string enc = base64UrlEncode(part);
-    CHECK(enc.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=") ==
+    CHECK(enc.find_first_not_of(
+              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_=") ==
           std::string::npos);
     CHECK(base64UrlDecode(enc, "t") == part);
   }

@@ -95,8 +95,10 @@ TEST_CASE("rank plan: --local_rank=N is appended unless --no_local_rank", "[unit
   CHECK(rankArgv(s, 3) == s.program);
 }
 
-TEST_CASE("rank plan: a node agent on a GPU host sets CUDA_VISIBLE_DEVICES even when the head "
-          "had no GPU", "[unit]") {
+TEST_CASE(
+    "rank plan: a node agent on a GPU host sets CUDA_VISIBLE_DEVICES even when the head "
+    "had no GPU",
+    "[unit]") {
   JobSpec s = heterogeneous();
   s.gpuHost = false;  // the head's view: a CPU-only login node
   CHECK_FALSE(agentGpuHost(s.gpuHost, 0));

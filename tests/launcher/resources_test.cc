@@ -51,8 +51,7 @@ TEST_CASE("resources: --include, fixed regressions of DeepSpeed PR #6530", "[uni
   CHECK_THAT(msg, Contains("hostfile hosts gives it 4 slots"));
 }
 
-TEST_CASE("resources: --include merges, sorts and de-duplicates, keeps hostfile order",
-          "[unit]") {
+TEST_CASE("resources: --include merges, sorts and de-duplicates, keeps hostfile order", "[unit]") {
   CHECK(same(select("worker-0:1@worker-0:0,1", ""), {{"worker-0", {0, 1}}}));
   CHECK(same(select("worker-1:3,1", ""), {{"worker-1", {1, 3}}}));
   CHECK(same(select("worker-1:2@worker-0:3", ""), {{"worker-0", {3}}, {"worker-1", {2}}}));
@@ -91,8 +90,7 @@ TEST_CASE("resources: conflicting flags use DeepSpeed's texts", "[unit]") {
              Contains("Cannot specify num_nodes/gpus with include/exclude"));
 }
 
-TEST_CASE("resources: --num_nodes takes the first hosts, --num_gpus the first slots",
-          "[unit]") {
+TEST_CASE("resources: --num_nodes takes the first hosts, --num_gpus the first slots", "[unit]") {
   Hostfile three = parseHostfile("a slots=2\nb slots=4\nc slots=4\n", "h3");
   CHECK(same(select("", "", 2, -1, three), {{"a", {0, 1}}, {"b", {0, 1, 2, 3}}}));
   CHECK(same(select("", "", -1, 2, three), {{"a", {0, 1}}, {"b", {0, 1}}, {"c", {0, 1}}}));

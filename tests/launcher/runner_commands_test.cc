@@ -78,23 +78,22 @@ TEST_CASE("agent command: one per host with its node rank, token on stdin only",
   CHECK(contains(c.forNode("%n"), "--node_rank %n"));
 }
 
-TEST_CASE("agent command: hostile cwd, exports and args arrive intact through /bin/sh",
-          "[unit]") {
+TEST_CASE("agent command: hostile cwd, exports and args arrive intact through /bin/sh", "[unit]") {
   ds::test::TempDir dir;
   std::string canary = dir.file("pwned");
   std::string cwd = dir.file("it's a $(dir)");
   ::mkdir(cwd.c_str(), 0755);
   JobSpec s = twoHosts();
   s.cwd = cwd;
-  std::string weird = "a'b \"c\" $(touch " + canary + ") `touch " + canary + "`; touch " + canary +
-                      "\nnext line";
+  std::string weird =
+      "a'b \"c\" $(touch " + canary + ") `touch " + canary + "`; touch " + canary + "\nnext line";
   s.exports = {{"WEIRD", weird}, {"PERCENT", "100%n%%"}};
   s.program = {"prog; touch " + canary, "$(touch " + canary + ")", "arg with 'quotes'"};
   std::string dsrun = fakeDsrun(dir);
 
   auto cmds = sshCommands(s, dsrun);
-  int rc = ds::test::runCommand("/bin/sh -c " + shellQuote(cmds[1]), nullptr,
-                                std::chrono::seconds(20));
+  int rc =
+      ds::test::runCommand("/bin/sh -c " + shellQuote(cmds[1]), nullptr, std::chrono::seconds(20));
   CHECK(rc == 0);
   std::string seen = ds::test::readFile(dir.file("seen"));
   std::string want = cwd + "\n" + weird + "\n--agent\n--job\n" + encodeJobSpec(s) +
@@ -165,8 +164,9 @@ TEST_CASE("openmpi: mpirun -n, generated hostfile, -x exports, launcher_args", "
     CHECK(contains(joined, std::string("-x ") + k + " "));
     CHECK(inv.env.count(k) == 1);
   }
-  CHECK(contains(joined, "--mca plm_rsh_args '-F /x y' --bind-to none /usr/bin/python3 x.py "
-                         "--lr 3e-4"));
+  CHECK(contains(joined,
+                 "--mca plm_rsh_args '-F /x y' --bind-to none /usr/bin/python3 x.py "
+                 "--lr 3e-4"));
   const std::string tail = " /usr/bin/python3 x.py --lr 3e-4";  // the program comes last
   CHECK(joined.substr(joined.size() - tail.size()) == tail);
   CHECK(inv.env.at("MASTER_ADDR") == "127.0.0.2");

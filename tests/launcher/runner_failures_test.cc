@@ -25,11 +25,10 @@ TEST_CASE("parsePdshFailure: pdsh's 'ssh exited with exit code N' lines", "[unit
   f = parsePdshFailure("pdsh@vm: h1: ssh exited with exit code 0");
   REQUIRE(f);
   CHECK(f->status == 255);
-  for (const char* no : {"127.0.0.3: ssh exited with exit code 3",  // a rank's own output
-                         "pdsh@vm: 127.0.0.3: ssh exited with exit code x",
-                         "pdsh@vm: ssh exited with exit code 3",
-                         "pdsh@vm: 127.0.0.3: ssh: connect to host 127.0.0.3 port 22: refused",
-                         ""})
+  for (const char* no :
+       {"127.0.0.3: ssh exited with exit code 3",  // a rank's own output
+        "pdsh@vm: 127.0.0.3: ssh exited with exit code x", "pdsh@vm: ssh exited with exit code 3",
+        "pdsh@vm: 127.0.0.3: ssh: connect to host 127.0.0.3 port 22: refused", ""})
     CHECK_FALSE(parsePdshFailure(no));
 }
 
@@ -52,10 +51,11 @@ TEST_CASE("parseSrunFailure: srun's 'task N: Exited with exit code K' and signal
   f = parseSrunFailure("srun: error: vm: task 2: Segmentation fault (core dumped)");
   REQUIRE(f);
   CHECK(f->status == 128 + SIGSEGV);
-  for (const char* no : {"srun: launch/slurm: _step_signal: Terminating StepId=1.0",
-                         "srun: error: vm: task 1: Something odd",
-                         "srun: error: Unable to allocate resources: Invalid node name",
-                         "srun: Force Terminated StepId=1.0", "[1] srun: error: vm: task 1: Killed"})
+  for (const char* no :
+       {"srun: launch/slurm: _step_signal: Terminating StepId=1.0",
+        "srun: error: vm: task 1: Something odd",
+        "srun: error: Unable to allocate resources: Invalid node name",
+        "srun: Force Terminated StepId=1.0", "[1] srun: error: vm: task 1: Killed"})
     CHECK_FALSE(parseSrunFailure(no));
 }
 
@@ -81,18 +81,16 @@ std::vector<RemoteFailure> feedMpirun(const std::vector<std::string>& lines) {
 
 TEST_CASE("OpenMpiFailureParser: mpirun 4.1's exit-code block (rank named, no host)", "[unit]") {
   // Verbatim from `mpirun -n 4 --hostfile ...` with rank 3 exiting 3.
-  auto f = feedMpirun({
-      "--------------------------------------------------------------------------",
-      "Primary job  terminated normally, but 1 process returned",
-      "a non-zero exit code. Per user-direction, the job has been aborted.",
-      "--------------------------------------------------------------------------",
-      "--------------------------------------------------------------------------",
-      "mpirun detected that one or more processes exited with non-zero status, thus causing",
-      "the job to be terminated. The first process to do so was:",
-      "",
-      "  Process name: [[21372,1],3]",
-      "  Exit code:    3",
-      "--------------------------------------------------------------------------"});
+  auto f = feedMpirun(
+      {"--------------------------------------------------------------------------",
+       "Primary job  terminated normally, but 1 process returned",
+       "a non-zero exit code. Per user-direction, the job has been aborted.",
+       "--------------------------------------------------------------------------",
+       "--------------------------------------------------------------------------",
+       "mpirun detected that one or more processes exited with non-zero status, thus causing",
+       "the job to be terminated. The first process to do so was:", "",
+       "  Process name: [[21372,1],3]", "  Exit code:    3",
+       "--------------------------------------------------------------------------"});
   REQUIRE(f.size() == 1);
   CHECK(f[0].rank == 3);
   CHECK(f[0].host.empty());
@@ -109,15 +107,17 @@ TEST_CASE("OpenMpiFailureParser: mpirun 4.1's exit-code block (rank named, no ho
 }
 
 TEST_CASE("OpenMpiFailureParser: 'exited on signal' names rank and node", "[unit]") {
-  auto f = feedMpirun({"mpirun noticed that process rank 3 with PID 16892 on node 127.0.0.3 "
-                       "exited on signal 9 (Killed)."});
+  auto f =
+      feedMpirun({"mpirun noticed that process rank 3 with PID 16892 on node 127.0.0.3 "
+                  "exited on signal 9 (Killed)."});
   REQUIRE(f.size() == 1);
   CHECK(f[0].rank == 3);
   CHECK(f[0].host == "127.0.0.3");
   CHECK(f[0].status == 128 + SIGKILL);
   CHECK(f[0].detail == "was killed by signal 9 (SIGKILL)");
   // A local run prints PID 0 and the short host name; orterun names itself.
-  f = feedMpirun({"orterun noticed that process rank 2 with PID 0 on node vm exited on signal 11 "
+  f =
+      feedMpirun({"orterun noticed that process rank 2 with PID 0 on node vm exited on signal 11 "
                   "(Segmentation fault)."});
   REQUIRE(f.size() == 1);
   CHECK(f[0].host == "vm");
@@ -141,8 +141,8 @@ TEST_CASE("OpenMpiFailureParser: MPI_ABORT notice", "[unit]") {
   CHECK(f[0].detail == "called MPI_Abort with error code 5");
   CHECK(feedMpirun({"with errorcode 5."}).empty());
   // MPI_Abort(comm, 0): mpirun itself exits 0, so no failure status is made up.
-  CHECK(feedMpirun({"MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD",
-                    "with errorcode 0."})
+  CHECK(feedMpirun(
+            {"MPI_ABORT was invoked on rank 3 in communicator MPI_COMM_WORLD", "with errorcode 0."})
             .empty());
 }
 

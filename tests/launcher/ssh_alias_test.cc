@@ -70,8 +70,7 @@ TEST_CASE("ssh alias: User, Port and IdentityFile of the alias, first value wins
   CHECK(none.identityFile.empty());
 }
 
-TEST_CASE("ssh alias: DS_SSH_CONFIG replaces ~/.ssh/config; missing files are skipped",
-          "[unit]") {
+TEST_CASE("ssh alias: DS_SSH_CONFIG replaces ~/.ssh/config; missing files are skipped", "[unit]") {
   ds::test::TempDir dir;
   CHECK(sshConfigFiles({{"DS_SSH_CONFIG", "/x/cfg"}, {"HOME", "/h"}}) ==
         std::vector<std::string>{"/x/cfg"});
@@ -84,8 +83,7 @@ TEST_CASE("ssh alias: DS_SSH_CONFIG replaces ~/.ssh/config; missing files are sk
   CHECK(sshHostName("n1", {{"HOME", dir.file("no-such-home")}}) == std::nullopt);
 }
 
-TEST_CASE("ssh alias: a line libssh refuses names the file; the alias stays unresolved",
-          "[unit]") {
+TEST_CASE("ssh alias: a line libssh refuses names the file; the alias stays unresolved", "[unit]") {
   ds::test::TempDir dir;
   ds::test::writeFile(dir.file("cfg"), "Match nonsense-keyword x\n  HostName 10.0.0.1\n");
   CHECK_THROWS_AS(ssh::sshHostConfig("n1", {dir.file("cfg")}), ds::ConfigError);

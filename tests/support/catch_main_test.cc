@@ -55,8 +55,7 @@ TEST_CASE("test spec: the exact spec of an odd name lists that case alone", "[un
   CHECK(out != std::string(kOddName) + "\n");
 }
 
-TEST_CASE("--ds-list-cases: name, spec and tags per visible case, hidden ones left out",
-          "[unit]") {
+TEST_CASE("--ds-list-cases: name, spec and tags per visible case, hidden ones left out", "[unit]") {
   std::string out;
   REQUIRE(runSelf("--ds-list-cases", &out) == 0);
   INFO(out);

@@ -20,10 +20,10 @@ void skipCurrentCase(const std::string& reason);
 
 }  // namespace ds::test
 
-#define DS_SKIP(reason)                                \
-  do {                                                 \
-    std::ostringstream ds_skip_reason_;                \
-    ds_skip_reason_ << reason;                         \
+#define DS_SKIP(reason)                                 \
+  do {                                                  \
+    std::ostringstream ds_skip_reason_;                 \
+    ds_skip_reason_ << reason;                          \
     ::ds::test::skipCurrentCase(ds_skip_reason_.str()); \
-    return;                                            \
+    return;                                             \
   } while (0)

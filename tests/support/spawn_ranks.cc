@@ -3,8 +3,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,8 +41,8 @@ void runRanks(int n, const std::function<void(int)>& fn, std::chrono::millisecon
   }
   if (stuck >= 0) {
     for (auto& t : threads) t.detach();
-    throw TimeoutError(fmt::format("runRanks: rank {} of {} did not finish within {} ms", stuck,
-                                   n, timeout.count()));
+    throw TimeoutError(fmt::format("runRanks: rank {} of {} did not finish within {} ms", stuck, n,
+                                   timeout.count()));
   }
   for (auto& t : threads) t.join();
   for (auto& f : futs) {

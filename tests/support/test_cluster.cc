@@ -27,8 +27,7 @@ TestCluster::TestCluster(int hosts) : dir_(std::make_unique<TempDir>()), hosts_(
   std::string out;
   int rc = runCommand(script() + " start " + dir() + " --hosts " + std::to_string(hosts), &out,
                       std::chrono::seconds(60));
-  if (rc != 0)
-    throw Error(fmt::format("test cluster did not start (status {}): {}", rc, out));
+  if (rc != 0) throw Error(fmt::format("test cluster did not start (status {}): {}", rc, out));
   std::istringstream in(readFile(dir() + "/env"));
   std::string line;
   while (std::getline(in, line)) {
@@ -56,8 +55,8 @@ std::string TestCluster::envPrefix() const {
 }
 
 std::string TestSlurm::skipReason() {
-  for (const char* tool : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged",
-                           "/usr/bin/srun"})
+  for (const char* tool :
+       {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/srun"})
     if (::access(tool, X_OK) != 0)
       return std::string("no ") + tool + " (apt-get install slurmd slurmctld slurm-client munge)";
   if (::access("/etc/munge/munge.key", R_OK) != 0) return "no readable /etc/munge/munge.key";
@@ -76,8 +75,7 @@ TestSlurm::TestSlurm() : dir_(std::make_unique<TempDir>()) {
   std::istringstream in(readFile(dir_->path() + "/slurm/env"));
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("DS_TEST_SLURM_NODE='", 0) == 0)
-      node_ = line.substr(20, line.size() - 21);
+    if (line.rfind("DS_TEST_SLURM_NODE='", 0) == 0) node_ = line.substr(20, line.size() - 21);
 }
 
 TestSlurm::~TestSlurm() {

@@ -85,8 +85,9 @@ std::string errorOf(AsyncFile& f, uint64_t t) {
 TEST_CASE("AsyncFile: io_uring and O_DIRECT on a disk filesystem, bounded requests", "[unit]") {
   const std::string dir = diskDir();
   if (dir.empty())
-    DS_SKIP("no writable non-tmpfs directory (set DS_TEST_NVME_DIR): O_DIRECT/io_uring not "
-            "checked");
+    DS_SKIP(
+        "no writable non-tmpfs directory (set DS_TEST_NVME_DIR): O_DIRECT/io_uring not "
+        "checked");
   INFO("directory " << dir);
   const size_t kReq = 16384, kBytes = 40 * 4096;  // 10 requests per full-file I/O
   AsyncFile f(dir + "/async_file_test_" + std::to_string(::getpid()) + ".swp", kBytes,

@@ -48,9 +48,9 @@ TEST_CASE("cpu adam: every ISA path is bitwise equal to scalar on odd lengths", 
     if (!isaSupported(isa)) {
       WARN("ISA " << isaName(isa) << " not supported on this CPU: only its refusal is checked");
       State s = randomState(8, 1);
-      CHECK_THROWS_WITH(adamStep(isa, AdamConfig{}, 1, 1.f, s.p.data(), s.g.data(), s.m.data(),
-                                 s.v.data(), 8),
-                        Catch::Contains("not supported here"));
+      CHECK_THROWS_WITH(
+          adamStep(isa, AdamConfig{}, 1, 1.f, s.p.data(), s.g.data(), s.m.data(), s.v.data(), 8),
+          Catch::Contains("not supported here"));
       continue;
     }
     for (size_t n : kLengths) {
@@ -64,8 +64,8 @@ TEST_CASE("cpu adam: every ISA path is bitwise equal to scalar on odd lengths", 
           for (int64_t step = 1; step <= 3; ++step) {
             adamStep(Isa::kScalar, cfg, step, 0.5f, ref.p.data(), ref.g.data(), ref.m.data(),
                      ref.v.data(), n, {k16, ref.h.data()});
-            adamStep(isa, cfg, step, 0.5f, got.p.data(), got.g.data(), got.m.data(),
-                     got.v.data(), n, {k16, got.h.data()}, 2);
+            adamStep(isa, cfg, step, 0.5f, got.p.data(), got.g.data(), got.m.data(), got.v.data(),
+                     n, {k16, got.h.data()}, 2);
           }
           INFO(isaName(isa) << " n=" << n << " adamw=" << adamw << " 16=" << dtypeName(k16));
           CHECK(sameBits(ref.p, got.p));
@@ -142,8 +142,9 @@ TEST_CASE("cpu adam: SGD momentum follows torch's formula", "[unit]") {
 }
 
 TEST_CASE("cpu adam: 16-bit conversion rounds to nearest even and keeps NaN", "[unit]") {
-  std::vector<float> src = {1.f, -2.5f, 1.00390625f /* tie -> even */, 1.01171875f, NAN,
-                            -INFINITY, 1e-40f /* denormal */, 65504.f, 3.3e38f};
+  std::vector<float> src = {1.f,    -2.5f,     1.00390625f /* tie -> even */, 1.01171875f,
+                            NAN,    -INFINITY, 1e-40f /* denormal */,         65504.f,
+                            3.3e38f};
   while (src.size() < 40) src.push_back(float(src.size()) * 0.37f);
   for (DType k : {DType::kBF16, DType::kF16}) {
     std::vector<uint16_t> out(src.size());

@@ -35,7 +35,8 @@ size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 //           param allgather runs in place (no buffer) unless allgather_bucket_size / N is
 //           smaller than Lp, then it stages N x (allgather_bucket_size / N) elements of e bytes;
 //           nvme tiles (host) slots x states x tile x 4.
-MemoryReport expected(size_t psi, const std::vector<ParamInfo>& params, int N, const ZeroOptions& z) {
+MemoryReport expected(size_t psi, const std::vector<ParamInfo>& params, int N,
+                      const ZeroOptions& z) {
   MemoryReport r;
   auto add = [&](MemKind k, MemPlace p, size_t b) { r.bytes[int(k)][int(p)] += b; };
   const size_t e = z.compute == DType::kF32 ? 4 : 2, n = size_t(N), unit = 16 * n;
@@ -45,12 +46,12 @@ MemoryReport expected(size_t psi, const std::vector<ParamInfo>& params, int N, c
   const size_t Lp = z.stage == 0 ? psi : z.stage < 3 ? P / n : lp3;
   const bool off = z.offloadOptimizer.device != "none";
   const MemPlace optPlace = z.offloadOptimizer.device == "nvme" ? MemPlace::kNvme
-                          : off                                 ? MemPlace::kHost
+                            : off                               ? MemPlace::kHost
                                                                 : MemPlace::kDevice;
-  if (z.stage < 3)
-    add(MemKind::kParams, MemPlace::kDevice, e * P);
+  if (z.stage < 3) add(MemKind::kParams, MemPlace::kDevice, e * P);
   else if (z.offloadParam.device == "nvme")  // the swap file (1 MiB blocks) + its 1 MiB bounce
-    add(MemKind::kParams, MemPlace::kNvme, e * Lp), add(MemKind::kBuffers, MemPlace::kHost, 1 << 20);
+    add(MemKind::kParams, MemPlace::kNvme, e * Lp),
+        add(MemKind::kBuffers, MemPlace::kHost, 1 << 20);
   else
     add(MemKind::kParams, z.offloadParam.device == "cpu" ? MemPlace::kHost : MemPlace::kDevice,
         e * Lp);
@@ -109,7 +110,10 @@ TEST_CASE("memory report: every kind x place matches the ZeRO formulas, stages 0
   size_t psi = 0;
   for (const auto& p : m.params) psi += p.numel;
   REQUIRE(psi == 10250);
-  struct Case { ZeroOptions z; std::string name; };
+  struct Case {
+    ZeroOptions z;
+    std::string name;
+  };
   std::vector<Case> cases;
   for (DType dt : {DType::kF32, DType::kBF16})
     for (int stage = 0; stage <= 3; ++stage)
@@ -128,8 +132,8 @@ TEST_CASE("memory report: every kind x place matches the ZeRO formulas, stages 0
           z.offloadOptimizer.nvmePath = nvme.path();
           if (stage == 3 && off != "none") z.offloadParam.device = off;  // params follow
           z.offloadParam.nvmePath = nvme.path();
-          cases.push_back({z, fmt::format("stage {} {} offload {} overlap {}", stage,
-                                          dtypeName(dt), off, overlap)});
+          cases.push_back({z, fmt::format("stage {} {} offload {} overlap {}", stage, dtypeName(dt),
+                                          off, overlap)});
         }
   for (int N : {1, 2, 3, 4}) {
     auto store = std::make_shared<comm::HashStore>();
@@ -168,10 +172,10 @@ TEST_CASE("memory report: every kind x place matches the ZeRO formulas, stages 0
 // The transients counted under "buffers" after training stay bounded: stage 2/3 per-parameter
 // full-size gradients live only until their bucket is reduced, and stage-3 gathered parameters
 // honour stage3_max_live_parameters except for the block being computed. Bound checked (bytes):
-//   buffers_after - buffers_before <= 4G + 4(maxLive + A) + 8A (fp32), where G = the largest sum of two
-//   consecutive blocks' parameter elements (a block's grads are allocated before the previous
-//   block's bucket is flushed) and A = the largest block (gathered regardless of the cap); a stage-3 bucket
-//   smaller than one parameter grows to hold it (in + out <= 2A floats).
+//   buffers_after - buffers_before <= 4G + 4(maxLive + A) + 8A (fp32), where G = the largest sum of
+//   two consecutive blocks' parameter elements (a block's grads are allocated before the previous
+//   block's bucket is flushed) and A = the largest block (gathered regardless of the cap); a
+//   stage-3 bucket smaller than one parameter grows to hold it (in + out <= 2A floats).
 TEST_CASE("memory report: stage 2/3 transient grads and gathered params stay bounded",
           "[multirank]") {
   const ToyModel m(4, 16);  // blocks: W 256 + c 16 (+ E 16 in blocks 0 and 3)
@@ -197,7 +201,8 @@ TEST_CASE("memory report: stage 2/3 transient grads and gathered params stay bou
         const size_t before = runs[j].mem[size_t(r)].at(MemKind::kBuffers, MemPlace::kDevice);
         const size_t after = runs[j].memAfter[size_t(r)].at(MemKind::kBuffers, MemPlace::kDevice);
         CHECK(after > before);  // the transients were seen
-        CHECK(after - before <= 4 * G + 4 * (maxLive + A) + 8 * A);  // + a bucket grown to one param
+        CHECK(after - before <=
+              4 * G + 4 * (maxLive + A) + 8 * A);  // + a bucket grown to one param
       }
   }
 }

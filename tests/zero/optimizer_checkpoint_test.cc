@@ -67,7 +67,7 @@ TEST_CASE("zero checkpoint: stage 3 on 4 ranks resumes at stage 1 on 2, stage 0 
     };
     auto half = ds::test::runZeroJobs(m, 4, {first})[0];
     REQUIRE(ck.steps == at);
-    REQUIRE(ck.full.size() == 3);  // fp32, exp_avg, exp_avg_sq
+    REQUIRE(ck.full.size() == 3);                              // fp32, exp_avg, exp_avg_sq
     for (const auto& [name, n] : ck.covered) CHECK(n == psi);  // shards are disjoint and cover Ψ
     for (int s = 0; s < at; ++s) REQUIRE(half.losses[size_t(s)] == full.losses[size_t(s)]);
     const std::vector<double> tail(full.losses.begin() + at, full.losses.end());

@@ -30,7 +30,8 @@ ptrdiff_t find(const std::vector<OptimizerPartition::IoEvent>& t, IoKind k, size
 
 std::vector<float> pattern(size_t n, float scale) {
   std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = scale * float(int((i * 2654435761u) % 2001) - 1000) / 1000.f;
+  for (size_t i = 0; i < n; ++i)
+    v[i] = scale * float(int((i * 2654435761u) % 2001) - 1000) / 1000.f;
   return v;
 }
 
@@ -39,7 +40,7 @@ std::vector<float> pattern(size_t n, float scale) {
 TEST_CASE("optimizer pipeline: nvme tiles overlap read k+1 / write k-1 with the update of k",
           "[unit]") {
   const size_t tile = 1024, tiles = 6, n = tile * tiles - 100;  // a short last tile
-  OptimizerOptions oo;  // AdamW
+  OptimizerOptions oo;                                          // AdamW
   for (int bufferCount : {2, 3, 5}) {
     INFO("buffer_count " << bufferCount);
     ds::test::TempDir dir;
@@ -48,8 +49,8 @@ TEST_CASE("optimizer pipeline: nvme tiles overlap read k+1 / write k-1 with the 
     off.nvmePath = dir.path();
     off.bufferCount = bufferCount;
     off.pinMemory = true;  // best effort: mlock may be refused; results must not change
-    OptimizerPartition nv(n, oo, off, tile, nullptr, 0), mem(n, oo, OffloadOptions{}, tile,
-                                                               nullptr, 0);
+    OptimizerPartition nv(n, oo, off, tile, nullptr, 0),
+        mem(n, oo, OffloadOptions{}, tile, nullptr, 0);
     REQUIRE(nv.tileElems() == tile);
     const int slots = std::max(3, bufferCount);
     CHECK(nv.slots() == slots);
@@ -79,8 +80,8 @@ TEST_CASE("optimizer pipeline: nvme tiles overlap read k+1 / write k-1 with the 
             for (const auto& f : nv.inFlight())
               if (f.tile == t && f.write == w) seen = true, done = f.completed;
             if (!seen) {
-              failures.push_back(fmt::format("tile {}: {} of tile {} not in flight", k,
-                                             w ? "write" : "read", t));
+              failures.push_back(
+                  fmt::format("tile {}: {} of tile {} not in flight", k, w ? "write" : "read", t));
               return;
             }
             if (done) return;

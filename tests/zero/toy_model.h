@@ -19,7 +19,7 @@ namespace ds::test {
 
 struct ToyModel {
   int L, d;
-  bool bf16;                            // 16-bit weights (bf16, or fp16 when half == kF16)
+  bool bf16;  // 16-bit weights (bf16, or fp16 when half == kF16)
   DType half = DType::kBF16;
   std::vector<zero::ParamInfo> params;  // E, then W_b, c_b per block
   // Optional: called inside every block, after its compute and before its after* hook (the
@@ -77,7 +77,8 @@ struct ToyModel {
     std::vector<std::vector<float>> a(static_cast<size_t>(L) + 1, std::vector<float>(B * D));
     std::vector<std::vector<float>> u(static_cast<size_t>(L));
     for (size_t r = 0; r < B; ++r)
-      for (size_t j = 0; j < D; ++j) a[0][r * D + j] = dataAt(step, micro, row0 + int(r), int(j), 1);
+      for (size_t j = 0; j < D; ++j)
+        a[0][r * D + j] = dataAt(step, micro, row0 + int(r), int(j), 1);
     for (int b = 0; b < L; ++b) {
       eng.beforeForward(b);
       u[size_t(b)] = a[size_t(b)];
@@ -87,7 +88,8 @@ struct ToyModel {
       for (size_t r = 0; r < B; ++r)
         for (size_t i = 0; i < D; ++i) {
           float z = value(eng, 2 + 2 * b, i);
-          for (size_t j = 0; j < D; ++j) z += u[size_t(b)][r * D + j] * value(eng, 1 + 2 * b, i * D + j);
+          for (size_t j = 0; j < D; ++j)
+            z += u[size_t(b)][r * D + j] * value(eng, 1 + 2 * b, i * D + j);
           a[size_t(b) + 1][r * D + i] = std::tanh(z);
         }
       if (inBlock) inBlock(eng, b, false);

@@ -29,7 +29,7 @@ ZeroOptions stageOpts(int stage, const std::string& offload, const std::string& 
   z.reduceBucketSize = 50;  // several buckets per backward
   z.paramPersistenceThreshold = 8;
   z.prefetchBucketSize = 200;
-  z.subGroupSize = 1500;    // several nvme tiles
+  z.subGroupSize = 1500;  // several nvme tiles
   if (offload != "none") {
     z.offloadOptimizer.device = offload;
     z.offloadOptimizer.nvmePath = nvmeDir;
@@ -82,7 +82,8 @@ TEST_CASE("zero engine: stages 1-3 and offload match stage 0 on one rank", "[uni
             CHECK(std::memcmp(got.params.data(), base.params.data(), base.params.size() * 4) == 0);
           } else {
             const double tol = dt == DType::kF32 ? 1e-5 : 1e-2;
-            for (int s = 0; s < steps; ++s) CHECK(got.losses[size_t(s)] == Approx(base.losses[size_t(s)]).epsilon(tol));
+            for (int s = 0; s < steps; ++s)
+              CHECK(got.losses[size_t(s)] == Approx(base.losses[size_t(s)]).epsilon(tol));
           }
         }
     }

@@ -1,7 +1,8 @@
 // ZeroEngine on 1-4 thread ranks over real gloo: stages 1-3, with and without optimizer offload
-// (cpu, nvme into a TempDir), reduce_scatter=false at stages 1/2, small buckets (several reduce/allgather buckets per backward),
-// overlap_comm on and off, stage-3 prefetch / persistence / max-live limits and the ToyModel's
-// tied parameter E (blocks 0 and L-1), all against stage 0 at the same world size.
+// (cpu, nvme into a TempDir), reduce_scatter=false at stages 1/2, small buckets (several
+// reduce/allgather buckets per backward), overlap_comm on and off, stage-3 prefetch / persistence /
+// max-live limits and the ToyModel's tied parameter E (blocks 0 and L-1), all against stage 0 at
+// the same world size.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -21,16 +22,17 @@ struct Variant {
   int stage;
   std::string offload;  // none | cpu | nvme
   bool overlap;
-  size_t bucket;        // reduce_bucket_size (elements)
-  size_t persist = 8;   // stage3_param_persistence_threshold
+  size_t bucket;       // reduce_bucket_size (elements)
+  size_t persist = 8;  // stage3_param_persistence_threshold
   size_t maxLive = 1000000000;
   size_t prefetch = 200;
   std::string paramOffload = "none";  // stage 3: none | cpu | nvme
   bool reduceScatter = true;          // false: stage 1/2 buckets are allreduced
   std::string name() const {
-    return fmt::format("stage {} offload {} param offload {} overlap {} bucket {} persist {} "
-                       "maxLive {} reduce_scatter {}", stage, offload, paramOffload, overlap,
-                       bucket, persist, maxLive, reduceScatter);
+    return fmt::format(
+        "stage {} offload {} param offload {} overlap {} bucket {} persist {} "
+        "maxLive {} reduce_scatter {}",
+        stage, offload, paramOffload, overlap, bucket, persist, maxLive, reduceScatter);
   }
 };
 
@@ -88,10 +90,14 @@ std::vector<Variant> allVariants() {
         for (size_t bucket : {size_t(37), size_t(1000000)}) {
           v.push_back({stage, off, ov, bucket});
           if (stage < 3 && bucket == 37 && off == "none")
-            v.push_back({.stage = stage, .offload = off, .overlap = ov, .bucket = bucket,
+            v.push_back({.stage = stage,
+                         .offload = off,
+                         .overlap = ov,
+                         .bucket = bucket,
                          .reduceScatter = false});
           if (stage == 3 && bucket == 37) v.push_back({stage, off, ov, bucket, 0, 150, 100});
-          if (stage == 3 && bucket == 37) v.push_back({stage, off, ov, bucket, 8, 300, 100, "nvme"});
+          if (stage == 3 && bucket == 37)
+            v.push_back({stage, off, ov, bucket, 8, 300, 100, "nvme"});
         }
   return v;
 }
@@ -212,8 +218,7 @@ TEST_CASE("zero multirank: tiny parameters, empty shards, gas 3 and fp16 with a 
       ZeroJob j;
       j.gas = 3;
       j.clip = 0.05f;  // below the gradient norm: clipping scales every step
-      j.z = options({stage, stage == 2 ? "nvme" : "none", stage == 3, 5, 0, 6, 4}, DType::kF32,
-                    "");
+      j.z = options({stage, stage == 2 ? "nvme" : "none", stage == 3, 5, 0, 6, 4}, DType::kF32, "");
       jobs.push_back(j);
     }
     ds::test::TempDir nvme;

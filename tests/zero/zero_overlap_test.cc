@@ -49,7 +49,7 @@ struct RankResult {
   std::vector<std::string> failures;           // what a hook could not observe
   std::vector<std::string> notes;              // observations the test asserts on
   PipelineState end;
-  std::vector<float> params;                   // full fp32 params after training
+  std::vector<float> params;  // full fp32 params after training
 };
 
 using Hook = std::function<void(ZeroEngine&, int block, bool backward, RankResult&)>;
@@ -97,8 +97,8 @@ ptrdiff_t indexOf(const std::vector<TraceEvent>& t, Kind k, int64_t id) {
 }
 
 std::string show(const std::vector<TraceEvent>& t) {
-  static const char* names[] = {"F<", "F>", "B<", "B>", "issue", "wait", "gather", "gwait",
-                                "read", "rwait", "release"};
+  static const char* names[] = {"F<",     "F>",    "B<",   "B>",    "issue",  "wait",
+                                "gather", "gwait", "read", "rwait", "release"};
   std::string s;
   for (const auto& e : t)
     s += fmt::format("{}{}{} ", names[int(e.kind)], e.id, e.completedBeforeWait ? "*" : "");
@@ -127,19 +127,17 @@ TEST_CASE("zero overlap: with overlap_comm, buckets complete on the comm thread 
   const ToyModel m(4, 10);
   for (int stage : {2, 3}) {
     INFO("stage " << stage);
-    auto res = runTraced(m, 2, overlapOptions(stage, true), 3,
-                         [](ZeroEngine& e, int b, bool bwd, RankResult& out) {
-                           if (!bwd || b != 0) return;
-                           auto st = e.pipeline();
-                           out.notes.push_back(fmt::format("inflight {}", st.bucketsInFlight));
-                           if (!waitUntil([&] {
-                                 return e.pipeline().bucketsCompletedInFlight >= 1;
-                               }))
-                             out.failures.push_back(fmt::format(
-                                 "no in-flight bucket completed within {} s while block 0's "
-                                 "backward was held ({} in flight)",
-                                 kHold.count(), e.pipeline().bucketsInFlight));
-                         });
+    auto res = runTraced(
+        m, 2, overlapOptions(stage, true), 3, [](ZeroEngine& e, int b, bool bwd, RankResult& out) {
+          if (!bwd || b != 0) return;
+          auto st = e.pipeline();
+          out.notes.push_back(fmt::format("inflight {}", st.bucketsInFlight));
+          if (!waitUntil([&] { return e.pipeline().bucketsCompletedInFlight >= 1; }))
+            out.failures.push_back(
+                fmt::format("no in-flight bucket completed within {} s while block 0's "
+                            "backward was held ({} in flight)",
+                            kHold.count(), e.pipeline().bucketsInFlight));
+        });
     for (size_t r = 0; r < res.size(); ++r) {
       INFO("rank " << r);
       for (const auto& f : res[r].failures) FAIL_CHECK(f);
@@ -177,8 +175,7 @@ TEST_CASE("zero overlap: without overlap_comm every bucket is waited for when is
     auto res = runTraced(m, 2, overlapOptions(stage, false), 2,
                          [](ZeroEngine& e, int b, bool bwd, RankResult& out) {
                            if (bwd && b == 0)
-                             out.notes.push_back(
-                                 fmt::format("{}", e.pipeline().bucketsInFlight));
+                             out.notes.push_back(fmt::format("{}", e.pipeline().bucketsInFlight));
                          });
     for (size_t r = 0; r < res.size(); ++r) {
       INFO("rank " << r);
@@ -206,20 +203,19 @@ TEST_CASE("zero overlap: stage 3 prefetches the next block's allgather during th
           "[multirank]") {
   const ToyModel m(4, 10);  // params: 0 = E (blocks 0, 3), 1 + 2b = W_b, 2 + 2b = c_b
   ZeroOptions z = overlapOptions(3, true);
-  auto res = runTraced(
-      m, 2, z, 2, [&](ZeroEngine& e, int b, bool bwd, RankResult& out) {
-        const int next = bwd ? b - 1 : b + 1;
-        if (next < 0 || next >= m.L) return;
-        for (size_t p : {size_t(1 + 2 * next), size_t(2 + 2 * next)})
-          if (!e.gatherIssued(p))
-            out.failures.push_back(fmt::format("{} block {}: param {} of block {} not issued",
-                                               bwd ? "backward" : "forward", b, p, next));
-        if (!waitUntil([&] {
-              auto st = e.pipeline();
-              return st.gathersCompletedInFlight == st.gathersInFlight;
-            }))
-          out.failures.push_back("prefetched allgathers did not complete while the block was held");
-      });
+  auto res = runTraced(m, 2, z, 2, [&](ZeroEngine& e, int b, bool bwd, RankResult& out) {
+    const int next = bwd ? b - 1 : b + 1;
+    if (next < 0 || next >= m.L) return;
+    for (size_t p : {size_t(1 + 2 * next), size_t(2 + 2 * next)})
+      if (!e.gatherIssued(p))
+        out.failures.push_back(fmt::format("{} block {}: param {} of block {} not issued",
+                                           bwd ? "backward" : "forward", b, p, next));
+    if (!waitUntil([&] {
+          auto st = e.pipeline();
+          return st.gathersCompletedInFlight == st.gathersInFlight;
+        }))
+      out.failures.push_back("prefetched allgathers did not complete while the block was held");
+  });
   for (size_t r = 0; r < res.size(); ++r) {
     INFO("rank " << r);
     for (const auto& f : res[r].failures) FAIL_CHECK(f);
@@ -264,8 +260,8 @@ TEST_CASE("zero overlap: stage 3 prefetch honours prefetch bucket size and max l
     z.maxLiveParameters = c.maxLive;
     auto res = runTraced(m, 2, z, 2, [&](ZeroEngine& e, int b, bool bwd, RankResult& out) {
       if (bwd || b != 1) return;
-      out.notes.push_back(fmt::format("{}{}", e.gatherIssued(5) ? "W" : "-",
-                                      e.gatherIssued(6) ? "c" : "-"));
+      out.notes.push_back(
+          fmt::format("{}{}", e.gatherIssued(5) ? "W" : "-", e.gatherIssued(6) ? "c" : "-"));
       const auto st = e.pipeline();
       if (st.liveElems > std::max<size_t>(c.maxLive, 120))
         out.failures.push_back(fmt::format("live {} in block {}", st.liveElems, b));
@@ -298,7 +294,8 @@ TEST_CASE("zero overlap: offload_param nvme reads the partition ahead, bitwise a
     if (ahead < 0 || ahead >= m.L) return;
     const auto st = e.pipeline();
     if (st.swapReadsAhead < 2)
-      out.failures.push_back(fmt::format("block {}: {} read-aheads in flight", b, st.swapReadsAhead));
+      out.failures.push_back(
+          fmt::format("block {}: {} read-aheads in flight", b, st.swapReadsAhead));
     if (!waitUntil([&] {
           auto s = e.pipeline();
           return s.swapReadsAheadCompleted == s.swapReadsAhead;

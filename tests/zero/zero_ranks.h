@@ -29,10 +29,10 @@ inline bool shortRun() {
 }
 
 struct ZeroRun {
-  std::vector<double> losses;          // global mean loss per step (mean of the ranks' means)
-  std::vector<float> params;           // full fp32 master params after the last step (rank 0)
-  bool ranksAgree = true;              // every rank's getParams() equal to rank 0's
-  std::vector<zero::MemoryReport> mem; // per rank, right after construction
+  std::vector<double> losses;                // global mean loss per step (mean of the ranks' means)
+  std::vector<float> params;                 // full fp32 master params after the last step (rank 0)
+  bool ranksAgree = true;                    // every rank's getParams() equal to rank 0's
+  std::vector<zero::MemoryReport> mem;       // per rank, right after construction
   std::vector<zero::MemoryReport> memAfter;  // per rank, after training (peaks included)
 };
 
@@ -40,10 +40,10 @@ struct ZeroJob {
   zero::ZeroOptions z;
   int steps = 20;
   int gas = 2;
-  int rowsPerRank = 0;         // 0: globalRows / world
-  int globalRows = 12;         // divisible by 1, 2, 3, 4
+  int rowsPerRank = 0;  // 0: globalRows / world
+  int globalRows = 12;  // divisible by 1, 2, 3, 4
   float clip = 1.0f;
-  float lossScale = 1.f;       // the model scales its gradients by it; step() unscales
+  float lossScale = 1.f;  // the model scales its gradients by it; step() unscales
   // Optional: called on every rank after construction (e.g. to load a checkpoint); `startStep`
   // is the step index training continues from.
   std::function<void(zero::ZeroEngine&, int rank)> setup;

@@ -44,9 +44,10 @@ size_t count(const std::vector<TraceEvent>& t, Kind k, int64_t id, size_t a, siz
 
 }  // namespace
 
-TEST_CASE("zero tied parameters: stage 3 gathers/releases a param tied to adjacent and distant "
-          "blocks and matches stage 0",
-          "[multirank]") {
+TEST_CASE(
+    "zero tied parameters: stage 3 gathers/releases a param tied to adjacent and distant "
+    "blocks and matches stage 0",
+    "[multirank]") {
   const int L = 4;
   const ToyModel m(L, 10, false, /*tieNextBlock=*/true);
   REQUIRE(m.params[0].blocks == std::vector<int>({0, 1, L - 1}));

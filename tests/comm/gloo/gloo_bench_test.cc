@@ -57,10 +57,11 @@ TEST_CASE("gloo collective bandwidth", "[.bench]") {
             });
             if (r == 0) {
               double f = double(n - 1) / n;
-              std::printf("np=%d %4zu MiB  allreduce %8.2f ms busbw %5.2f GB/s | reduce_scatter "
-                          "%8.2f ms busbw %5.2f GB/s | allgather %8.2f ms busbw %5.2f GB/s\n",
-                          n, mib, ar * 1e3, bytes / ar * 2 * f / 1e9, rs * 1e3,
-                          bytes / rs * f / 1e9, ag * 1e3, bytes / ag * f / 1e9);
+              std::printf(
+                  "np=%d %4zu MiB  allreduce %8.2f ms busbw %5.2f GB/s | reduce_scatter "
+                  "%8.2f ms busbw %5.2f GB/s | allgather %8.2f ms busbw %5.2f GB/s\n",
+                  n, mib, ar * 1e3, bytes / ar * 2 * f / 1e9, rs * 1e3, bytes / rs * f / 1e9,
+                  ag * 1e3, bytes / ag * f / 1e9);
               std::fflush(stdout);
             }
           }

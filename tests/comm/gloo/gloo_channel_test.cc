@@ -38,8 +38,9 @@ double reference(ReduceOp op, int n, size_t i, int call) {
   double acc = inputAt(0, i, call);
   for (int r = 1; r < n; ++r) {
     double v = inputAt(r, i, call);
-    acc = op == ReduceOp::kMax ? std::max(acc, v) : op == ReduceOp::kMin ? std::min(acc, v)
-                                                                           : acc + v;
+    acc = op == ReduceOp::kMax   ? std::max(acc, v)
+          : op == ReduceOp::kMin ? std::min(acc, v)
+                                 : acc + v;
   }
   return op == ReduceOp::kAvg ? acc / n : acc;
 }
@@ -176,8 +177,8 @@ TEST_CASE("gloo 2-rank allreduce: one exchange, bitwise identical, op(rank 0, ra
                        : op == ReduceOp::kSum ? a + b
                                               : (a + b) / 2.f;
           if (std::memcmp(&v[i], &want, 4) != 0) {
-            errors[r] = fmt::format("call {} op {} elem {}: got {} want {}", call, int(op), i,
-                                    v[i], want);
+            errors[r] =
+                fmt::format("call {} op {} elem {}: got {} want {}", call, int(op), i, v[i], want);
           }
         }
         if (call == 15 && op == ReduceOp::kSum) last[r] = v;
@@ -211,7 +212,8 @@ TEST_CASE("gloo receive channels: a full cache falls back to the uncached algori
           std::vector<float> in(total), out(counts[r]);
           for (size_t i = 0; i < total; ++i) in[i] = float(inputAt(r, i, call));
           pg.reduceScatter(view(in.data(), total), view(out.data(), counts[r]), counts,
-                           ReduceOp::kSum)->wait();
+                           ReduceOp::kSum)
+              ->wait();
           for (size_t i = 0; i < count && errors[r].empty(); ++i) {
             if (v[i] != float(reference(ReduceOp::kSum, n, i, call))) {
               errors[r] = fmt::format("allreduce pass {} shape {} elem {}", pass, k, i);

@@ -37,8 +37,8 @@ T ref(ReduceOp op, T a, T b) {
 
 template <typename T>
 std::string check(DType t) {
-  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{15}, size_t{16}, size_t{17},
-                   size_t{31}, size_t{33}, size_t{1000}}) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{15}, size_t{16}, size_t{17}, size_t{31},
+                   size_t{33}, size_t{1000}}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
       std::vector<T> a(n), b(n), want(n);
       for (size_t i = 0; i < n; ++i) {

@@ -26,8 +26,9 @@ float expected(ReduceOp op, int n, size_t i) {
   float acc = inputAt(0, i);
   for (int r = 1; r < n; ++r) {
     float v = inputAt(r, i);
-    acc = op == ReduceOp::kMax ? std::max(acc, v) : op == ReduceOp::kMin ? std::min(acc, v)
-                                                                           : acc + v;
+    acc = op == ReduceOp::kMax   ? std::max(acc, v)
+          : op == ReduceOp::kMin ? std::min(acc, v)
+                                 : acc + v;
   }
   return op == ReduceOp::kAvg ? acc / float(n) : acc;
 }
@@ -41,7 +42,8 @@ TEST_CASE("gloo reduce_scatter: separate, in-place and overlapping outputs, mult
   for (int n : {2, 3, 4, 8}) {  // 4 and 8: recursive halving; 2 and 3: the ring
     // Blocks of 1.2-3.3 MB: several 1 MiB ring segments each, uneven, one empty.
     std::vector<size_t> counts;
-    for (int r = 0; r < n; ++r) counts.push_back(r == 1 ? 0 : 300007 + size_t(r) * 70001);  // one empty block
+    for (int r = 0; r < n; ++r)
+      counts.push_back(r == 1 ? 0 : 300007 + size_t(r) * 70001);  // one empty block
     size_t total = 0;
     for (size_t c : counts) total += c;
     auto store = std::make_shared<HashStore>();
@@ -57,15 +59,15 @@ TEST_CASE("gloo reduce_scatter: separate, in-place and overlapping outputs, mult
           std::vector<float> in(total), sep(counts[r], -1.f);
           for (size_t i = 0; i < total; ++i) in[i] = inputAt(r, i);
           const std::vector<float> orig = in;
-          float* out = place == Place::kSeparate  ? sep.data()
+          float* out = place == Place::kSeparate   ? sep.data()
                        : place == Place::kOwnBlock ? in.data() + off
                                                    : in.data();
           pg.reduceScatter(view(in.data(), total), view(out, counts[r]), counts, op)->wait();
           for (size_t i = 0; i < counts[r]; ++i) {
             float want = expected(op, n, off + i);
             if (out[i] != Approx(want).margin(1e-5)) {
-              errors[r] = fmt::format("n {} place {} op {} elem {}: got {} want {}", n,
-                                      int(place), int(op), i, out[i], want);
+              errors[r] = fmt::format("n {} place {} op {} elem {}: got {} want {}", n, int(place),
+                                      int(op), i, out[i], want);
               return;
             }
           }

@@ -85,17 +85,18 @@ TEST_CASE("ours vs libgloo, interleaved call by call", "[.bench]") {
             cases.push_back({"allreduce", [&] { pg.allreduce(view(a.data(), count))->wait(); },
                              [&] { ar.run(); }});
           }
-          cases.push_back({"reduce_scatter",
-                           [&] {
-                             pg.reduceScatter(view(a.data(), count), view(b.data(), counts[r]),
-                                              counts)->wait();
-                           },
-                           [&] { rs.run(); }});
+          cases.push_back(
+              {"reduce_scatter",
+               [&] {
+                 pg.reduceScatter(view(a.data(), count), view(b.data(), counts[r]), counts)->wait();
+               },
+               [&] { rs.run(); }});
           const size_t even = count / n;  // gloo's allgather needs equal blocks
           cases.push_back({"allgather",
                            [&] {
                              pg.allgather(view(b.data(), even), view(a.data(), even * n),
-                                          std::vector<size_t>(n, even))->wait();
+                                          std::vector<size_t>(n, even))
+                                 ->wait();
                            },
                            [&] {
                              ::gloo::AllgatherOptions o(ctx);

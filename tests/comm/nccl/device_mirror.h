@@ -104,7 +104,10 @@ class DeviceMirror final : public comm::Backend {
    public:
     MirrorWork(const char* what, comm::WorkPtr inner, std::shared_ptr<Dev> dev,
                comm::BufferView host, bool copyBack)
-        : Work(what), inner_(std::move(inner)), dev_(std::move(dev)), host_(host),
+        : Work(what),
+          inner_(std::move(inner)),
+          dev_(std::move(dev)),
+          host_(host),
           copyBack_(copyBack) {}
     void wait(std::chrono::milliseconds timeout) override {
       if (!isCompleted()) {

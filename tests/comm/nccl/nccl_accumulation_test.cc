@@ -37,8 +37,8 @@ std::string onGpuThreads(int n, const std::function<std::string(ProcessGroup&)>&
   GroupOptions o;
   o.timeout = std::chrono::seconds(60);
   ds::test::runRanks(n, [&](int r) {
-    ProcessGroup pg(std::make_unique<ds::test::DeviceMirror>(
-        createBackend("nccl", store, r, n, o)));
+    ProcessGroup pg(
+        std::make_unique<ds::test::DeviceMirror>(createBackend("nccl", store, r, n, o)));
     errs[r] = body(pg);
   });
   std::string all;
@@ -48,11 +48,10 @@ std::string onGpuThreads(int n, const std::function<std::string(ProcessGroup&)>&
 
 }  // namespace
 
-TEST_CASE("nccl fp32 staging: narrowing rounds to nearest even like the host conversion",
-          "[gpu]") {
+TEST_CASE("nccl fp32 staging: narrowing rounds to nearest even like the host conversion", "[gpu]") {
   if (cudaDeviceCount() == 0) DS_SKIP("no CUDA device");
-  std::vector<float> in{2049.0f, 2051.0f, 2050.5f, 257.0f, 259.0f, 65504.0f, 65520.0f,
-                        -2049.0f, 1e-8f, 0.0f, -0.0f, 3.0f};
+  std::vector<float> in{2049.0f,  2051.0f,  2050.5f, 257.0f, 259.0f, 65504.0f,
+                        65520.0f, -2049.0f, 1e-8f,   0.0f,   -0.0f,  3.0f};
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
   for (int i = 0; i < 4096; ++i) in.push_back(dist(rng));

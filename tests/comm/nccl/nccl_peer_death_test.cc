@@ -45,9 +45,9 @@ std::string env(const char* name) {
 int deviceCountInChild() {
   ds::test::TempDir dir;
   std::string out;
-  int rc = ds::test::runCommand(fmt::format("DS_NCCL_CHILD_DIR={} '{}' '{}'", dir.path(),
-                                            selfExe(), kProbeTest),
-                                &out, std::chrono::seconds(60));
+  int rc = ds::test::runCommand(
+      fmt::format("DS_NCCL_CHILD_DIR={} '{}' '{}'", dir.path(), selfExe(), kProbeTest), &out,
+      std::chrono::seconds(60));
   if (rc != 0) return 0;
   try {
     return std::stoi(ds::test::readFile(dir.file("devices")));

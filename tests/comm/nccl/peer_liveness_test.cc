@@ -61,9 +61,18 @@ LivenessOptions manual(std::chrono::milliseconds peerTimeout) {
 class BreakableStore : public Store {
  public:
   std::atomic<bool> broken{false};
-  void set(const std::string& k, const Bytes& v) override { ok(); s_.set(k, v); }
-  Bytes get(const std::string& k, std::chrono::milliseconds t) override { ok(); return s_.get(k, t); }
-  int64_t add(const std::string& k, int64_t d) override { ok(); return s_.add(k, d); }
+  void set(const std::string& k, const Bytes& v) override {
+    ok();
+    s_.set(k, v);
+  }
+  Bytes get(const std::string& k, std::chrono::milliseconds t) override {
+    ok();
+    return s_.get(k, t);
+  }
+  int64_t add(const std::string& k, int64_t d) override {
+    ok();
+    return s_.add(k, d);
+  }
   Bytes compareSet(const std::string& k, const Bytes& e, const Bytes& d) override {
     ok();
     return s_.compareSet(k, e, d);
@@ -72,9 +81,18 @@ class BreakableStore : public Store {
     ok();
     s_.wait(k, t);
   }
-  bool deleteKey(const std::string& k) override { ok(); return s_.deleteKey(k); }
-  int64_t numKeys() override { ok(); return s_.numKeys(); }
-  bool check(const std::vector<std::string>& k) override { ok(); return s_.check(k); }
+  bool deleteKey(const std::string& k) override {
+    ok();
+    return s_.deleteKey(k);
+  }
+  int64_t numKeys() override {
+    ok();
+    return s_.numKeys();
+  }
+  bool check(const std::vector<std::string>& k) override {
+    ok();
+    return s_.check(k);
+  }
 
  private:
   void ok() {
@@ -126,7 +144,8 @@ TEST_CASE("nccl liveness: a beating peer is never reported; a silent one is, by 
   auto store = std::make_shared<HashStore>();
   PeerWatchdog w0(store, 0, manual(300ms)), w1(store, 1, manual(300ms));
   Reports rep;
-  auto reg = w0.watch({0, 1}, [] { return true; }, rep.callback());
+  auto reg = w0.watch(
+      {0, 1}, [] { return true; }, rep.callback());
   // One second of ticks, each right after the peer's beat: more than three timeouts in all,
   // but the counter always moved since the last look.
   w0.tick();
@@ -156,7 +175,8 @@ TEST_CASE("nccl liveness: peers are judged only while the group has Work pending
   store->setString(identityKey(3), "elsewhere 1");  // rank 3 joined once, never beats
   std::atomic<bool> pending{false};
   Reports rep;
-  auto reg = w0.watch({0, 3}, [&] { return pending.load(); }, rep.callback());
+  auto reg = w0.watch(
+      {0, 3}, [&] { return pending.load(); }, rep.callback());
   CHECK_FALSE(rep.waitFor(500ms));  // idle: never judged, however long the silence
   pending = true;
   REQUIRE(rep.waitFor(10s));
@@ -182,7 +202,8 @@ TEST_CASE("nccl liveness: a peer whose process is gone from this host is reporte
   store->setString(identityKey(2), fmt::format("{} {} {}", host, child, process));
   store->add(heartbeatKey(2), 1);
   Reports rep;
-  auto reg = w0.watch({0, 2}, [] { return true; }, rep.callback());
+  auto reg = w0.watch(
+      {0, 2}, [] { return true; }, rep.callback());
   REQUIRE(rep.waitFor(10s));
   CHECK(rep.got[0].rank == 2);
   CHECK_THAT(rep.got[0].message, Catch::Contains("process no longer exists"));
@@ -193,8 +214,10 @@ TEST_CASE("nccl liveness: an unreachable store names its host, rank 0", "[unit]"
   PeerWatchdog w1(store, 1, manual(std::chrono::hours(1))),
       w2(store, 2, manual(std::chrono::hours(1)));
   Reports rep, other;
-  auto reg = w1.watch({0, 1, 2}, [] { return true; }, rep.callback());
-  auto sub = w1.watch({1, 2}, [] { return true; }, other.callback());  // rank 0 not a member
+  auto reg = w1.watch(
+      {0, 1, 2}, [] { return true; }, rep.callback());
+  auto sub = w1.watch(
+      {1, 2}, [] { return true; }, other.callback());  // rank 0 not a member
   w1.tick();
   CHECK(rep.count() == 0);
   store->broken = true;

@@ -56,7 +56,7 @@ TEST_CASE("HashStore compareSet", "[unit]") {
   CHECK(s.compareSet("k", b(""), b("v1")) == b("v1"));      // absent matches empty expected
   CHECK(s.compareSet("k", b("nope"), b("v2")) == b("v1"));  // mismatch returns current
   CHECK(s.compareSet("k", b("v1"), b("v2")) == b("v2"));
-  CHECK(s.compareSet("absent", b("x"), b("y")).empty());    // absent, non-empty expected
+  CHECK(s.compareSet("absent", b("x"), b("y")).empty());  // absent, non-empty expected
   CHECK_FALSE(s.check({"absent"}));
 }
 
@@ -94,13 +94,16 @@ TEST_CASE("HashStore rendezvous of thread ranks", "[multirank]") {
   auto store = std::make_shared<HashStore>();
   const int n = 6;
   std::vector<int64_t> seen(n);
-  ds::test::runRanks(n, [&](int r) {
-    store->setString("rank/" + std::to_string(r), std::to_string(r));
-    seen[r] = store->add("arrived", 1);
-    std::vector<std::string> keys;
-    for (int i = 0; i < n; ++i) keys.push_back("rank/" + std::to_string(i));
-    store->wait(keys, 10s);
-  }, 30s);
+  ds::test::runRanks(
+      n,
+      [&](int r) {
+        store->setString("rank/" + std::to_string(r), std::to_string(r));
+        seen[r] = store->add("arrived", 1);
+        std::vector<std::string> keys;
+        for (int i = 0; i < n; ++i) keys.push_back("rank/" + std::to_string(i));
+        store->wait(keys, 10s);
+      },
+      30s);
   std::sort(seen.begin(), seen.end());
   for (int i = 0; i < n; ++i) CHECK(seen[i] == i + 1);
   CHECK(store->getString("arrived", 1s) == std::to_string(n));

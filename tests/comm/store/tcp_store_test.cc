@@ -319,8 +319,8 @@ TEST_CASE("TcpStore: stopping the server fails a blocked client instead of hangi
     FAIL("expected CommError");
   } catch (const ds::CommError& e) {
     // Either the "shutting down" reply or the closed connection, whichever wins the race.
-    CHECK_THAT(e.what(), Catch::Contains("shutting down") ||
-                             Catch::Contains("closed the connection"));
+    CHECK_THAT(e.what(),
+               Catch::Contains("shutting down") || Catch::Contains("closed the connection"));
   }
   CHECK(std::chrono::steady_clock::now() - start < 20s);
   stopper.join();
@@ -332,18 +332,21 @@ TEST_CASE("TcpStore: thread ranks rendezvous through rank 0's server", "[multira
   int port = ds::test::freePort();
   std::vector<int64_t> order(n);
   std::vector<std::string> values(n);
-  ds::test::runRanks(n, [&](int r) {
-    auto o = r == 0 ? serverOpts(port) : clientOpts(port);
-    TcpStore s(o);
-    s.setString("rank/" + std::to_string(r), "hello from " + std::to_string(r));
-    order[r] = s.add("arrived", 1);
-    std::vector<std::string> keys;
-    for (int i = 0; i < n; ++i) keys.push_back("rank/" + std::to_string(i));
-    s.wait(keys, 20s);
-    values[r] = s.getString("rank/" + std::to_string((r + 1) % n), 1s);
-    if (s.add("finished", 1) == n) s.setString("all-done", "1");
-    if (r == 0) s.wait({"all-done"}, 20s);  // keep the server up until everyone finished
-  }, 60s);
+  ds::test::runRanks(
+      n,
+      [&](int r) {
+        auto o = r == 0 ? serverOpts(port) : clientOpts(port);
+        TcpStore s(o);
+        s.setString("rank/" + std::to_string(r), "hello from " + std::to_string(r));
+        order[r] = s.add("arrived", 1);
+        std::vector<std::string> keys;
+        for (int i = 0; i < n; ++i) keys.push_back("rank/" + std::to_string(i));
+        s.wait(keys, 20s);
+        values[r] = s.getString("rank/" + std::to_string((r + 1) % n), 1s);
+        if (s.add("finished", 1) == n) s.setString("all-done", "1");
+        if (r == 0) s.wait({"all-done"}, 20s);  // keep the server up until everyone finished
+      },
+      60s);
   std::sort(order.begin(), order.end());
   for (int i = 0; i < n; ++i) {
     CHECK(order[i] == i + 1);

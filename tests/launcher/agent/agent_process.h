@@ -47,8 +47,9 @@ inline AgentProcess startAgent(const launcher::JobSpec& spec, int node, bool tok
                                const EnvMap& extraEnv = {},
                                const std::string& firstLine = std::string("DS_JOB_TOKEN=") +
                                                               kTestToken + "\n") {
-  std::vector<std::string> args = {"dsrun", "--agent", "--job", launcher::encodeJobSpec(spec),
-                                    "--node_rank", std::to_string(node)};
+  std::vector<std::string> args = {"dsrun",       "--agent",
+                                   "--job",       launcher::encodeJobSpec(spec),
+                                   "--node_rank", std::to_string(node)};
   if (tokenStdin) args.push_back("--token_stdin");
   launcher::Pipe in = launcher::makePipe("agent stdin");
   AgentProcess p;

@@ -87,8 +87,9 @@ TEST_CASE("GroupGuard runs the owner-death command only when its owner dies", "[
   Pipe ready = makePipe("test");
   pid_t owner = fork();
   if (owner == 0) {
-    GroupGuard guard({"/bin/sh", "-c", "echo ran > " + dir.file("ran.tmp") + " && mv " +
-                                           dir.file("ran.tmp") + " " + dir.file("ran")});
+    GroupGuard guard({"/bin/sh", "-c",
+                      "echo ran > " + dir.file("ran.tmp") + " && mv " + dir.file("ran.tmp") + " " +
+                          dir.file("ran")});
     SpawnOptions o;
     o.dieWithParent = false;
     o.argv = {"/bin/sleep", "60"};

@@ -59,11 +59,15 @@ std::vector<pid_t> zombieChildren(pid_t parent) {
 TEST_CASE("agent: each rank gets the rank environment and its --local_rank", "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("env");
-  JobSpec spec = localSpec(4, {"/bin/sh", "-c",
-      "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_SIZE=$LOCAL_SIZE "
-      "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE CROSS_RANK=$CROSS_RANK CROSS_SIZE=$CROSS_SIZE "
-      "MASTER=$MASTER_ADDR:$MASTER_PORT JOB=$DS_JOB_ID TOKEN=$DS_JOB_TOKEN "
-      "OMP=${OMP_NUM_THREADS:+set} PWD=$(pwd) ARG=$1", "sh"}, marker, dir.path());
+  JobSpec spec = localSpec(
+      4,
+      {"/bin/sh", "-c",
+       "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_SIZE=$LOCAL_SIZE "
+       "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE CROSS_RANK=$CROSS_RANK CROSS_SIZE=$CROSS_SIZE "
+       "MASTER=$MASTER_ADDR:$MASTER_PORT JOB=$DS_JOB_ID TOKEN=$DS_JOB_TOKEN "
+       "OMP=${OMP_NUM_THREADS:+set} PWD=$(pwd) ARG=$1",
+       "sh"},
+      marker, dir.path());
   spec.hosts.insert(spec.hosts.begin(), ds::launcher::HostSlots{"other", {0, 1, 2}});
   REQUIRE(runAgent(spec, 1, dir) == 0);
   auto out = lines(readFile(dir.file("out")));
@@ -86,13 +90,14 @@ TEST_CASE("agent: --no_local_rank leaves the arguments untouched", "[multiproc]"
   CHECK(readFile(dir.file("out")) == "[0] args:1:a b;c\n");
 }
 
-TEST_CASE("agent: output lines are whole, prefixed, complete; stderr stays stderr",
-          "[multiproc]") {
+TEST_CASE("agent: output lines are whole, prefixed, complete; stderr stays stderr", "[multiproc]") {
   TempDir dir;
-  JobSpec spec = localSpec(4, {"/bin/sh", "-c",
-      "i=0; while [ $i -lt 300 ]; do echo \"line-$RANK-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"; "
-      "i=$((i+1)); done; echo oops-$RANK >&2; printf tail-$RANK"}, uniqueMarker("out"),
-      dir.path());
+  JobSpec spec = localSpec(
+      4,
+      {"/bin/sh", "-c",
+       "i=0; while [ $i -lt 300 ]; do echo \"line-$RANK-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"; "
+       "i=$((i+1)); done; echo oops-$RANK >&2; printf tail-$RANK"},
+      uniqueMarker("out"), dir.path());
   REQUIRE(runAgent(spec, 0, dir) == 0);
   auto out = lines(readFile(dir.file("out")));
   CHECK(out.size() == 4 * 301);
@@ -126,8 +131,7 @@ TEST_CASE("agent: --enable_each_rank_log writes one file per rank and nothing to
   REQUIRE(names.size() == 3);
   for (int r = 0; r < 3; ++r) {
     CHECK(std::regex_match(names[r], std::regex(fmt::format(R"(\d{{14}}_rank{}\.log)", r))));
-    CHECK(readFile(spec.eachRankLogDir + "/" + names[r]) ==
-          fmt::format("out-{}\nerr-{}\n", r, r));
+    CHECK(readFile(spec.eachRankLogDir + "/" + names[r]) == fmt::format("out-{}\nerr-{}\n", r, r));
   }
   writeFile(dir.file("afile"), "x");
   spec.eachRankLogDir = dir.file("afile");
@@ -140,8 +144,9 @@ TEST_CASE("agent: a rank exiting 3 stops the others; the job exits 3 naming rank
           "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("exit3");
-  JobSpec spec = localSpec(4, {"/bin/sh", "-c",
-      "if [ \"$LOCAL_RANK\" = 2 ]; then exit 3; fi; sleep 60 & wait"}, marker, dir.path());
+  JobSpec spec = localSpec(
+      4, {"/bin/sh", "-c", "if [ \"$LOCAL_RANK\" = 2 ]; then exit 3; fi; sleep 60 & wait"}, marker,
+      dir.path());
   CHECK(runAgent(spec, 0, dir) == 3);
   CHECK_THAT(readFile(dir.file("err")),
              Catch::Contains("rank 2 (local rank 2) on host localhost exited with code 3"));
@@ -151,8 +156,9 @@ TEST_CASE("agent: a rank exiting 3 stops the others; the job exits 3 naming rank
 TEST_CASE("agent: a rank killed by SIGKILL gives 137", "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("kill9");
-  JobSpec spec = localSpec(3, {"/bin/sh", "-c",
-      "if [ \"$RANK\" = 1 ]; then kill -KILL $$; fi; sleep 60 & wait"}, marker, dir.path());
+  JobSpec spec = localSpec(
+      3, {"/bin/sh", "-c", "if [ \"$RANK\" = 1 ]; then kill -KILL $$; fi; sleep 60 & wait"}, marker,
+      dir.path());
   CHECK(runAgent(spec, 0, dir) == 137);
   CHECK_THAT(readFile(dir.file("err")),
              Catch::Contains("rank 1 (local rank 1) on host localhost was killed by signal 9 "
@@ -163,9 +169,11 @@ TEST_CASE("agent: a rank killed by SIGKILL gives 137", "[multiproc]") {
 TEST_CASE("agent: ranks that ignore SIGTERM are killed after the grace period", "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("grace");
-  JobSpec spec = localSpec(3, {"/bin/sh", "-c",
-      "trap '' TERM; if [ \"$RANK\" = 0 ]; then sleep 0.2; exit 4; fi; sleep 60 & wait"},
-      marker, dir.path());
+  JobSpec spec =
+      localSpec(3,
+                {"/bin/sh", "-c",
+                 "trap '' TERM; if [ \"$RANK\" = 0 ]; then sleep 0.2; exit 4; fi; sleep 60 & wait"},
+                marker, dir.path());
   CHECK(runAgent(spec, 0, dir, {{"DS_KILL_GRACE", "0.3"}}) == 4);
   CHECK(waitMarkerGone(marker).empty());
 }
@@ -199,8 +207,9 @@ TEST_CASE("agent: a rank that exits 0 early is reaped (no zombie) while the othe
           "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("zombie");
-  JobSpec spec = localSpec(3, {"/bin/sh", "-c",
-      "if [ \"$LOCAL_RANK\" = 1 ]; then exit 0; fi; sleep 60 & wait"}, marker, dir.path());
+  JobSpec spec = localSpec(
+      3, {"/bin/sh", "-c", "if [ \"$LOCAL_RANK\" = 1 ]; then exit 0; fi; sleep 60 & wait"}, marker,
+      dir.path());
   AgentProcess p = startAgent(spec, 0, false, dir.file("out"), dir.file("err"));
   REQUIRE(waitMarkerCount(marker, 4));  // ranks 0 and 2: 2 shells + 2 sleeps
   // Rank 1 has exited by now or soon; unreaped it would stay a zombie child of the agent.
@@ -248,8 +257,7 @@ TEST_CASE("agent --token_stdin: the token comes from stdin; EOF on stdin tears d
 TEST_CASE("agent: bad invocations are errors naming what is wrong", "[multiproc]") {
   TempDir dir;
   JobSpec spec = localSpec(1, {"/bin/true"}, uniqueMarker("bad"), dir.path());
-  AgentProcess p = startAgent(spec, 0, true, dir.file("out"), dir.file("err"), {},
-                              "TOKEN=nope\n");
+  AgentProcess p = startAgent(spec, 0, true, dir.file("out"), dir.file("err"), {}, "TOKEN=nope\n");
   CHECK(waitChild(p.pid) == std::optional<int>(2));
   CHECK_THAT(readFile(dir.file("err")),
              Catch::Contains("expected the first stdin line to be DS_JOB_TOKEN=<token>"));
@@ -279,9 +287,11 @@ TEST_CASE("agent: --save_pid file holds the agent's pid while it runs and is rem
 TEST_CASE("agent: --bind_core_list pins each rank to its slice", "[multiproc]") {
   TempDir dir;
   int cpu = ds::launcher::allowedCpus().back();
-  JobSpec spec = localSpec(1, {"/bin/sh", "-c",
-      "echo $(grep Cpus_allowed_list /proc/self/status | cut -f2) omp=$OMP_NUM_THREADS"},
-      uniqueMarker("bind"), dir.path());
+  JobSpec spec =
+      localSpec(1,
+                {"/bin/sh", "-c",
+                 "echo $(grep Cpus_allowed_list /proc/self/status | cut -f2) omp=$OMP_NUM_THREADS"},
+                uniqueMarker("bind"), dir.path());
   spec.bindCoresToRank = true;
   spec.bindCoreList = std::to_string(cpu);
   REQUIRE(runAgent(spec, 0, dir) == 0);

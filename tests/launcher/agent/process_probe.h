@@ -48,8 +48,8 @@ inline std::vector<pid_t> pidsWithMarker(const std::string& marker) {
 }
 
 // Polls until no process carries `marker`; returns the survivors at the deadline (empty = ok).
-inline std::vector<pid_t> waitMarkerGone(const std::string& marker,
-                                         std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+inline std::vector<pid_t> waitMarkerGone(
+    const std::string& marker, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     auto left = pidsWithMarker(marker);

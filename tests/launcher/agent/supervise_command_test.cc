@@ -63,8 +63,7 @@ TEST_CASE("superviseCommand forwards SIGTERM/SIGINT to the command's whole group
   }
 }
 
-TEST_CASE("superviseCommand: SIGKILL of the supervisor kills the command's group",
-          "[multiproc]") {
+TEST_CASE("superviseCommand: SIGKILL of the supervisor kills the command's group", "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("supkill");
   pid_t pid = startSupervised({"sh", "-c", "sleep 60 & sleep 60 & wait"}, {{"MARK", marker}},
@@ -91,16 +90,17 @@ ds::launcher::SuperviseOptions pdshStyle() {
 
 }  // namespace
 
-TEST_CASE("superviseCommand: a pdsh failure line stops the job (setsid'd clients included) and "
-          "becomes its status", "[multiproc]") {
+TEST_CASE(
+    "superviseCommand: a pdsh failure line stops the job (setsid'd clients included) and "
+    "becomes its status",
+    "[multiproc]") {
   TempDir dir;
   std::string marker = uniqueMarker("pdshfail");
   // A stand-in for pdsh: two "ssh clients" in their own sessions, one host reported failed.
-  pid_t pid = startSupervised(
-      {"sh", "-c",
-       "setsid sleep 60 & setsid sleep 60 & sleep 0.2; echo 'some output'; "
-       "echo 'pdsh@me: hostB: ssh exited with exit code 3' >&2; wait"},
-      {{"MARK", marker}}, dir.file("err"), dir.file("out"), pdshStyle());
+  pid_t pid = startSupervised({"sh", "-c",
+                               "setsid sleep 60 & setsid sleep 60 & sleep 0.2; echo 'some output'; "
+                               "echo 'pdsh@me: hostB: ssh exited with exit code 3' >&2; wait"},
+                              {{"MARK", marker}}, dir.file("err"), dir.file("out"), pdshStyle());
   auto st = waitChild(pid);
   REQUIRE(st);
   CHECK(*st == 3);
@@ -141,20 +141,19 @@ TEST_CASE("superviseCommand: SIGKILL of the supervisor kills descendants in othe
   CHECK(waitMarkerGone(marker, std::chrono::seconds(5)).empty());
 }
 
-TEST_CASE("superviseCommand: srun's failing task code wins over srun's own status",
-          "[multiproc]") {
+TEST_CASE("superviseCommand: srun's failing task code wins over srun's own status", "[multiproc]") {
   TempDir dir;
   ds::launcher::SuperviseOptions o;
   o.failureLine = ds::launcher::parseSrunFailure;
   // srun --kill-on-bad-exit: the failing task's line, then the killed task's, then status 143.
-  pid_t pid = startSupervised(
-      {"sh", "-c",
-       "echo 'srun: error: vm: task 1: Exited with exit code 3' >&2; "
-       "echo 'srun: error: vm: task 0: Terminated' >&2; exit 143"},
-      {}, dir.file("err"), "/dev/null", o);
+  pid_t pid = startSupervised({"sh", "-c",
+                               "echo 'srun: error: vm: task 1: Exited with exit code 3' >&2; "
+                               "echo 'srun: error: vm: task 0: Terminated' >&2; exit 143"},
+                              {}, dir.file("err"), "/dev/null", o);
   CHECK(waitChild(pid) == std::optional<int>(3));
-  CHECK_THAT(readFile(dir.file("err")),
-             Catch::Contains("dsrun: host vm failed (task 1: Exited with exit code 3): job status 3"));
+  CHECK_THAT(
+      readFile(dir.file("err")),
+      Catch::Contains("dsrun: host vm failed (task 1: Exited with exit code 3): job status 3"));
   // No failure line: the command's own status, as before.
   pid = startSupervised({"sh", "-c", "echo 'srun: error: other trouble' >&2; exit 5"}, {},
                         dir.file("err"), "/dev/null", o);

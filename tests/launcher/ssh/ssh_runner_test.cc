@@ -81,11 +81,11 @@ Run run(const JobSpec& spec, const std::vector<std::string>& cmds, const TempDir
 }
 
 // Skips the test case (DS_SKIP) when the test cluster cannot run here. In the TEST_CASE body.
-#define NEED_CLUSTER()                                              \
-  do {                                                              \
-    if (auto why = TestCluster::skipReason(); !why.empty()) {       \
-      DS_SKIP("test cluster: " << why);                             \
-    }                                                               \
+#define NEED_CLUSTER()                                        \
+  do {                                                        \
+    if (auto why = TestCluster::skipReason(); !why.empty()) { \
+      DS_SKIP("test cluster: " << why);                       \
+    }                                                         \
   } while (0)
 
 // Sets an environment variable for the scope.
@@ -131,9 +131,10 @@ TEST_CASE("ssh runner: first non-zero status stops the other hosts by stdin EOF"
   JobSpec spec = twoHosts(cluster.addr(0), cluster.addr(1));
   // Host 0 waits for EOF on stdin (like the agent's watchdog), host 1 fails with 3.
   std::string marker = tmp.file("host0-saw-eof");
-  Run r = run(spec, {"read t; cat >/dev/null; echo eof > " + marker + "; exit 0",
-                     "read t; sleep 0.3; exit 3"},
-              tmp);
+  Run r = run(
+      spec,
+      {"read t; cat >/dev/null; echo eof > " + marker + "; exit 0", "read t; sleep 0.3; exit 3"},
+      tmp);
   INFO(r.output << r.error);
   CHECK(r.status == 3);
   // The proof is the marker, not a duration: host 0 ends only on EOF, and saw it before
@@ -217,8 +218,8 @@ TEST_CASE("ssh runner: unknown and changed host keys are errors that say how to 
   CHECK(access(marker.c_str(), F_OK) != 0);  // nothing ran anywhere
 
   // A different key recorded for the hosts: "changed".
-  REQUIRE(ds::test::runCommand("ssh-keygen -q -t ed25519 -N '' -f " + tmp.file("other"),
-                               nullptr) == 0);
+  REQUIRE(ds::test::runCommand("ssh-keygen -q -t ed25519 -N '' -f " + tmp.file("other"), nullptr) ==
+          0);
   std::string other = readFile(tmp.file("other.pub"));
   other = other.substr(0, other.find(' ', other.find(' ') + 1));
   std::string lines;

@@ -29,8 +29,10 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<ds::zero::ParamInfo> toyParams() {
-  return {{"a.w", {3, 4}, 12, {0}, true}, {"a.b", {4}, 4, {0}, false},
-          {"b.w", {5, 7}, 35, {1}, true}, {"b.b", {5}, 5, {1}, false}};
+  return {{"a.w", {3, 4}, 12, {0}, true},
+          {"a.b", {4}, 4, {0}, false},
+          {"b.w", {5, 7}, 35, {1}, true},
+          {"b.b", {5}, 5, {1}, false}};
 }
 constexpr size_t kToyNumel = 12 + 4 + 35 + 5;
 
@@ -144,7 +146,9 @@ TEST_CASE("checkpoint round trip: manifest, model, ranges, latest, no temp files
 }
 
 TEST_CASE("optimizer ranges load across world sizes and ZeRO stages", "[multirank]") {
-  struct Save { int world, stage; };
+  struct Save {
+    int world, stage;
+  };
   for (Save s : {Save{1, 0}, Save{2, 1}, Save{3, 2}, Save{4, 3}, Save{2, 3}}) {
     ds::test::TempDir dir;
     saveSynthetic(dir.path(), "t", s.world, s.stage);
@@ -152,8 +156,8 @@ TEST_CASE("optimizer ranges load across world sizes and ZeRO stages", "[multiran
     auto read = r->rangeReader();
     // Any reader layout: stage 1/2 slices at 3 ranks, stage 3 per-parameter chunks at 2 ranks,
     // and odd ranges crossing rank boundaries.
-    for (auto [o, n] : std::vector<std::pair<size_t, size_t>>{{0, kToyNumel}, {0, 19}, {19, 19},
-                                                              {38, 18}, {13, 30}, {55, 1}}) {
+    for (auto [o, n] : std::vector<std::pair<size_t, size_t>>{
+             {0, kToyNumel}, {0, 19}, {19, 19}, {38, 18}, {13, 30}, {55, 1}}) {
       for (int st = 0; st < 3; ++st) {
         std::vector<float> out(n, -1.0f);
         read(o, n, kStates[st], out.data());
@@ -172,14 +176,19 @@ struct GptRun {
   std::unique_ptr<ds::zero::ZeroEngine> eng;
   GptRun(int stage) {
     ds::runtime::ModelConfig c;
-    c.nLayer = 2; c.nHead = 2; c.nEmbd = 8; c.seqLen = 8; c.vocabSize = 13;
+    c.nLayer = 2;
+    c.nHead = 2;
+    c.nEmbd = 8;
+    c.seqLen = 8;
+    c.vocabSize = 13;
     model = ds::runtime::makeModel(c);
     ds::zero::ZeroOptions z;
     z.stage = stage;
     z.paramPersistenceThreshold = 8;
     ds::zero::OptimizerOptions o;
     o.weightDecay = 0.01f;
-    eng = std::make_unique<ds::zero::ZeroEngine>(model->params(), model->numBlocks(), nullptr, z, o);
+    eng =
+        std::make_unique<ds::zero::ZeroEngine>(model->params(), model->numBlocks(), nullptr, z, o);
   }
   float step(int s) {
     std::vector<int32_t> in(16), tg(16);
@@ -212,8 +221,10 @@ void saveEngine(GptRun& g, const std::string& dir, const std::string& tag, int s
 
 }  // namespace
 
-TEST_CASE("resume from a checkpoint continues the same fp32 loss trajectory bitwise, across "
-          "stages", "[unit]") {
+TEST_CASE(
+    "resume from a checkpoint continues the same fp32 loss trajectory bitwise, across "
+    "stages",
+    "[unit]") {
   ds::test::TempDir dir;
   for (int saveStage : {0, 1}) {
     GptRun a(saveStage);
@@ -296,14 +307,20 @@ print('step', meta.get('step'))
   std::string text;
   REQUIRE(ds::test::runCommand("python3 " + dir.file("read.py") + " " + out, &text) == 0);
   // Sums of stateValue(0, i) = 0.5 * i over each tensor's flat range.
-  auto sum = [](size_t a, size_t n) { double s = 0; for (size_t i = a; i < a + n; ++i) s += 0.5 * static_cast<double>(i); return s; };
+  auto sum = [](size_t a, size_t n) {
+    double s = 0;
+    for (size_t i = a; i < a + n; ++i) s += 0.5 * static_cast<double>(i);
+    return s;
+  };
   char want[256];
-  std::snprintf(want, sizeof(want), "a.b 4 4 %.1f\na.w 3x4 12 %.1f\nb.b 5 5 %.1f\nb.w 5x7 35 %.1f\nstep 7\n",
+  std::snprintf(want, sizeof(want),
+                "a.b 4 4 %.1f\na.w 3x4 12 %.1f\nb.b 5 5 %.1f\nb.w 5x7 35 %.1f\nstep 7\n",
                 sum(12, 4), sum(0, 12), sum(51, 5), sum(16, 35));
   REQUIRE(text == want);
 }
 
-TEST_CASE("corrupt, truncated and incomplete checkpoints are refused naming the file", "[multirank]") {
+TEST_CASE("corrupt, truncated and incomplete checkpoints are refused naming the file",
+          "[multirank]") {
   ds::test::TempDir dir;
   const std::string tagDir = dir.path() + "/t";
   const std::string opt1 = tagDir + "/optim_rank_00001.safetensors";
@@ -353,14 +370,16 @@ TEST_CASE("corrupt, truncated and incomplete checkpoints are refused naming the 
   }
 }
 
-TEST_CASE("mismatched checkpoints are refused: names, shapes, counts, states, ranges", "[multirank]") {
+TEST_CASE("mismatched checkpoints are refused: names, shapes, counts, states, ranges",
+          "[multirank]") {
   ds::test::TempDir dir;
   saveSynthetic(dir.path(), "t", 2, 2);
   auto r = CheckpointReader::open(dir.path());
   auto p = toyParams();
   p[2].shape = {7, 5};
   REQUIRE_THAT(errorOf([&] { r->checkParams(p); }),
-               Contains("manifest.json") && Contains("parameter 'b.w' has shape [5,7], the model expects [7,5]"));
+               Contains("manifest.json") &&
+                   Contains("parameter 'b.w' has shape [5,7], the model expects [7,5]"));
   p = toyParams();
   p[0].name = "a.weight";
   std::vector<float> flat(kToyNumel);
@@ -408,7 +427,10 @@ TEST_CASE("latest moves only when every rank's files are there", "[multirank]") 
     s.barrier = [&] { sync.arrive_and_wait(); };
     if (r == 0) err = errorOf([&] { ds::runtime::saveCheckpoint(s); });
     else {
-      try { ds::runtime::saveCheckpoint(s); } catch (...) {}
+      try {
+        ds::runtime::saveCheckpoint(s);
+      } catch (...) {
+      }
     }
     if (r == 0) sync.arrive_and_wait();  // rank 0 threw before its second barrier
   });
@@ -431,7 +453,8 @@ TEST_CASE("safetensors reader refuses malformed files naming them", "[unit]") {
     return s + h + std::string(dataBytes, '\0');
   };
   expect("short", "abc", "shorter than the 8-byte header length");
-  expect("len", withHeader("{}", 0).replace(0, 8, std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8)),
+  expect("len",
+         withHeader("{}", 0).replace(0, 8, std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8)),
          "header length 16777215 exceeds the file");
   expect("json", withHeader("{not json", 0), "header is not JSON");
   expect("dtype", withHeader(R"({"x":{"dtype":"Q8","shape":[1],"data_offsets":[0,1]}})", 1),
@@ -446,12 +469,15 @@ TEST_CASE("random header damage and truncation only ever give ds::Error", "[unit
   ds::test::TempDir dir;
   std::vector<float> a(6, 1.5f), b(4, -2.0f);
   const std::string good = dir.file("good.safetensors");
-  ds::runtime::ckpt::writeSafetensors(good, {{"a", ds::DType::kF32, {2, 3}, a.data()},
-                                             {"b", ds::DType::kF32, {4}, b.data()}},
-                                      {{"k", "v"}});
+  ds::runtime::ckpt::writeSafetensors(
+      good, {{"a", ds::DType::kF32, {2, 3}, a.data()}, {"b", ds::DType::kF32, {4}, b.data()}},
+      {{"k", "v"}});
   const std::string bytes = ds::test::readFile(good);
   uint64_t s = 12345;
-  auto next = [&] { s = s * 6364136223846793005ull + 1442695040888963407ull; return s >> 33; };
+  auto next = [&] {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return s >> 33;
+  };
   int refused = 0, parsed = 0;
   for (int i = 0; i < 600; ++i) {
     std::string m = bytes;

@@ -64,8 +64,7 @@ TEST_CASE("comm-bench: buffers live where the backend wants them", "[unit]") {
 #endif
 }
 
-TEST_CASE("comm-bench: every collective checked correct on nccl device buffers, world 1",
-          "[gpu]") {
+TEST_CASE("comm-bench: every collective checked correct on nccl device buffers, world 1", "[gpu]") {
 #if DS_HAVE_NCCL
   if (comm::cudaDeviceCount() == 0) DS_SKIP("no CUDA device");
   comm::ProcessGroup pg(comm::createBackend("nccl", std::make_shared<comm::HashStore>(), 0, 1, {}));

@@ -74,8 +74,9 @@ TEST_CASE("dsrt prepare-data, train on the shards, export-checkpoint", "[unit]")
   CHECK(runCommand(single("train " + plan + " --resume latest --set train.seed=99"), &out) == 2);
   CHECK(out.find("train.seed: checkpoint 1234, plan 99") != std::string::npos);
 
-  REQUIRE(runCommand(single("export-checkpoint " + dir.file("ck") + " " + dir.file("m.safetensors")),
-                     &out) == 0);
+  REQUIRE(
+      runCommand(single("export-checkpoint " + dir.file("ck") + " " + dir.file("m.safetensors")),
+                 &out) == 0);
   CHECK(out.find("wrote " + dir.file("m.safetensors")) != std::string::npos);
   CHECK(out.find("from " + dir.file("ck") + "/global_step5 (step 5, 1 rank(s), ZeRO stage 0)") !=
         std::string::npos);
@@ -90,7 +91,11 @@ TEST_CASE("dsrt prepare-data, train on the shards, export-checkpoint", "[unit]")
   // a fresh run; one of another width is refused (exit 2) naming the file and the field.
   for (int width : {16, 32}) {
     ds::runtime::ModelConfig m;
-    m.nLayer = 1; m.nHead = 2; m.nEmbd = width; m.seqLen = 16; m.vocabSize = 256;
+    m.nLayer = 1;
+    m.nHead = 2;
+    m.nEmbd = width;
+    m.seqLen = 16;
+    m.vocabSize = 256;
     auto model = ds::runtime::makeModel(m);
     std::vector<float> w(model->numParamsTotal());
     model->initParams(w.data(), 5);
@@ -99,7 +104,8 @@ TEST_CASE("dsrt prepare-data, train on the shards, export-checkpoint", "[unit]")
     f.write(reinterpret_cast<const char*>(h), sizeof h);
     f.write(reinterpret_cast<const char*>(w.data()), std::streamsize(w.size() * 4));
   }
-  const std::string fresh = " --set train.checkpoint.dir=" + dir.file("ck2") + " --set train.steps=1";
+  const std::string fresh =
+      " --set train.checkpoint.dir=" + dir.file("ck2") + " --set train.steps=1";
   REQUIRE(runCommand(single("train " + plan + fresh + " --set model.gpt.init_from=gpt2_w16.bin"),
                      &out) == 0);
   CHECK(out.find("initialized from llm.c checkpoint " + dir.file("gpt2_w16.bin")) !=
@@ -110,8 +116,8 @@ TEST_CASE("dsrt prepare-data, train on the shards, export-checkpoint", "[unit]")
                  ": the file's header has C = 32 but the plan's model.gpt.n_embd = 16") !=
         std::string::npos);
 
-  REQUIRE(runCommand(single("export-checkpoint " + dir.file("ck") + " " + dir.file("m2.safetensors") +
-                            " --tag global_step2"),
+  REQUIRE(runCommand(single("export-checkpoint " + dir.file("ck") + " " +
+                            dir.file("m2.safetensors") + " --tag global_step2"),
                      &out) == 0);
   CHECK(out.find("(step 2, 1 rank(s)") != std::string::npos);
 }
@@ -124,7 +130,8 @@ TEST_CASE("dsrt prepare-data and export-checkpoint refuse bad arguments with exi
   CHECK(out.find("absent.txt") != std::string::npos);
   CHECK(runCommand(single("prepare-data"), &out) == 2);
   CHECK(out.find("input is required") != std::string::npos);
-  CHECK(runCommand(single("export-checkpoint " + dir.file("none") + " " + dir.file("o")), &out) == 2);
+  CHECK(runCommand(single("export-checkpoint " + dir.file("none") + " " + dir.file("o")), &out) ==
+        2);
   CHECK(out.find(dir.file("none")) != std::string::npos);
   CHECK(runCommand(single("export-checkpoint"), &out) == 2);
 }

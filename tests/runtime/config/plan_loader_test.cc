@@ -98,7 +98,8 @@ TEST_CASE("plan: --set overrides are typed by the schema", "[unit]") {
 TEST_CASE("plan: errors name the key path and file:line:col", "[unit]") {
   std::string y = std::string(kMini) + "  zero_optimization:\n    stage: 4\n";
   CHECK(errorOf(y) ==
-        "plan.yaml:6:12: deepspeed.zero_optimization.stage: Maximum supported ZeRO stage is 3, got 4");
+        "plan.yaml:6:12: deepspeed.zero_optimization.stage: Maximum supported ZeRO stage is 3, got "
+        "4");
   y = std::string(kMini) + "  fp16: {enabled: yes}\n";
   CHECK(errorOf(y) == "plan.yaml:5:19: deepspeed.fp16.enabled: expected true or false, got 'yes'");
   y = std::string(kMini) + "  fp16: {enabled: true}\n  bf16: {enabled: true}\n";
@@ -120,11 +121,11 @@ TEST_CASE("plan: errors name the key path and file:line:col", "[unit]") {
              Contains("model: required (model.gpt or model.mlp)"));
   CHECK_THAT(errorOf("model: [1, 2\n"), Contains("plan.yaml:"));
   y = std::string(kMini) + "  optimizer: {type: Lamb}\n";
-  CHECK_THAT(errorOf(y), Contains("deepspeed.optimizer.type: expected one of Adam, AdamW, SGD, got 'Lamb'"));
+  CHECK_THAT(errorOf(y),
+             Contains("deepspeed.optimizer.type: expected one of Adam, AdamW, SGD, got 'Lamb'"));
   y = std::string(kMini) + "  zero_optimization: {stage: 2, offload_param: {device: cpu}}\n";
   CHECK_THAT(errorOf(y), Contains("offload_param is only supported with ZeRO stage 3"));
-  y = std::string(kMini) +
-      "  zero_optimization: {stage: 3, offload_optimizer: {device: nvme}}\n";
+  y = std::string(kMini) + "  zero_optimization: {stage: 3, offload_optimizer: {device: nvme}}\n";
   CHECK_THAT(errorOf(y), Contains("offload_optimizer.nvme_path: required when device is nvme"));
 }
 
@@ -173,7 +174,8 @@ TEST_CASE("plan: deepspeed_config JSON file, errors point into it", "[unit]") {
 
 TEST_CASE("plan: every example plan parses", "[unit]") {
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(DS_SOURCE_DIR) + "/examples")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(DS_SOURCE_DIR) + "/examples")) {
     if (e.path().extension() != ".yaml") continue;
     INFO(e.path().string());
     Plan p = loadPlan({e.path().string(), {}, 2});
@@ -200,7 +202,8 @@ TEST_CASE("plan: examples/default.yaml is the built-in default plan", "[unit]") 
 }
 
 TEST_CASE("plan: wrong types and shapes are named", "[unit]") {
-  CHECK(errorOf(kMini, {"train.steps=true"}) == "--set train.steps: expected an integer, got 'true'");
+  CHECK(errorOf(kMini, {"train.steps=true"}) ==
+        "--set train.steps: expected an integer, got 'true'");
   CHECK(errorOf(kMini, {"train.steps=1.5"}) == "--set train.steps: expected an integer, got '1.5'");
   CHECK(errorOf(kMini, {"train.steps=-1"}) == "--set train.steps: must be >= 0, got -1");
   CHECK(errorOf(kMini, {"deepspeed.optimizer.params.betas=[0.9]"}) ==

@@ -61,8 +61,9 @@ TEST_CASE("shards: bad files are refused naming the file", "[unit]") {
   rawShard(p, 20240520, 2, 2, {1, 2});
   CHECK(openError(p) == "token shard '" + p + "': unsupported version 2 (expected 1)");
   rawShard(p, 20240520, 1, 5, {1, 2});
-  CHECK(openError(p) == "token shard '" + p +
-                            "': truncated (header says 5 tokens = 1034 bytes, file has 1028 bytes)");
+  CHECK(openError(p) ==
+        "token shard '" + p +
+            "': truncated (header says 5 tokens = 1034 bytes, file has 1028 bytes)");
   rawShard(p, 20240520, 1, 1, {1, 2});
   CHECK_THAT(openError(p), Contains("trailing bytes after the tokens"));
   ds::test::writeFile(p, "short");

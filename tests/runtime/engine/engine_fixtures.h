@@ -54,7 +54,7 @@ inline runtime::Plan mlpPlan(int world, int stage = 0, int gas = 2, int64_t step
   d.zero.allgatherBucketSize = 300;
   d.zero.prefetchBucketSize = 500;
   d.zero.paramPersistenceThreshold = 20;
-  d.zero.subGroupSize = 700;      // several nvme tiles
+  d.zero.subGroupSize = 700;  // several nvme tiles
   return p;
 }
 

@@ -38,7 +38,8 @@ struct ReferenceGrad {
 
 // Gradient at the initial weights (rounded to fp16 when fp16Weights) on global micro-batch
 // `index` (0-based) of train_batch_size sequences.
-inline ReferenceGrad referenceGrad(const runtime::Plan& p, int index = 0, bool fp16Weights = false) {
+inline ReferenceGrad referenceGrad(const runtime::Plan& p, int index = 0,
+                                   bool fp16Weights = false) {
   auto model = runtime::makeModel(p.model);
   ReferenceGrad r;
   r.params.resize(model->numParamsTotal());
@@ -54,8 +55,8 @@ inline ReferenceGrad referenceGrad(const runtime::Plan& p, int index = 0, bool f
     t.grad.push_back(r.grad.data() + off);
     off += info.numel;
   }
-  auto corpora = runtime::openCorpora(p.data, p.model.kind == "mlp" ? p.model.sizes.front()
-                                                                     : p.model.vocabSize);
+  auto corpora = runtime::openCorpora(
+      p.data, p.model.kind == "mlp" ? p.model.sizes.front() : p.model.vocabSize);
   runtime::LoaderOptions lo;
   lo.seqLen = p.model.seqLen;
   lo.microBatch = int(p.deepspeed.trainBatchSize);

@@ -80,8 +80,8 @@ TEST_CASE("trainer: ZeRO stages 1-3 with and without offload match stage 0 at 1-
   TempDir nvme;
   const bool quick = test::shortTests();
   const std::vector<int> worlds = quick ? std::vector<int>{2, 3} : std::vector<int>{1, 2, 3, 4};
-  const std::vector<std::string> offloads =
-      quick ? std::vector<std::string>{"none", "nvme"} : std::vector<std::string>{"none", "cpu", "nvme"};
+  const std::vector<std::string> offloads = quick ? std::vector<std::string>{"none", "nvme"}
+                                                  : std::vector<std::string>{"none", "cpu", "nvme"};
   for (bool bf16 : {false, true}) {
     for (int world : worlds) {
       Plan p = test::mlpPlan(world, 0, 2, 20);

@@ -52,7 +52,8 @@ TEST_CASE("trainer: gas 1, 2 and 4 at the same train_batch_size give the same lo
       auto got = losses(withGas(base, gas));
       REQUIRE(got.size() == one.size());
       double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, test::relDiff(got[i], one[i]));
+      for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, test::relDiff(got[i], one[i]));
       std::printf("gas %d vs 1 (%s): worst relative loss difference %.3g\n", gas, kind.c_str(),
                   worst);
       INFO(kind << " gas " << gas << ": worst relative loss difference " << worst);
@@ -163,13 +164,16 @@ TEST_CASE("trainer: fp16 skips and scales down exactly where fp16 gradients over
   REQUIRE(firstGood < s.steps.size());
   CHECK(s.steps[0].lossScale == std::ldexp(1.0, 40));
   CHECK(s.steps[1].lossScale == std::ldexp(1.0, 40));  // hysteresis 2: the first overflow waits
-  for (size_t i = 2; i <= firstGood; ++i) CHECK(s.steps[i].lossScale == s.steps[i - 1].lossScale / 2);
+  for (size_t i = 2; i <= firstGood; ++i)
+    CHECK(s.steps[i].lossScale == s.steps[i - 1].lossScale / 2);
   for (size_t i = firstGood; i < s.steps.size(); ++i) CHECK_FALSE(s.steps[i].skipped);
   const double bad = s.steps[firstGood - 1].lossScale, good = s.steps[firstGood].lossScale;
   const double maxBad = test::referenceGrad(p, int(firstGood - 1), true).maxAbs();
   const double maxGood = test::referenceGrad(p, int(firstGood), true).maxAbs();
-  std::printf("fp16 2^40: %zu skipped; last skipped scale %g x max|g| %g = %g; first good %g x "
-              "%g = %g\n", firstGood, bad, maxBad, bad * maxBad, good, maxGood, good * maxGood);
+  std::printf(
+      "fp16 2^40: %zu skipped; last skipped scale %g x max|g| %g = %g; first good %g x "
+      "%g = %g\n",
+      firstGood, bad, maxBad, bad * maxBad, good, maxGood, good * maxGood);
   INFO("last skipped: scale " << bad << " x max|g| " << maxBad << " = " << bad * maxBad
                               << "; first good: scale " << good << " x " << maxGood << " = "
                               << good * maxGood);
@@ -181,9 +185,11 @@ TEST_CASE("trainer: fp16 skips and scales down exactly where fp16 gradients over
 
 TEST_CASE("roundToFp16 equals the _Float16 conversion, overflow and subnormals included",
           "[unit]") {
-  std::vector<float> x = {0.f, -0.f, 1.f, 0.1f, -0.1f, 65504.f, 65519.f, 65520.f, -65520.f, 1e6f,
-                          3e38f, 6.1e-5f, 6.0e-5f, 3e-8f, 2.98e-8f, 5.96e-8f, 1e-9f, -1e-7f,
-                          1.00048828125f, 1.000732421875f, INFINITY, -INFINITY};
+  std::vector<float> x = {0.f,      -0.f,     1.f,     0.1f,           -0.1f,
+                          65504.f,  65519.f,  65520.f, -65520.f,       1e6f,
+                          3e38f,    6.1e-5f,  6.0e-5f, 3e-8f,          2.98e-8f,
+                          5.96e-8f, 1e-9f,    -1e-7f,  1.00048828125f, 1.000732421875f,
+                          INFINITY, -INFINITY};
   uint32_t state = 12345;
   for (int i = 0; i < 20000; ++i) {  // random bit patterns over the whole fp32 range
     state = state * 1664525u + 1013904223u;
@@ -212,7 +218,8 @@ struct OwnerHooks : zero::BlockHooks {
   zero::ParamTable* t = nullptr;
   std::vector<std::string> calls;
   void note(const char* what, int b) {
-    calls.push_back(std::string(what) + std::to_string(b) + (t->value[0] == owned0 ? "=own" : "=copy"));
+    calls.push_back(std::string(what) + std::to_string(b) +
+                    (t->value[0] == owned0 ? "=own" : "=copy"));
   }
   void beforeForward(int b) override { note("bf", b); }
   void afterForward(int b) override { note("af", b); }
@@ -244,7 +251,8 @@ TEST_CASE("Fp16Hooks: rounded weight copies inside a block, fp16 gradients to th
   OwnerHooks owner;
   owner.t = &t;
   owner.owned0 = w0.data();
-  Fp16Hooks h(owner, [&]() -> zero::ParamTable& { return t; }, params, 2);
+  Fp16Hooks h(
+      owner, [&]() -> zero::ParamTable& { return t; }, params, 2);
   h.beforeForward(0);
   REQUIRE(t.value[0] != w0.data());
   CHECK(t.value[0][0] == float(static_cast<_Float16>(0.1f)));

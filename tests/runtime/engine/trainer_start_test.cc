@@ -88,10 +88,14 @@ TEST_CASE("trainer: an llm.c checkpoint of another shape is refused naming file 
     const char* message;
   };
   const Case cases[] = {
-      {"layers", [](ModelConfig& m) { m.nLayer = 3; }, "header has L = 3 but the plan's model.gpt.n_layer = 2"},
-      {"width", [](ModelConfig& m) { m.nEmbd = 48; }, "header has C = 48 but the plan's model.gpt.n_embd = 32"},
-      {"padded", [](ModelConfig& m) { m.paddedVocab = 64; }, "header has Vp = 64 but the plan's model.gpt.padded_vocab_size = 32"},
-      {"context", [](ModelConfig& m) { m.seqLen = 8; }, "header has maxT = 8 but the plan's model.gpt.seq_len = 16"},
+      {"layers", [](ModelConfig& m) { m.nLayer = 3; },
+       "header has L = 3 but the plan's model.gpt.n_layer = 2"},
+      {"width", [](ModelConfig& m) { m.nEmbd = 48; },
+       "header has C = 48 but the plan's model.gpt.n_embd = 32"},
+      {"padded", [](ModelConfig& m) { m.paddedVocab = 64; },
+       "header has Vp = 64 but the plan's model.gpt.padded_vocab_size = 32"},
+      {"context", [](ModelConfig& m) { m.seqLen = 8; },
+       "header has maxT = 8 but the plan's model.gpt.seq_len = 16"},
   };
   for (const auto& c : cases) {
     ModelConfig other = p.model;
@@ -102,8 +106,8 @@ TEST_CASE("trainer: an llm.c checkpoint of another shape is refused naming file 
     q.initFrom = path;
     INFO(c.what);
     CHECK_THROWS_AS(Trainer(q, nullptr, quiet()), ConfigError);
-    CHECK_THROWS_WITH(Trainer(q, nullptr, quiet()), Catch::Contains(c.message) &&
-                                                        Catch::Contains("model.gpt.init_from " + path));
+    CHECK_THROWS_WITH(Trainer(q, nullptr, quiet()),
+                      Catch::Contains(c.message) && Catch::Contains("model.gpt.init_from " + path));
   }
   Plan q = p;
   q.initFrom = dir.file("absent.bin");
@@ -124,8 +128,10 @@ TEST_CASE("trainer: a resume with another model or data configuration is refused
     const char* diff;
   };
   const Case cases[] = {
-      {"data seed", [](Plan& q) { q.data.syntheticSeed = 8; }, "data.synthetic.seed: checkpoint 7, plan 8"},
-      {"corpus", [](Plan& q) { q.data.syntheticTokens = 1 << 13; }, "data.synthetic.tokens: checkpoint 16384, plan 8192"},
+      {"data seed", [](Plan& q) { q.data.syntheticSeed = 8; },
+       "data.synthetic.seed: checkpoint 7, plan 8"},
+      {"corpus", [](Plan& q) { q.data.syntheticTokens = 1 << 13; },
+       "data.synthetic.tokens: checkpoint 16384, plan 8192"},
       {"order seed", [](Plan& q) { q.train.seed = 12; }, "train.seed: checkpoint 11, plan 12"},
       {"context", [](Plan& q) { q.model.seqLen = 4; }, "model.mlp.seq_len: checkpoint 8, plan 4"},
   };

@@ -180,7 +180,8 @@ TEST_CASE("trainer: fp16 dynamic loss scaling tracks fp32 and skips overflowing 
     auto fp16 = lossesOf(s);
     REQUIRE(fp16.size() == fp32.size());
     double worst = 0;
-    for (size_t i = 0; i < fp16.size(); ++i) worst = std::max(worst, test::relDiff(fp16[i], fp32[i]));
+    for (size_t i = 0; i < fp16.size(); ++i)
+      worst = std::max(worst, test::relDiff(fp16[i], fp32[i]));
     std::printf("fp16 vs fp32 over %zu steps: worst relative loss difference %.3g\n", fp16.size(),
                 worst);
     INFO("worst relative difference fp16 vs fp32 " << worst);
@@ -237,8 +238,7 @@ TEST_CASE("trainer: resuming a bf16 run continues the same trajectory", "[unit]"
 
 // wall_clock_breakdown: DeepSpeed's "time (ms) | forward ..." line with each step line (the mean
 // since the previous one) and the elapsed_time_ms_* monitor events; nothing of it when off.
-TEST_CASE("trainer: wall_clock_breakdown prints the timer line and writes timer events",
-          "[unit]") {
+TEST_CASE("trainer: wall_clock_breakdown prints the timer line and writes timer events", "[unit]") {
   for (bool on : {true, false}) {
     TempDir dir;
     Plan p = test::mlpPlan(1, 0, 2, 10);

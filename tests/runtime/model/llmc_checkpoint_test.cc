@@ -22,16 +22,34 @@ constexpr int maxT = 6, V = 10, L = 2, NH = 2, C = 4, Vp = 16;
 // llm.c's tensor sizes in file order (train_gpt2.c fill_in_parameter_sizes), written out here
 // independently of Gpt2Model.
 std::vector<size_t> llmcSizes() {
-  return {size_t(Vp) * C, size_t(maxT) * C, size_t(L) * C, size_t(L) * C,
-          size_t(L) * 3 * C * C, size_t(L) * 3 * C, size_t(L) * C * C, size_t(L) * C,
-          size_t(L) * C, size_t(L) * C, size_t(L) * 4 * C * C, size_t(L) * 4 * C,
-          size_t(L) * C * 4 * C, size_t(L) * C, size_t(C), size_t(C)};
+  return {size_t(Vp) * C,
+          size_t(maxT) * C,
+          size_t(L) * C,
+          size_t(L) * C,
+          size_t(L) * 3 * C * C,
+          size_t(L) * 3 * C,
+          size_t(L) * C * C,
+          size_t(L) * C,
+          size_t(L) * C,
+          size_t(L) * C,
+          size_t(L) * 4 * C * C,
+          size_t(L) * 4 * C,
+          size_t(L) * C * 4 * C,
+          size_t(L) * C,
+          size_t(C),
+          size_t(C)};
 }
 
 std::string writeLlmc(const std::string& path, int magic, int version, size_t dropBytes = 0,
                       int headerC = C) {
   int32_t h[256] = {};
-  h[0] = magic; h[1] = version; h[2] = maxT; h[3] = V; h[4] = L; h[5] = NH; h[6] = headerC;
+  h[0] = magic;
+  h[1] = version;
+  h[2] = maxT;
+  h[3] = V;
+  h[4] = L;
+  h[5] = NH;
+  h[6] = headerC;
   h[7] = Vp;
   size_t n = 0;
   for (size_t s : llmcSizes()) n += s;
@@ -55,8 +73,8 @@ std::string writeLlmc(const std::string& path, int magic, int version, size_t dr
 TEST_CASE("llm.c checkpoint loads into the right tensors (fp32 and bf16)", "[unit]") {
   ds::test::TempDir dir;
   for (int version : {3, 5}) {
-    std::string path = writeLlmc(dir.file("gpt2_v" + std::to_string(version) + ".bin"), 20240326,
-                                 version);
+    std::string path =
+        writeLlmc(dir.file("gpt2_v" + std::to_string(version) + ".bin"), 20240326, version);
     ModelConfig cfg;
     std::vector<float> flat;
     ds::runtime::loadLlmcCheckpoint(path, cfg, flat);
@@ -72,8 +90,8 @@ TEST_CASE("llm.c checkpoint loads into the right tensors (fp32 and bf16)", "[uni
     // Walk llm.c's layout: tensor k of layer l starts at base(k) + l * perLayer(k).
     std::vector<size_t> sizes = llmcSizes(), base(sizes.size());
     for (size_t k = 1; k < sizes.size(); ++k) base[k] = base[k - 1] + sizes[k - 1];
-    const char* kinds[12] = {"ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b",
-                             "fcw", "fcb", "fcprojw", "fcprojb"};
+    const char* kinds[12] = {"ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                             "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw",  "fcprojb"};
     size_t off = 0;
     int checked = 0;
     for (const auto& p : model->params()) {
@@ -96,7 +114,10 @@ TEST_CASE("llm.c checkpoint loads into the right tensors (fp32 and bf16)", "[uni
       // First and last element of the tensor carry their llm.c payload positions (bf16 holds
       // integers exactly up to 256; beyond that compare with bf16 rounding).
       float first = flat[off], last = flat[off + p.numel - 1];
-      REQUIRE(first == ds::bf16ToFloat(ds::floatToBf16(float(expect))) + (version == 3 ? float(expect) - ds::bf16ToFloat(ds::floatToBf16(float(expect))) : 0.0f));
+      REQUIRE(first == ds::bf16ToFloat(ds::floatToBf16(float(expect))) +
+                           (version == 3
+                                ? float(expect) - ds::bf16ToFloat(ds::floatToBf16(float(expect)))
+                                : 0.0f));
       float lastWant = float(expect + p.numel - 1);
       if (version == 5) lastWant = ds::bf16ToFloat(ds::floatToBf16(lastWant));
       REQUIRE(last == lastWant);
@@ -120,7 +141,8 @@ TEST_CASE("llm.c checkpoint: bad magic, version, size and header are refused nam
       REQUIRE_THAT(e.what(), Contains(path) && Contains(what));
     }
   };
-  expectError(writeLlmc(dir.file("magic.bin"), 20240520, 3), "bad magic 20240520 (expected 20240326)");
+  expectError(writeLlmc(dir.file("magic.bin"), 20240520, 3),
+              "bad magic 20240520 (expected 20240326)");
   expectError(writeLlmc(dir.file("ver.bin"), 20240326, 4), "version 4 unsupported");
   expectError(writeLlmc(dir.file("short.bin"), 20240326, 3, 8), "truncated");
   expectError(writeLlmc(dir.file("shape.bin"), 20240326, 3, 0, 5), "n_embd (5) % model.n_head (2)");
@@ -139,11 +161,18 @@ TEST_CASE("makeModel refuses bad shapes naming the key", "[unit]") {
     }
   };
   ModelConfig g;
-  g.kind = "gpt2"; g.nLayer = 2; g.nHead = 3; g.nEmbd = 10; g.seqLen = 8; g.vocabSize = 5;
+  g.kind = "gpt2";
+  g.nLayer = 2;
+  g.nHead = 3;
+  g.nEmbd = 10;
+  g.seqLen = 8;
+  g.vocabSize = 5;
   expectError(g, "model.n_embd (10) % model.n_head (3) != 0");
-  g.nHead = 2; g.nLayer = 0;
+  g.nHead = 2;
+  g.nLayer = 0;
   expectError(g, "model.n_layer must be >= 1 (got 0)");
-  g.nLayer = 1; g.paddedVocab = 3;
+  g.nLayer = 1;
+  g.paddedVocab = 3;
   expectError(g, "padded_vocab_size (3) < model.vocab_size (5)");
   ModelConfig m;
   m.kind = "mlp";
@@ -157,7 +186,12 @@ TEST_CASE("makeModel refuses bad shapes naming the key", "[unit]") {
 
 TEST_CASE("forward refuses out-of-range tokens and over-long sequences", "[unit]") {
   ModelConfig g;
-  g.kind = "gpt2"; g.nLayer = 1; g.nHead = 1; g.nEmbd = 4; g.seqLen = 3; g.vocabSize = 5;
+  g.kind = "gpt2";
+  g.nLayer = 1;
+  g.nHead = 1;
+  g.nEmbd = 4;
+  g.seqLen = 3;
+  g.vocabSize = 5;
   auto m = ds::runtime::makeModel(g);
   std::vector<float> flat(m->numParamsTotal()), grad(flat.size());
   m->initParams(flat.data(), 1);

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "runtime/model/gpt2.h"
-#include "runtime/tensor/threads.h"
 #include "runtime/model/model.h"
+#include "runtime/tensor/threads.h"
 #include "tests/runtime/model/model_harness.h"
 #include "tests/runtime/tensor/grad_check.h"
 
@@ -85,7 +85,8 @@ void checkModelGradient(const ModelConfig& cfg) {
     // Tensors whose true gradient is ~0 (unused rows) make relL2 meaningless; require it
     // only where the gradient has some size.
     double norm = 0;
-    for (size_t j = 0; j < p.numel; ++j) norm += analytic[o.offset(i) + j] * analytic[o.offset(i) + j];
+    for (size_t j = 0; j < p.numel; ++j)
+      norm += analytic[o.offset(i) + j] * analytic[o.offset(i) + j];
     if (std::sqrt(norm) > 1e-2) CHECK(r.relL2 < 2e-2);
   }
 }
@@ -180,7 +181,12 @@ TEST_CASE("activation checkpointing saving measured at a GPT-2-like shape", "[un
   // 5364 -> 1704 floats per token, 3.1x here (5.8x at GPT-2 small shapes,
   // bench/results/model_flops.txt).
   ModelConfig c = tinyGpt();
-  c.nLayer = 4; c.nHead = 4; c.nEmbd = 64; c.seqLen = 64; c.vocabSize = 96; c.paddedVocab = 128;
+  c.nLayer = 4;
+  c.nHead = 4;
+  c.nEmbd = 64;
+  c.seqLen = 64;
+  c.vocabSize = 96;
+  c.paddedVocab = 128;
   const size_t BT = 2 * 64, L = 4, C = 64, layer = 15 * C + 4 + 4 * 64, head = C + 2 + 96;
   const size_t want[2] = {BT * 4 * ((L + 1) * C + L * layer + head + 2),
                           BT * 4 * ((L + 1) * C + layer + head + 2)};
@@ -192,7 +198,10 @@ TEST_CASE("activation checkpointing saving measured at a GPT-2-like shape", "[un
     m->initParams(o.flat.data(), 1);
     o.sync();
     std::vector<int32_t> in(2 * 64), tg(2 * 64);
-    for (size_t i = 0; i < in.size(); ++i) { in[i] = int(i * 7 % 96); tg[i] = int(i * 5 % 96); }
+    for (size_t i = 0; i < in.size(); ++i) {
+      in[i] = int(i * 7 % 96);
+      tg[i] = int(i * 5 % 96);
+    }
     m->forward(in.data(), tg.data(), 2, 64, o.table, o);
     bytes[ck] = m->activationBytes();
   }
@@ -245,7 +254,8 @@ TEST_CASE("gpt2 loss and gradients agree across thread counts to rounding", "[un
   for (int k = 0; k < 2; ++k) {
     ds::runtime::setComputeThreads(k + 1);
     ModelConfig c = tinyGpt();
-    c.nEmbd = 128; c.nHead = 4;  // wide enough for the kernels' 64-channel chunks to split
+    c.nEmbd = 128;
+    c.nHead = 4;  // wide enough for the kernels' 64-channel chunks to split
     auto m = ds::runtime::makeModel(c);
     ParamOwner o(*m, false, false);
     initForTest(*m, o, 21);
@@ -274,7 +284,8 @@ TEST_CASE("changing B and T between calls gives the same result as a fresh model
     Batch b;
     lossAndGrad(*m, o, b);  // B=2, T=5 first
     Batch s;
-    s.B = 3; s.T = 2;
+    s.B = 3;
+    s.T = 2;
     s.in = {1, 2, 3, 4, 5, 6};
     s.tg = {2, 3, 4, 5, 6, 7};
     float l1 = lossAndGrad(*m, o, s), l2 = lossAndGrad(*fresh, of, s);

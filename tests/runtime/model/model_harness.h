@@ -54,17 +54,21 @@ class ParamOwner : public zero::BlockHooks {
     table.value16[i] = on && bf16_ ? flat16.data() + offsets_[i] : nullptr;
     table.grad[i] = on ? grad.data() + offsets_[i] : nullptr;
   }
-  void exposeAll() { for (size_t i = 0; i < infos_.size(); ++i) set(i, true); }
+  void exposeAll() {
+    for (size_t i = 0; i < infos_.size(); ++i) set(i, true);
+  }
   void expose(int b, const char* ev) {
     events.push_back(ev + std::to_string(b));
     if (!gate_) return;
     for (size_t i = 0; i < infos_.size(); ++i) {
-      for (int blk : infos_[i].blocks) if (blk == b) set(i, true);
+      for (int blk : infos_[i].blocks)
+        if (blk == b) set(i, true);
     }
   }
   void hide(int b, const char* ev) {
     events.push_back(ev + std::to_string(b));
-    if (gate_) for (size_t i = 0; i < infos_.size(); ++i) set(i, false);
+    if (gate_)
+      for (size_t i = 0; i < infos_.size(); ++i) set(i, false);
   }
 
   const std::vector<zero::ParamInfo>& infos_;

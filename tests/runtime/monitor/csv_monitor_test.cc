@@ -54,10 +54,12 @@ TEST_CASE("step line: every field of DESIGN §4.11", "[unit]") {
   m.commMs = 5;
   m.optimMs = 8;
   std::string l = formatStepLine(m);
-  CHECK(l == "step    12/200 | loss 3.1416 | lr 1.00e-03 | scale 65536 | gnorm 0.532 | 12.3k tok/s "
-             "| 45.1 ms (fwd 10.0 bwd 20.0 comm 5.0 optim 8.0)");
+  CHECK(l ==
+        "step    12/200 | loss 3.1416 | lr 1.00e-03 | scale 65536 | gnorm 0.532 | 12.3k tok/s "
+        "| 45.1 ms (fwd 10.0 bwd 20.0 comm 5.0 optim 8.0)");
   m.skipped = true;
   CHECK_THAT(formatStepLine(m), Contains("SKIPPED (overflow)"));
-  CHECK(formatEvalLine(100, 1.25, 1.2425) == "eval step 100 | val loss 1.2500 | floor 1.2425 (+0.0075)");
+  CHECK(formatEvalLine(100, 1.25, 1.2425) ==
+        "eval step 100 | val loss 1.2500 | floor 1.2425 (+0.0075)");
   CHECK(formatEvalLine(100, 1.25, -1) == "eval step 100 | val loss 1.2500");
 }

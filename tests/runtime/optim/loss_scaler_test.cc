@@ -103,7 +103,8 @@ TEST_CASE("loss scaler: hysteresis delays the halving", "[unit]") {
         "hysteresis to 1");
   CHECK(s.update(true));
   CHECK(s.scale() == 32768.0);
-  CHECK(s.lastMessage() == "OVERFLOW! Skipping step. Attempted loss scale: 65536, reducing to 32768");
+  CHECK(s.lastMessage() ==
+        "OVERFLOW! Skipping step. Attempted loss scale: 65536, reducing to 32768");
   // Not consecutive: a clean step does not refill hysteresis until the window passes.
   s.update(false);
   CHECK(s.curHysteresis() == 1);

@@ -91,17 +91,19 @@ double worstRatio(int M, int N, int K, bool aT, bool aBf, bool bT, bool bBf, flo
 }
 
 void checkPath(Bf16GemmPath path) {
-  struct Size { int M, N, K; };
-  const Size sizes[] = {{1, 1, 1}, {7, 5, 3}, {9, 49, 2}, {13, 50, 17}, {37, 101, 129},
-                        {101, 197, 601}, {3, 200, 1031}};
+  struct Size {
+    int M, N, K;
+  };
+  const Size sizes[] = {{1, 1, 1},      {7, 5, 3},       {9, 49, 2},    {13, 50, 17},
+                        {37, 101, 129}, {101, 197, 601}, {3, 200, 1031}};
   for (const Size& s : sizes) {
     for (int layout = 0; layout < 16; ++layout) {
       const bool aT = layout & 1, aBf = layout & 2, bT = layout & 4, bBf = layout & 8;
       for (float beta : {0.0f, 1.0f}) {
         const double r = worstRatio(s.M, s.N, s.K, aT, aBf, bT, bBf, beta, path);
         INFO("M=" << s.M << " N=" << s.N << " K=" << s.K << " aT=" << aT << " aBf16=" << aBf
-                  << " bT=" << bT << " bBf16=" << bBf << " beta=" << beta
-                  << " worst err/bound " << r);
+                  << " bT=" << bT << " bBf16=" << bBf << " beta=" << beta << " worst err/bound "
+                  << r);
         REQUIRE(r <= 1.0);
       }
     }
@@ -113,9 +115,9 @@ void checkPath(Bf16GemmPath path) {
 bool nativeOrRefused() {
   if (ds::runtime::bf16GemmNativeAvailable()) return true;
   WARN("CPU lacks AVX512-BF16: only the native path's refusal is checked");
-  REQUIRE_THROWS_WITH(ds::runtime::gemmBf16(1, 1, 1, {}, {}, nullptr, 1, 0.0f,
-                                            Bf16GemmPath::kNative),
-                      Catch::Matchers::Contains("AVX512-BF16"));
+  REQUIRE_THROWS_WITH(
+      ds::runtime::gemmBf16(1, 1, 1, {}, {}, nullptr, 1, 0.0f, Bf16GemmPath::kNative),
+      Catch::Matchers::Contains("AVX512-BF16"));
   return false;
 }
 

@@ -13,9 +13,9 @@
 namespace ds::test {
 
 struct GradCheckResult {
-  double maxAbsErr = 0;   // max |analytic - numeric| over probed elements
-  double relL2 = 0;       // ||analytic - numeric|| / max(||numeric||, tiny) over probed elements
-  double maxExcess = 0;   // max of |a - n| - (atol + rtol |n|); <= 0 means every probe passed
+  double maxAbsErr = 0;  // max |analytic - numeric| over probed elements
+  double relL2 = 0;      // ||analytic - numeric|| / max(||numeric||, tiny) over probed elements
+  double maxExcess = 0;  // max of |a - n| - (atol + rtol |n|); <= 0 means every probe passed
   size_t probes = 0;
 };
 

@@ -33,7 +33,8 @@ void requireClose(const ds::test::GradCheckResult& r, const char* what) {
 
 TEST_CASE("matmul backward matches finite differences and accumulates", "[unit]") {
   const int N = 5, C = 7, OC = 6;
-  auto inp = uniformVec(N * C, 1.0f, 1), w = uniformVec(OC * C, 1.0f, 2), b = uniformVec(OC, 1.0f, 3);
+  auto inp = uniformVec(N * C, 1.0f, 1), w = uniformVec(OC * C, 1.0f, 2),
+       b = uniformVec(OC, 1.0f, 3);
   auto R = uniformVec(N * OC, 1.0f, 4);
   std::vector<float> out(N * OC);
   auto loss = [&] {
@@ -44,14 +45,16 @@ TEST_CASE("matmul backward matches finite differences and accumulates", "[unit]"
   std::vector<float> dinp(N * C, 0.5f), dw(OC * C, 0.5f), db(OC, 0.5f);
   ds::runtime::matmulBackward(dinp.data(), dw.data(), db.data(), R.data(), inp.data(), w.data(), N,
                               C, OC);
-  for (auto* g : {&dinp, &dw, &db}) for (float& v : *g) v -= 0.5f;
+  for (auto* g : {&dinp, &dw, &db})
+    for (float& v : *g) v -= 0.5f;
   requireClose(checkGradient(loss, inp.data(), inp.size(), dinp.data(), kH, kAtol, kRtol), "dinp");
   requireClose(checkGradient(loss, w.data(), w.size(), dw.data(), kH, kAtol, kRtol), "dweight");
   requireClose(checkGradient(loss, b.data(), b.size(), db.data(), kH, kAtol, kRtol), "dbias");
   // Null bias and null gradients are allowed.
   std::vector<float> dw2(OC * C, 0.0f);
   ds::runtime::matmulForward(out.data(), inp.data(), w.data(), nullptr, N, C, OC);
-  ds::runtime::matmulBackward(nullptr, dw2.data(), nullptr, R.data(), inp.data(), w.data(), N, C, OC);
+  ds::runtime::matmulBackward(nullptr, dw2.data(), nullptr, R.data(), inp.data(), w.data(), N, C,
+                              OC);
   for (size_t i = 0; i < dw2.size(); ++i) REQUIRE(dw2[i] == Approx(dw[i]).margin(1e-5));
 }
 
@@ -114,7 +117,8 @@ TEST_CASE("attention backward matches finite differences; probabilities are caus
   requireClose(checkGradient(loss, qkv.data(), qkv.size(), dqkv.data(), kH, kAtol, kRtol), "dqkv");
   // Causality in the gradient: the output at t = 0 depends on no later key or value.
   std::vector<float> R0(R.size(), 0.0f), d0(qkv.size(), 0.0f);
-  for (int b = 0; b < B; ++b) for (int i = 0; i < C; ++i) R0[b * T * C + i] = 1.0f;
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < C; ++i) R0[b * T * C + i] = 1.0f;
   ds::runtime::attentionForward(out.data(), att.data(), qkv.data(), B, T, C, NH);
   ds::runtime::attentionBackward(d0.data(), scratch.data(), R0.data(), qkv.data(), att.data(), B, T,
                                  C, NH);

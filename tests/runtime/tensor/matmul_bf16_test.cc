@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/error.h"
 #include "core/env.h"
+#include "core/error.h"
 #include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/matmul_bf16.h"
 
@@ -95,7 +95,8 @@ TEST_CASE("bf16 linear forward/backward match fp64 sums of the bf16-rounded oper
                                   C, OC);
 }
 
-TEST_CASE("bf16 linear routing switch: off forces the widen path, on follows the choice", "[unit]") {
+TEST_CASE("bf16 linear routing switch: off forces the widen path, on follows the choice",
+          "[unit]") {
   ds::runtime::setBf16LinearNative(false);
   REQUIRE_FALSE(ds::runtime::bf16LinearNative());
   ds::runtime::setBf16LinearNative(true);
@@ -121,12 +122,18 @@ TEST_CASE("bf16 linear decision: DS_BF16_LINEAR forces each path, auto measures"
   using ds::runtime::Bf16LinearTiming;
   using ds::runtime::decideBf16Linear;
   int calls = 0;
-  auto nativeFaster = [&] { ++calls; return Bf16LinearTiming{1e-3, 2e-3}; };
-  auto widenFaster = [&] { ++calls; return Bf16LinearTiming{2e-3, 1e-3}; };
+  auto nativeFaster = [&] {
+    ++calls;
+    return Bf16LinearTiming{1e-3, 2e-3};
+  };
+  auto widenFaster = [&] {
+    ++calls;
+    return Bf16LinearTiming{2e-3, 1e-3};
+  };
 
   // auto (unset, empty or "auto"): the measured faster path, measured once per decision
-  for (const ds::EnvMap& env : {ds::EnvMap{}, ds::EnvMap{{"DS_BF16_LINEAR", ""}},
-                                ds::EnvMap{{"DS_BF16_LINEAR", "auto"}}}) {
+  for (const ds::EnvMap& env :
+       {ds::EnvMap{}, ds::EnvMap{{"DS_BF16_LINEAR", ""}}, ds::EnvMap{{"DS_BF16_LINEAR", "auto"}}}) {
     calls = 0;
     REQUIRE(decideBf16Linear(true, env, nativeFaster) == Bf16Linear::kNative);
     REQUIRE(decideBf16Linear(true, env, widenFaster) == Bf16Linear::kWiden);
