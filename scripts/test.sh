@@ -127,4 +127,10 @@ if ! python3 "$OLDPWD/scripts/test_report.py" . ctest-main.xml ctest-slow.xml; t
 fi
 [ "$status" -eq 0 ] || exit "$status"
 # --- end of test run and report ---------------------------------------------------------------
+# --- lint and sanitizers (issue 13 items 2 and 4; docs/development.md) ------------------------
+# clang-tidy's size, complexity and naming limits over zero/ plus the format check over the tree;
+# then the unit and multi-process short suite under ASan+UBSan in its own build tree.
+(cd "$OLDPWD" && bash scripts/lint.sh zero)
+(cd "$OLDPWD" && bash scripts/test.sh --sanitize address,undefined --short)
+# --- end of lint and sanitizers ---------------------------------------------------------------
 bash "$OLDPWD/scripts/fuzz.sh"  # libFuzzer harnesses, bounded (DS_FUZZ_SECONDS, default 30 s each)
