@@ -117,12 +117,12 @@ struct AsyncFile::Impl {
     Req result;
     result.want = task.size;
     while (result.got < task.size) {
-      const size_t n = std::min(task.size - result.got, maxReq);
+      const size_t chunk = std::min(task.size - result.got, maxReq);
       requests.fetch_add(1, std::memory_order_relaxed);
       ssize_t moved =
           task.write
-              ? ::pwrite(descriptor, task.buf + result.got, n, off_t(task.offset + result.got))
-              : ::pread(descriptor, task.buf + result.got, n, off_t(task.offset + result.got));
+              ? ::pwrite(descriptor, task.buf + result.got, chunk, off_t(task.offset + result.got))
+              : ::pread(descriptor, task.buf + result.got, chunk, off_t(task.offset + result.got));
       if (moved < 0 && errno == EINTR) continue;
       if (moved < 0) {
         result.err = -errno;
@@ -152,17 +152,19 @@ struct AsyncFile::Impl {
     }
   }
 
-  uint64_t submit(bool write, void* buf, size_t n, size_t off) {
-    DS_CHECK(off + n <= bytes, "{}: I/O [{}, {}) past the file end {}", path, off, off + n, bytes);
+  uint64_t submit(bool write, void* buf, size_t count, size_t off) {
+    DS_CHECK(off + count <= bytes, "{}: I/O [{}, {}) past the file end {}", path, off, off + count,
+             bytes);
     uint64_t ticket = next++;
     Req& req = reqs[ticket];
-    req.want = n;
+    req.want = count;
     char* bytesAt = static_cast<char*>(buf);
-    if (n == 0) return ticket;  // nothing to move: complete at once
+    if (count == 0) return ticket;  // nothing to move: complete at once
 #ifdef DS_HAVE_URING
     if (uring) {
-      for (size_t done = 0; done < n; done += maxReq) {
-        queued.push_back({ticket, write, bytesAt + done, std::min(n - done, maxReq), off + done});
+      for (size_t done = 0; done < count; done += maxReq) {
+        queued.push_back(
+            {ticket, write, bytesAt + done, std::min(count - done, maxReq), off + done});
         ++req.open;
       }
       pump();
@@ -171,7 +173,7 @@ struct AsyncFile::Impl {
 #endif
     req.open = 1;
     std::lock_guard<std::mutex> lock(mutex);
-    queue.push_back({ticket, write, bytesAt, n, off});
+    queue.push_back({ticket, write, bytesAt, count, off});
     wakeup.notify_all();
     return ticket;
   }

@@ -24,19 +24,19 @@ int kind16(const Half16Out& out) {
   throw InternalError("cpu_adam: 16-bit copy must be bf16 or fp16");
 }
 
-// Runs body(offset, count) over [0, n) in chunks, in parallel.
+// Runs body(offset, size) over [0, count) in chunks, in parallel.
 template <typename Body>
-void forChunks(size_t n, int threads, Body&& body) {
-  const long chunks = static_cast<long>((n + kChunk - 1) / kChunk);
+void forChunks(size_t count, int threads, Body&& body) {
+  const long chunks = static_cast<long>((count + kChunk - 1) / kChunk);
   if (chunks <= 1) {
-    if (n) body(size_t(0), n);
+    if (count) body(size_t(0), count);
     return;
   }
   const int numThreads = threads > 0 ? threads : omp_get_max_threads();
 #pragma omp parallel for schedule(static) num_threads(numThreads)
   for (long chunk = 0; chunk < chunks; ++chunk) {
     size_t offset = size_t(chunk) * kChunk;
-    body(offset, std::min(kChunk, n - offset));
+    body(offset, std::min(kChunk, count - offset));
   }
 }
 
@@ -84,7 +84,7 @@ Isa bestIsa() {
 }
 
 void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, float* params,
-              const float* grads, float* expAvg, float* expAvgSq, size_t n, Half16Out out16,
+              const float* grads, float* expAvg, float* expAvgSq, size_t count, Half16Out out16,
               int threads) {
   DS_CHECK(step >= 1, "adam step count {} (must count this step)", step);
   DS_CHECK(isaSupported(isa), "ISA {} not supported here", isaName(isa));
@@ -110,14 +110,14 @@ void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, flo
   auto kernel = isa == Isa::kAvx512 ? kernels::adamAvx512
                 : isa == Isa::kAvx2 ? kernels::adamAvx2
                                     : kernels::adamScalar;
-  forChunks(n, threads, [&](size_t offset, size_t cnt) {
+  forChunks(count, threads, [&](size_t offset, size_t cnt) {
     kernel(coeffs, params + offset, grads + offset, expAvg + offset, expAvgSq + offset, cnt,
            kind ? out16.data + offset : nullptr, kind);
   });
 }
 
 void sgdStep(Isa isa, const SgdConfig& cfg, float gradScale, float* params, const float* grads,
-             float* buf, size_t n, Half16Out out16, int threads) {
+             float* buf, size_t count, Half16Out out16, int threads) {
   DS_CHECK(isaSupported(isa), "ISA {} not supported here", isaName(isa));
   kernels::SgdCoeffs coeffs{};
   coeffs.negLr = -cfg.lr;
@@ -131,20 +131,20 @@ void sgdStep(Isa isa, const SgdConfig& cfg, float gradScale, float* params, cons
   auto kernel = isa == Isa::kAvx512 ? kernels::sgdAvx512
                 : isa == Isa::kAvx2 ? kernels::sgdAvx2
                                     : kernels::sgdScalar;
-  forChunks(n, threads, [&](size_t offset, size_t cnt) {
+  forChunks(count, threads, [&](size_t offset, size_t cnt) {
     kernel(coeffs, params + offset, grads + offset, buf ? buf + offset : nullptr, cnt,
            kind ? out16.data + offset : nullptr, kind);
   });
 }
 
-void convertTo16(const float* src, Half16Out out, size_t n) {
+void convertTo16(const float* src, Half16Out out, size_t count) {
   const int kind = kind16(out);
   if (!kind) return;
   Isa isa = bestIsa();
   auto kernel = isa == Isa::kAvx512 ? kernels::to16Avx512
                 : isa == Isa::kAvx2 ? kernels::to16Avx2
                                     : kernels::to16Scalar;
-  forChunks(n, 0,
+  forChunks(count, 0,
             [&](size_t offset, size_t cnt) { kernel(src + offset, out.data + offset, cnt, kind); });
 }
 

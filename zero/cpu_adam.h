@@ -34,18 +34,18 @@ struct Half16Out {
   uint16_t* data = nullptr;
 };
 
-// One Adam step (step >= 1 is the count including this one) on n elements. grads are multiplied
+// One Adam step (step >= 1 is the count including this one) on count elements. grads are multiplied
 // by gradScale first (unscale and clip in one multiply). threads <= 0: OpenMP default.
 void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, float* params,
-              const float* grads, float* expAvg, float* expAvgSq, size_t n, Half16Out out16 = {},
-              int threads = 0);
+              const float* grads, float* expAvg, float* expAvgSq, size_t count,
+              Half16Out out16 = {}, int threads = 0);
 
 // One SGD step: g' = g*gradScale + wd*p; buf = momentum*buf + g' (if momentum != 0);
 // p -= lr * (buf or g'). buf may be null when momentum == 0.
 void sgdStep(Isa isa, const SgdConfig& cfg, float gradScale, float* params, const float* grads,
-             float* buf, size_t n, Half16Out out16 = {}, int threads = 0);
+             float* buf, size_t count, Half16Out out16 = {}, int threads = 0);
 
-// Writes the 16-bit copy of n floats (round to nearest even, NaN kept) with the best ISA.
-void convertTo16(const float* src, Half16Out out, size_t n);
+// Writes the 16-bit copy of count floats (round to nearest even, NaN kept) with the best ISA.
+void convertTo16(const float* src, Half16Out out, size_t count);
 
 }  // namespace ds::zero

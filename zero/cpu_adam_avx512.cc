@@ -25,45 +25,45 @@ struct Avx512Lanes {
   using V = __m512;
   static constexpr size_t kWidth = 16;
   static V load(const float* src) { return _mm512_loadu_ps(src); }
-  static void store(float* dst, V x) { _mm512_storeu_ps(dst, x); }
-  static V set(float x) { return _mm512_set1_ps(x); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V sqrt(V a) { return _mm512_sqrt_ps(a); }
-  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static void store(float* dst, V value) { _mm512_storeu_ps(dst, value); }
+  static V set(float value) { return _mm512_set1_ps(value); }
+  static V mul(V lhs, V rhs) { return _mm512_mul_ps(lhs, rhs); }
+  static V fma(V lhs, V rhs, V addend) { return _mm512_fmadd_ps(lhs, rhs, addend); }
+  static V sqrt(V value) { return _mm512_sqrt_ps(value); }
+  static V div(V lhs, V rhs) { return _mm512_div_ps(lhs, rhs); }
   // kind: 1 bf16 (ScalarLanes::store16's rounding, lane-wise), 2 fp16.
-  static void store16(uint16_t* dst, V x, int kind) {
+  static void store16(uint16_t* dst, V value, int kind) {
     if (kind == 1) {
-      const __m512i u = _mm512_castps_si512(x);
-      const __m512i absu = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+      const __m512i bits = _mm512_castps_si512(value);
+      const __m512i absu = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
       const __mmask16 nan = _mm512_cmpgt_epi32_mask(absu, _mm512_set1_epi32(0x7f800000));
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-      r = _mm512_srli_epi32(r, 16);
-      const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-      r = _mm512_mask_blend_epi32(nan, r, quiet);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(r));
+      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+      __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+      rounded = _mm512_srli_epi32(rounded, 16);
+      const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+      rounded = _mm512_mask_blend_epi32(nan, rounded, quiet);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(rounded));
     } else if (kind == 2) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                          _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                          _mm512_cvtps_ph(value, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
   }
 };
 
 }  // namespace
 
-void adamAvx512(const AdamCoeffs& c, float* p, const float* g, float* m, float* v, size_t n,
-                uint16_t* out16, int out16Kind) {
-  adamKernel<Avx512Lanes>(c, p, g, m, v, n, out16, out16Kind);
+void adamAvx512(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
+                float* expAvgSq, size_t count, uint16_t* out16, int out16Kind) {
+  adamKernel<Avx512Lanes>(coeffs, params, grads, expAvg, expAvgSq, count, out16, out16Kind);
 }
 
-void sgdAvx512(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n, uint16_t* out16,
-               int out16Kind) {
-  sgdKernel<Avx512Lanes>(c, p, g, buf, n, out16, out16Kind);
+void sgdAvx512(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t count,
+               uint16_t* out16, int out16Kind) {
+  sgdKernel<Avx512Lanes>(coeffs, params, grads, buf, count, out16, out16Kind);
 }
 
-void to16Avx512(const float* src, uint16_t* dst, size_t n, int kind) {
-  to16Kernel<Avx512Lanes>(src, dst, n, kind);
+void to16Avx512(const float* src, uint16_t* dst, size_t count, int kind) {
+  to16Kernel<Avx512Lanes>(src, dst, count, kind);
 }
 
 }  // namespace ds::zero::kernels

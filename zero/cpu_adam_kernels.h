@@ -26,21 +26,21 @@ struct SgdCoeffs {
 
 // out16Kind: 0 none, 1 bf16, 2 fp16.
 void adamScalar(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
-                float* expAvgSq, size_t n, uint16_t* out16, int out16Kind);
+                float* expAvgSq, size_t count, uint16_t* out16, int out16Kind);
 void adamAvx2(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
-              float* expAvgSq, size_t n, uint16_t* out16, int out16Kind);
+              float* expAvgSq, size_t count, uint16_t* out16, int out16Kind);
 void adamAvx512(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
-                float* expAvgSq, size_t n, uint16_t* out16, int out16Kind);
+                float* expAvgSq, size_t count, uint16_t* out16, int out16Kind);
 
-void sgdScalar(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
+void sgdScalar(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t count,
                uint16_t* out16, int out16Kind);
-void sgdAvx2(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
+void sgdAvx2(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t count,
              uint16_t* out16, int out16Kind);
-void sgdAvx512(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t n,
+void sgdAvx512(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t count,
                uint16_t* out16, int out16Kind);
 
-void to16Scalar(const float* src, uint16_t* dst, size_t n, int kind);
-void to16Avx2(const float* src, uint16_t* dst, size_t n, int kind);
-void to16Avx512(const float* src, uint16_t* dst, size_t n, int kind);
+void to16Scalar(const float* src, uint16_t* dst, size_t count, int kind);
+void to16Avx2(const float* src, uint16_t* dst, size_t count, int kind);
+void to16Avx512(const float* src, uint16_t* dst, size_t count, int kind);
 
 }  // namespace ds::zero::kernels

@@ -4,18 +4,18 @@
 
 namespace ds::zero::kernels {
 
-void adamScalar(const AdamCoeffs& c, float* p, const float* g, float* m, float* v, size_t n,
-                uint16_t* out16, int out16Kind) {
-  adamKernel<ScalarLanes>(c, p, g, m, v, n, out16, out16Kind);
+void adamScalar(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,
+                float* expAvgSq, size_t count, uint16_t* out16, int out16Kind) {
+  adamKernel<ScalarLanes>(coeffs, params, grads, expAvg, expAvgSq, count, out16, out16Kind);
 }
 
-void sgdScalar(const SgdCoeffs& c, float* p, const float* g, float* buf, size_t n, uint16_t* out16,
-               int out16Kind) {
-  sgdKernel<ScalarLanes>(c, p, g, buf, n, out16, out16Kind);
+void sgdScalar(const SgdCoeffs& coeffs, float* params, const float* grads, float* buf, size_t count,
+               uint16_t* out16, int out16Kind) {
+  sgdKernel<ScalarLanes>(coeffs, params, grads, buf, count, out16, out16Kind);
 }
 
-void to16Scalar(const float* src, uint16_t* dst, size_t n, int kind) {
-  to16Kernel<ScalarLanes>(src, dst, n, kind);
+void to16Scalar(const float* src, uint16_t* dst, size_t count, int kind) {
+  to16Kernel<ScalarLanes>(src, dst, count, kind);
 }
 
 }  // namespace ds::zero::kernels

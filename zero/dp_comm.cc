@@ -15,9 +15,9 @@ DpComm::DpComm(comm::ProcessGroup* group) : group_(group) {
   }
 }
 
-comm::WorkPtr DpComm::allreduceSum(float* buf, size_t n) {
-  if (single() || n == 0) return nullptr;
-  return group_->allreduce(comm::view(buf, n), comm::ReduceOp::kSum);
+comm::WorkPtr DpComm::allreduceSum(float* buf, size_t count) {
+  if (single() || count == 0) return nullptr;
+  return group_->allreduce(comm::view(buf, count), comm::ReduceOp::kSum);
 }
 
 comm::WorkPtr DpComm::reduceScatterSum(const float* input, float* output,

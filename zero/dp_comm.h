@@ -25,7 +25,7 @@ class DpComm {
   bool single() const { return group_ == nullptr || world_ == 1; }
 
   // In-place sum over ranks.
-  comm::WorkPtr allreduceSum(float* buf, size_t n);
+  comm::WorkPtr allreduceSum(float* buf, size_t count);
   // input: world consecutive blocks of counts[r] elements; output: this rank's summed block.
   comm::WorkPtr reduceScatterSum(const float* input, float* output,
                                  const std::vector<size_t>& counts);

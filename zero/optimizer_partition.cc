@@ -34,10 +34,10 @@ void checkNvmePath(const std::string& dir) {
 
 }  // namespace
 
-OptimizerPartition::OptimizerPartition(size_t n, const OptimizerOptions& opt,
+OptimizerPartition::OptimizerPartition(size_t count, const OptimizerOptions& opt,
                                        const OffloadOptions& offload, size_t subGroupSize,
                                        float* masterAlias, int rank)
-    : size_(n), opt_(opt), offload_(offload), names_(stateNamesOf(opt)), alias_(masterAlias) {
+    : size_(count), opt_(opt), offload_(offload), names_(stateNamesOf(opt)), alias_(masterAlias) {
   if (offload_.device != "none" && offload_.device != "cpu" && offload_.device != "nvme")
     throw ConfigError("offload_optimizer.device '" + offload_.device +
                       "': expected none, cpu or nvme");
@@ -47,7 +47,7 @@ OptimizerPartition::OptimizerPartition(size_t n, const OptimizerOptions& opt,
   }
   mem_.resize(names_.size());
   for (size_t state = 0; state < names_.size(); ++state)
-    if (state != 0 || alias_ == nullptr) mem_[state].assign(n, 0.f);
+    if (state != 0 || alias_ == nullptr) mem_[state].assign(count, 0.f);
 }
 
 void OptimizerPartition::openSwap(size_t subGroupSize, int rank) {

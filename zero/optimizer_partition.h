@@ -22,7 +22,7 @@ class OptimizerPartition {
  public:
   // masterAlias: when non-null (in-memory only) the fp32 master IS that array (e.g. the model's
   // fp32 params), not a copy. offload.device: none | cpu | nvme.
-  OptimizerPartition(size_t n, const OptimizerOptions& opt, const OffloadOptions& offload,
+  OptimizerPartition(size_t count, const OptimizerOptions& opt, const OffloadOptions& offload,
                      size_t subGroupSize, float* masterAlias, int rank);
   ~OptimizerPartition();
 

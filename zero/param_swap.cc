@@ -40,25 +40,27 @@ ParamSwap::~ParamSwap() {
   }
 }
 
-void ParamSwap::read(size_t offset, size_t n, void* dst) {
-  DS_CHECK(offset + n <= bytes_, "param swap read [{}, {}) past {}", offset, offset + n, bytes_);
+void ParamSwap::read(size_t offset, size_t count, void* dst) {
+  DS_CHECK(offset + count <= bytes_, "param swap read [{}, {}) past {}", offset, offset + count,
+           bytes_);
   char* out = static_cast<char*>(dst);
-  for (size_t done = 0; done < n;) {
+  for (size_t done = 0; done < count;) {
     const size_t pos = offset + done, base = pos / kBlock * kBlock;
-    const size_t take = std::min(n - done, base + kBlock - pos);
+    const size_t take = std::min(count - done, base + kBlock - pos);
     file_->wait(file_->readAsync(bounce_.data(), kBlock, base));
     std::memcpy(out + done, static_cast<char*>(bounce_.data()) + (pos - base), take);
     done += take;
   }
 }
 
-void ParamSwap::write(size_t offset, size_t n, const void* src) {
-  DS_CHECK(offset + n <= bytes_, "param swap write [{}, {}) past {}", offset, offset + n, bytes_);
+void ParamSwap::write(size_t offset, size_t count, const void* src) {
+  DS_CHECK(offset + count <= bytes_, "param swap write [{}, {}) past {}", offset, offset + count,
+           bytes_);
   dropAll();
   const char* source = static_cast<const char*>(src);
-  for (size_t done = 0; done < n;) {
+  for (size_t done = 0; done < count;) {
     const size_t pos = offset + done, base = pos / kBlock * kBlock;
-    const size_t take = std::min(n - done, base + kBlock - pos);
+    const size_t take = std::min(count - done, base + kBlock - pos);
     if (take < kBlock) file_->wait(file_->readAsync(bounce_.data(), kBlock, base));
     std::memcpy(static_cast<char*>(bounce_.data()) + (pos - base), source + done, take);
     file_->wait(file_->writeAsync(bounce_.data(), kBlock, base));
@@ -66,12 +68,12 @@ void ParamSwap::write(size_t offset, size_t n, const void* src) {
   }
 }
 
-void ParamSwap::readAhead(uint64_t key, size_t offset, size_t n) {
-  DS_CHECK(offset + n <= bytes_, "param swap read-ahead [{}, {}) past {}", offset, offset + n,
-           bytes_);
-  if (ahead_.count(key) || n == 0) return;
+void ParamSwap::readAhead(uint64_t key, size_t offset, size_t count) {
+  DS_CHECK(offset + count <= bytes_, "param swap read-ahead [{}, {}) past {}", offset,
+           offset + count, bytes_);
+  if (ahead_.count(key) || count == 0) return;
   const size_t base = offset / kIoAlign * kIoAlign;
-  const size_t len = (offset + n - base + kIoAlign - 1) / kIoAlign * kIoAlign;
+  const size_t len = (offset + count - base + kIoAlign - 1) / kIoAlign * kIoAlign;
   AlignedBuffer buffer;
   auto found = spare_.find(len);
   if (found != spare_.end()) {
@@ -83,17 +85,17 @@ void ParamSwap::readAhead(uint64_t key, size_t offset, size_t n) {
     peakAheadBytes_ = std::max(peakAheadBytes_, aheadBytes_);
   }
   const uint64_t ticket = file_->readAsync(buffer.data(), len, base);
-  ahead_.emplace(key, Ahead{offset, n, base, std::move(buffer), ticket});
+  ahead_.emplace(key, Ahead{offset, count, base, std::move(buffer), ticket});
 }
 
-bool ParamSwap::take(uint64_t key, size_t offset, size_t n, void* dst) {
+bool ParamSwap::take(uint64_t key, size_t offset, size_t count, void* dst) {
   auto found = ahead_.find(key);
   if (found == ahead_.end()) return false;
   Ahead entry = std::move(found->second);
   ahead_.erase(found);
   file_->wait(entry.ticket);
-  const bool match = entry.offset == offset && entry.size == n;
-  if (match) std::memcpy(dst, static_cast<char*>(entry.buf.data()) + (offset - entry.base), n);
+  const bool match = entry.offset == offset && entry.size == count;
+  if (match) std::memcpy(dst, static_cast<char*>(entry.buf.data()) + (offset - entry.base), count);
   recycle(std::move(entry.buf));
   return match;
 }

@@ -25,18 +25,18 @@ class ParamSwap {
   ~ParamSwap();  // waits for the read-aheads in flight (their buffers outlive the I/O)
   ParamSwap(const ParamSwap&) = delete;
   ParamSwap& operator=(const ParamSwap&) = delete;
-  void read(size_t offset, size_t n, void* dst);
-  void write(size_t offset, size_t n, const void* src);
+  void read(size_t offset, size_t count, void* dst);
+  void write(size_t offset, size_t count, const void* src);
   size_t bytes() const { return bytes_; }
   // The bounce buffer plus the most read-ahead staging held at once.
   size_t bufferBytes() const { return bounce_.bytes() + peakAheadBytes_; }
 
-  // Submits the read of [offset, offset+n) under `key` (no-op when key is already pending).
-  void readAhead(uint64_t key, size_t offset, size_t n);
+  // Submits the read of [offset, offset+count) under `key` (no-op when key is already pending).
+  void readAhead(uint64_t key, size_t offset, size_t count);
   bool pending(uint64_t key) const { return ahead_.count(key) > 0; }
   // Waits for key's read-ahead and copies its bytes to dst; false (nothing done) when there is
   // none or it covers another range.
-  bool take(uint64_t key, size_t offset, size_t n, void* dst);
+  bool take(uint64_t key, size_t offset, size_t count, void* dst);
   // Whether the file layer has finished key's read-ahead (non-blocking; false when none).
   bool aheadCompleted(uint64_t key);
   void dropAll();  // waits for every read-ahead and discards it

@@ -18,9 +18,9 @@ std::vector<size_t> paramOffsets(const std::vector<ParamInfo>& params) {
 }
 
 size_t totalNumel(const std::vector<ParamInfo>& params) {
-  size_t n = 0;
-  for (const auto& info : params) n += info.numel;
-  return n;
+  size_t total = 0;
+  for (const auto& info : params) total += info.numel;
+  return total;
 }
 
 Shard intersect(Shard first, Shard second) {
