@@ -134,13 +134,12 @@ void OptimizerPartition::setDecayRuns(std::vector<Run> runs) {
 }
 
 void OptimizerPartition::stepRun(float* const* states, const float* grad, size_t cnt,
-                                 float gradScale, float learningRate, int64_t step,
-                                 Half16Out out16, bool decay) {
+                                 float gradScale, float learningRate, int64_t step, Half16Out out16,
+                                 bool decay) {
   const float weightDecay = decay ? opt_.weightDecay : 0.f;
   if (names_.size() == 3) {
-    AdamConfig config{learningRate,       opt_.beta1,
-                      opt_.beta2,         opt_.eps,
-                      weightDecay,        opt_.type == "AdamW" ? true : opt_.adamwMode,
+    AdamConfig config{learningRate,       opt_.beta1,  opt_.beta2,
+                      opt_.eps,           weightDecay, opt_.type == "AdamW" ? true : opt_.adamwMode,
                       opt_.biasCorrection};
     adamStep(bestIsa(), config, step, gradScale, states[0], grad, states[1], states[2], cnt, out16);
   } else {
@@ -150,8 +149,8 @@ void OptimizerPartition::stepRun(float* const* states, const float* grad, size_t
   }
 }
 
-void OptimizerPartition::stepTile(float* const* states, const float* grad, size_t first,
-                                  size_t cnt, float gradScale, float learningRate, int64_t step,
+void OptimizerPartition::stepTile(float* const* states, const float* grad, size_t first, size_t cnt,
+                                  float gradScale, float learningRate, int64_t step,
                                   Half16Out out16) {
   if (decayAll_ || opt_.weightDecay == 0.f)
     return stepRun(states, grad, cnt, gradScale, learningRate, step, out16, true);
@@ -160,9 +159,9 @@ void OptimizerPartition::stepTile(float* const* states, const float* grad, size_
                               [](size_t pos, const Run& r) { return pos < r.end; });
   for (size_t pos = first; pos < end;) {
     const bool inRun = run != decayRuns_.end() && run->begin <= pos;
-    const size_t next = inRun                                             ? std::min(run->end, end)
+    const size_t next = inRun                                         ? std::min(run->end, end)
                         : run != decayRuns_.end() && run->begin < end ? run->begin
-                                                                          : end;
+                                                                      : end;
     const size_t rel = pos - first;
     float* shifted[3] = {};
     for (size_t state = 0; state < names_.size(); ++state) shifted[state] = states[state] + rel;

@@ -73,8 +73,8 @@ class OptimizerPartition {
  private:
   void openSwap(size_t subGroupSize, int rank);
   // One tile at local offset `first`: split into runs with and without decay.
-  void stepTile(float* const* states, const float* grad, size_t first, size_t cnt,
-                float gradScale, float learningRate, int64_t step, Half16Out out16);
+  void stepTile(float* const* states, const float* grad, size_t first, size_t cnt, float gradScale,
+                float learningRate, int64_t step, Half16Out out16);
   void stepRun(float* const* states, const float* grad, size_t cnt, float gradScale,
                float learningRate, int64_t step, Half16Out out16, bool decay);
   void updateNvme(const float* grad, size_t count, float gradScale, float learningRate,

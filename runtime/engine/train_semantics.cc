@@ -17,10 +17,11 @@ DecayChoice applyDecayChoice(std::vector<zero::ParamInfo> params, const Plan& pl
     (p.decay ? onElems : offElems) += p.numel;
   }
   const auto& opt = plan.deepspeed.optimizer;
-  std::string line = fmt::format(
-      "weight decay {} on {} (train.weight_decay_on): {} tensors / {} elements decayed", opt.weightDecay,
-      on, onTensors, onElems);
-  if (offTensors) line += fmt::format("; {} tensors / {} elements (biases, LayerNorm) not", offTensors, offElems);
+  std::string line =
+      fmt::format("weight decay {} on {} (train.weight_decay_on): {} tensors / {} elements decayed",
+                  opt.weightDecay, on, onTensors, onElems);
+  if (offTensors)
+    line += fmt::format("; {} tensors / {} elements (biases, LayerNorm) not", offTensors, offElems);
   if (opt.weightDecay == 0.f) line += " (weight_decay is 0: no decay at all)";
   return {std::move(params), std::move(line)};
 }

@@ -1,9 +1,9 @@
 // Weight decay follows ParamInfo::decay element by element in every ZeRO stage and offload path:
 // with zero gradients one AdamW step leaves a parameter without decay bitwise unchanged and scales
 // one with decay by exactly (1 - lr*wd) (the kernel's fma), whether the partition boundaries fall
-// inside a parameter or not (world 1 and 2, stages 0-3, no offload, and at stages 1-3 cpu and nvme with tiles
-// that split parameters). SGD's L2 form likewise. ToyModel marks its gain E and biases c without decay
-// and its matrices W with decay.
+// inside a parameter or not (world 1 and 2, stages 0-3, no offload, and at stages 1-3 cpu and nvme
+// with tiles that split parameters). SGD's L2 form likewise. ToyModel marks its gain E and biases c
+// without decay and its matrices W with decay.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -52,8 +52,8 @@ std::vector<float> stepWithZeroGrads(const ToyModel& m, int world, const ZeroOpt
       comm::GroupOptions go;
       go.backend = "gloo";
       go.timeout = std::chrono::seconds(60);
-      pg = std::make_unique<comm::ProcessGroup>(
-          comm::createBackend("gloo", store, rank, world, go));
+      pg =
+          std::make_unique<comm::ProcessGroup>(comm::createBackend("gloo", store, rank, world, go));
     }
     ZeroEngine eng(m.params, m.L, pg.get(), z, o);
     eng.setParams(init.data());
@@ -119,8 +119,8 @@ TEST_CASE("weight decay: only parameters marked decay shrink, in every stage and
   sgd.weightDecay = kWd;
   auto sgdDecayed = [&](float p) { return std::fmaf(std::fmaf(p, kWd, 0.f), -kLr, p); };
   for (int stage : {0, 2, 3}) {
-    auto got = stepWithZeroGrads(m, 2, decayOpts(stage, stage ? "cpu" : "none", dir.path()), sgd,
-                                 init);
+    auto got =
+        stepWithZeroGrads(m, 2, decayOpts(stage, stage ? "cpu" : "none", dir.path()), sgd, init);
     INFO("sgd stage " << stage);
     CHECK(firstMismatch(m, init, got, sgdDecayed) == std::string::npos);
   }
