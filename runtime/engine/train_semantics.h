@@ -17,8 +17,8 @@ namespace ds::runtime {
 // params with ParamInfo::decay set by the plan: "matrices" keeps the model's marking (decay on
 // parameters of 2 or more dimensions: linear weights and embeddings; none on biases and
 // LayerNorm gains/biases), "all" sets it everywhere. line: the startup line naming the choice,
-// e.g. "weight decay 0.1 on matrices (train.weight_decay_on): 14 tensors / 1.2M elements
-// decayed; 26 tensors / 9.5K elements (biases, LayerNorm) not".
+// e.g. "weight decay 0.1 on matrices (train.weight_decay_on): 10 tensors / 26112 elements
+// decayed; 18 tensors / 896 elements (biases, LayerNorm) not".
 struct DecayChoice {
   std::vector<zero::ParamInfo> params;
   std::string line;
