@@ -156,7 +156,7 @@ void OptimizerPartition::stepTile(float* const* states, const float* grad, size_
     return stepRun(states, grad, cnt, gradScale, learningRate, step, out16, true);
   const size_t end = first + cnt;
   auto run = std::upper_bound(decayRuns_.begin(), decayRuns_.end(), first,
-                              [](size_t pos, const Run& r) { return pos < r.end; });
+                              [](size_t pos, const Run& item) { return pos < item.end; });
   for (size_t pos = first; pos < end;) {
     const bool inRun = run != decayRuns_.end() && run->begin <= pos;
     const size_t next = inRun                                         ? std::min(run->end, end)
