@@ -4,6 +4,7 @@
 // Not where any stage's layout or communication lives (see stage.h and its implementations).
 #include "zero/zero_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -41,6 +42,30 @@ std::unique_ptr<Stage> makeStage(const StageContext& ctx) {
   }
 }
 
+// The local runs of the optimizer partition that weight decay applies to: the parts of each
+// local range lying in a parameter with ParamInfo::decay, merged where adjacent.
+std::vector<OptimizerPartition::Run> decayRuns(const ParamIndex& index,
+                                               const std::vector<LocalRange>& ranges) {
+  std::vector<OptimizerPartition::Run> runs;
+  for (const auto& range : ranges) {
+    const size_t flatEnd = range.flatOffset + range.size;
+    for (size_t flat = range.flatOffset; flat < flatEnd;) {
+      const size_t param = index.paramAt(flat);
+      const size_t next = std::min(flatEnd, index.offset(param) + index.param(param).numel);
+      if (index.param(param).decay) {
+        const size_t begin = range.localOffset + (flat - range.flatOffset);
+        const size_t end = begin + (next - flat);
+        if (!runs.empty() && runs.back().end == begin) runs.back().end = end;
+        else runs.push_back({begin, end});
+      }
+      flat = next;
+    }
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& lhs, const auto& rhs) { return lhs.begin < rhs.begin; });
+  return runs;
+}
+
 }  // namespace
 
 // The engine's state; members are declared in construction order (the stage refers to all
@@ -60,6 +85,7 @@ struct ZeroEngine::Impl {
     optimizer = std::make_unique<OptimizerPartition>(stage->localSize(), optimizerOptions,
                                                      options.offloadOptimizer, options.subGroupSize,
                                                      alias, comm.rank());
+    optimizer->setDecayRuns(decayRuns(index, stage->ranges()));
   }
 
   void writeMasterFrom(const float* fullFlat);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/engine/init_from.h"
+#include "runtime/engine/train_semantics.h"
 #include "runtime/monitor/step_line.h"
 
 namespace ds::runtime {
@@ -54,7 +55,9 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
 
   zero::ZeroOptions z = plan_.deepspeed.zero;
   z.compute = mc.compute;
-  eng_ = std::make_unique<zero::ZeroEngine>(model_->params(), model_->numBlocks(), group_, z,
+  DecayChoice decay = applyDecayChoice(model_->params(), plan_);
+  logLine(decay.line);
+  eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_, z,
                                             plan_.deepspeed.optimizer);
   // A resume overwrites them; a fresh start takes model.gpt.init_from's weights when set.
   std::vector<float> flat;
@@ -83,6 +86,10 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   if (corpora_.val) {
     lo.shuffle = false;
     valLoader_ = std::make_unique<DataLoader>(corpora_.val, lo);
+    EvalBatches eval = evalBatches(plan_, valLoader_->batchesPerEpoch(), corpora_.val->size(),
+                                   corpora_.val->name(), world_);
+    evalBatches_ = eval.batches;
+    if (!eval.warning.empty()) logLine(fmt::format("{}: {}", plan_.source, eval.warning));
   }
   schedule_ = makeLrSchedule(plan_.deepspeed.scheduler, plan_.deepspeed.optimizer.lr);
   scaler_ = std::make_unique<LossScaler>(lossScalerOptionsFor(plan_.deepspeed.fp16));
@@ -221,7 +228,7 @@ double Trainer::evaluate() {
                     "synthetic corpus's validation stream)",
                     plan_.source));
   valLoader_->reset();
-  const int64_t n = std::max<int64_t>(1, plan_.train.evalSteps);
+  const int64_t n = evalBatches_;  // each batch once: at most the set (evalBatches)
   double sum = 0;
   Batch b;
   for (int64_t i = 0; i < n; ++i) {

@@ -90,6 +90,7 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<MonitorSet> monitors_;
   Batch batch_;
+  int64_t evalBatches_ = 0;  // global validation batches per eval (train_semantics.h)
   int64_t step_ = 0;
   int64_t samples_ = 0;  // global training samples consumed
   struct Timers {        // wall_clock_breakdown: sums since the last printed breakdown line
