@@ -87,7 +87,13 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
                  "Extra arguments for pdsh/mpirun/srun, one shell-quoted string")
       ->type_name("ARGS");
   app.add_flag(names("", "no_local_rank"), o->noLocalRank,
-               "Do not append --local_rank=N to the program's arguments");
+               "Do not pass --local_rank=N to the program (it goes right after a Python "
+               "script, else after the last argument)");
+  app.add_flag(names("", "module"), o->module,
+               "Run the program as a Python module: python3 -u -m NAME --local_rank=N ARGS");
+  app.add_flag(names("", "no_python"), o->noPython,
+               "Execute the program as given (no python3 -u in front of a .py script), with "
+               "--local_rank=N right after it");
   app.add_flag(names("", "no_ssh"), o->noSsh,
                "Run only this node's share (with --node_rank), as under Kubernetes");
   app.add_option(names("", "node_rank"), o->nodeRank, "This node's index, with --no_ssh")
