@@ -22,12 +22,15 @@ dsrun.
 Examples:
   dsrun --num_gpus 2 train                               2 ranks on this machine
   dsrun -H hosts --num_gpus 8 train plan.yaml            8 ranks per host over ssh
+  dsrun -H hosts train.py --deepspeed_config ds.json     a DeepSpeed user's script
   dsrun -H hosts --launcher pdsh train plan.yaml         same, fanned out by pdsh
   dsrun -H hosts --launcher openmpi train plan.yaml      mpirun does the spawning
   dsrun -H hosts -i 'w1:0,1@w2' --dry_run python3 x.py   print the commands, run nothing
 
+A PROGRAM ending in .py runs as `python3 -u PROGRAM --local_rank=N ARGS`, as under DeepSpeed.
 Hostfile lines: `host [slots=N] [max_slots=M] [# comment]`. Exported to every rank: NCCL*, DS_*,
-OMP_*, UCX*, PYTHON*, ~/.dsenv and ./.dsenv (KEY=VALUE lines), --export K[=V].
+OMP_*, UCX*, PYTHON*, MLFLOW*, MV2*, then ~/ and ./ .deepspeed_env and .dsenv (KEY=VALUE lines),
+then --export K[=V].
 Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
 and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
 as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
