@@ -22,12 +22,15 @@ dsrun.
 Examples:
   dsrun --num_gpus 2 train                               2 ranks on this machine
   dsrun -H hosts --num_gpus 8 train plan.yaml            8 ranks per host over ssh
+  dsrun -H hosts train.py --deepspeed_config ds.json     a DeepSpeed user's script
   dsrun -H hosts --launcher pdsh train plan.yaml         same, fanned out by pdsh
   dsrun -H hosts --launcher openmpi train plan.yaml      mpirun does the spawning
   dsrun -H hosts -i 'w1:0,1@w2' --dry_run python3 x.py   print the commands, run nothing
 
+A PROGRAM ending in .py runs as `python3 -u PROGRAM --local_rank=N ARGS`, as under DeepSpeed.
 Hostfile lines: `host [slots=N] [max_slots=M] [# comment]`. Exported to every rank: NCCL*, DS_*,
-OMP_*, UCX*, PYTHON*, ~/.dsenv and ./.dsenv (KEY=VALUE lines), --export K[=V].
+OMP_*, UCX*, PYTHON*, MLFLOW*, MV2*, then ~/ and ./ .deepspeed_env and .dsenv (KEY=VALUE lines),
+then --export K[=V].
 Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
 and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
 as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
@@ -87,7 +90,13 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
                  "Extra arguments for pdsh/mpirun/srun, one shell-quoted string")
       ->type_name("ARGS");
   app.add_flag(names("", "no_local_rank"), o->noLocalRank,
-               "Do not append --local_rank=N to the program's arguments");
+               "Do not pass --local_rank=N to the program (it goes right after a Python "
+               "script, else after the last argument)");
+  app.add_flag(names("", "module"), o->module,
+               "Run the program as a Python module: python3 -u -m NAME --local_rank=N ARGS");
+  app.add_flag(names("", "no_python"), o->noPython,
+               "Execute the program as given (no python3 -u in front of a .py script), with "
+               "--local_rank=N right after it");
   app.add_flag(names("", "no_ssh"), o->noSsh,
                "Run only this node's share (with --node_rank), as under Kubernetes");
   app.add_option(names("", "node_rank"), o->nodeRank, "This node's index, with --no_ssh")

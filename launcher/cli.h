@@ -20,6 +20,8 @@ struct CliOptions {
   std::string launcher;  // empty = default (ssh for several hosts); lower-cased
   std::string launcherArgs;
   bool noLocalRank = false;
+  bool module = false;    // --module: run the program as `python3 -u -m NAME`
+  bool noPython = false;  // --no_python: execute a .py program as given
   bool noSsh = false;
   int nodeRank = -1;
   bool forceMulti = false;

@@ -69,18 +69,20 @@ inline constexpr Knob kSshTeardownGrace{
 inline constexpr Knob kEnvFile{
     .name = "DS_ENV_FILE",
     .type = KnobType::kPath,
-    .dflt = ".dsenv",
+    .dflt = ".deepspeed_env",
     .doc =
-        "The exports file read from ~ then . (only this path when absolute); set but "
-        "missing is an error. Empty counts as unset.",
+        "The exports file read from ~ then . (only this path when absolute), as in DeepSpeed; "
+        "unset, ~ and . are each searched for .deepspeed_env then .dsenv. Set but missing is "
+        "an error. Empty counts as unset.",
     .readBy = kReadByDsrun};
 
 // Other programs' variables dsrun reads.
-inline constexpr Knob kHome{.name = "HOME",
-                            .type = KnobType::kPath,
-                            .doc = "Where ~/.dsenv and ~/.ssh/config are looked up.",
-                            .readBy = kReadByDsrun,
-                            .origin = kThirdParty};
+inline constexpr Knob kHome{
+    .name = "HOME",
+    .type = KnobType::kPath,
+    .doc = "Where ~/.deepspeed_env, ~/.dsenv and ~/.ssh/config are looked up.",
+    .readBy = kReadByDsrun,
+    .origin = kThirdParty};
 inline constexpr Knob kPath{
     .name = "PATH",
     .type = KnobType::kString,

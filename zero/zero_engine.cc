@@ -138,9 +138,10 @@ ZeroEngine::ZeroEngine(std::vector<ParamInfo> params, int numBlocks, comm::Proce
                        ZeroOptions zopts, OptimizerOptions oopts)
     : impl_(std::make_unique<Impl>(std::move(params), numBlocks, group, std::move(zopts),
                                    std::move(oopts))) {
-  DS_LOG_INFO("zero", "ZeRO stage {} on {} rank(s), {} params ({} elements); memory per rank:\n{}",
-              impl_->options.stage, impl_->comm.world(), impl_->index.count(), impl_->index.numel(),
-              memory().toString());
+  DS_LOG_DEBUG("zero",
+               "ZeRO stage {} on {} rank(s), {} params ({} elements); this rank's memory:\n{}",
+               impl_->options.stage, impl_->comm.world(), impl_->index.count(),
+               impl_->index.numel(), memory().toString());
 }
 
 ZeroEngine::~ZeroEngine() {

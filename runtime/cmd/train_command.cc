@@ -110,6 +110,7 @@ int trainCommand(int argc, char** argv) {
   if (opts.resume == "auto") {
     opts.resume = hasLatestCheckpoint(plan.train.checkpointDir) ? "latest" : "";
   }
+  opts.progressBar = ::isatty(STDOUT_FILENO) == 1;  // a person at a terminal, not a pipe or file
   opts.summaryPath = a.summary;
   if (opts.summaryPath.empty() && !plan.train.checkpointDir.empty())
     opts.summaryPath = plan.train.checkpointDir + "/run_summary.json";

@@ -11,7 +11,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/engine/init_from.h"
+#include "runtime/engine/run_report.h"
 #include "runtime/engine/train_semantics.h"
+#include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"
 
 namespace ds::runtime {
@@ -127,8 +129,31 @@ void Trainer::barrier() {
 
 void Trainer::logLine(const std::string& line) {
   if (rank_ != 0 || !opts_.out) return;
+  if (barShown_) std::fputs(progressBarClear().c_str(), opts_.out);
+  barShown_ = false;
   std::fprintf(opts_.out, "%s\n", line.c_str());
   std::fflush(opts_.out);
+}
+
+void Trainer::drawProgress() {
+  if (rank_ != 0 || !opts_.out || !opts_.progressBar) return;
+  const double tokensPerSec = stepsPerSec_ * double(summary_.tokensPerStep);
+  std::string bar = formatProgressBar(step_, plan_.train.steps, stepsPerSec_, tokensPerSec, 100);
+  std::fputs(progressBarRedraw(bar).c_str(), opts_.out);
+  std::fflush(opts_.out);
+  barShown_ = true;
+}
+
+void Trainer::reportMemory() {
+  size_t largestTotal = 0;
+  const zero::MemoryReport maxima = largestOverRanks(group_, eng_->memory(), &largestTotal);
+  logLine(formatMemoryTable(maxima, largestTotal, world_));
+}
+
+void Trainer::reportOutputs() {
+  for (const auto& line : formatOutputLines(plan_.train.checkpointDir, summary_.checkpointTag,
+                                            monitors_->sinkLocations(), opts_.summaryPath))
+    logLine(line);
 }
 
 std::vector<float> Trainer::fullParams() {
@@ -139,6 +164,7 @@ std::vector<float> Trainer::fullParams() {
 
 StepRecord Trainer::trainStep() {
   const auto t0 = Clock::now();
+  if (stepsThisRun_ == 0) runStart_ = t0;
   const int gas = int(plan_.deepspeed.gradientAccumulationSteps);
   const double scale = scaler_->scale();
   const double lr = schedule_->lrForStep(eng_->stepCount());  // skipped steps do not advance it
@@ -178,6 +204,9 @@ StepRecord Trainer::trainStep() {
   rec.skipped = res.skipped;
   rec.stepMs = msSince(t0);
   summary_.steps.push_back(rec);
+  ++stepsThisRun_;
+  const double runSec = msSince(runStart_) / 1e3;
+  stepsPerSec_ = runSec > 0 ? double(stepsThisRun_) / runSec : 0;
 
   monitors_->write(trainEvents(samples_, rec.loss, lr, scale, rec.gradNorm));
   const bool breakdown = plan_.deepspeed.wallClockBreakdown;
@@ -212,6 +241,8 @@ StepRecord Trainer::trainStep() {
     m.skipped = rec.skipped;
     m.stepMs = rec.stepMs;
     m.tokensPerSec = rec.stepMs > 0 ? double(summary_.tokensPerStep) / (rec.stepMs / 1e3) : 0;
+    m.stepsPerSec = stepsPerSec_;
+    m.etaSec = stepsPerSec_ > 0 ? double(plan_.train.steps - step_) / stepsPerSec_ : -1;
     m.fwdMs = rec.fwdMs;
     m.bwdMs = rec.bwdMs;
     m.commMs = rec.commMs;
@@ -254,6 +285,7 @@ const RunSummary& Trainer::run() {
         plan_.model.kind, model_->numParamsTotal(), model_->numBlocks(), world_, summary_.zeroStage,
         summary_.dtype, plan_.deepspeed.trainBatchSize, plan_.model.seqLen, total, step_));
   }
+  reportMemory();
   std::string lastCkpt;
   while (step_ < total) {
     trainStep();
@@ -261,6 +293,7 @@ const RunSummary& Trainer::run() {
     if (tp.evalEvery > 0 && valLoader_ && step_ % tp.evalEvery == 0) evaluate();
     if (!ckptDir.empty() && tp.checkpointEvery > 0 && step_ % tp.checkpointEvery == 0)
       lastCkpt = saveCheckpoint(ckptDir);
+    drawProgress();
   }
   if (valLoader_ && (summary_.evals.empty() || summary_.evals.back().step != step_)) evaluate();
   // The final checkpoint, unless this step's is already written (or nothing was trained here).
@@ -282,6 +315,7 @@ const RunSummary& Trainer::run() {
         t.steps ? t.optimMs / double(t.steps) : 0));
   }
   writeSummary();
+  reportOutputs();
   return summary_;
 }
 
