@@ -1,7 +1,9 @@
 // PidFile: --save_pid's file holding this process's pid, written on construction and removed on
 // destruction (on every exit path, unlike DeepSpeed's, which stays after a normal exit).
 // Not a lock: several agents on one machine (loopback test hosts) may share the name; the file
-// is removed only while it still holds our own pid.
+// is removed only while it still holds our own pid. The name is predictable (/tmp/<pid>.dsrun), so
+// it is written through core/safe_file: a symlink or another user's file there is refused, and
+// the text is replaced atomically (temp file + rename), never written through a planted name.
 #pragma once
 
 #include <string>
@@ -10,7 +12,8 @@ namespace ds::launcher {
 
 class PidFile {
  public:
-  // Empty path: nothing. Throws SystemError naming the path when it cannot be written.
+  // Empty path: nothing. Throws ConfigError naming the path when a symlink, a non-regular file or
+  // another user's file is there; SystemError naming it when it cannot be written.
   explicit PidFile(std::string path);
   ~PidFile();
   PidFile(const PidFile&) = delete;
