@@ -81,6 +81,15 @@ inline constexpr Knob kHome{.name = "HOME",
                             .doc = "Where ~/.dsenv and ~/.ssh/config are looked up.",
                             .readBy = kReadByDsrun,
                             .origin = kThirdParty};
+inline constexpr Knob kTmpDir{
+    .name = "TMPDIR",
+    .type = KnobType::kPath,
+    .dflt = "/tmp",
+    .doc =
+        "Where dsrun keeps its private per-user folder dsrun-<uid> (mode 0700; the mpirun "
+        "hostfile of --launcher openmpi). Empty counts as unset.",
+    .readBy = kReadByDsrun,
+    .origin = kThirdParty};
 inline constexpr Knob kPath{
     .name = "PATH",
     .type = KnobType::kString,
@@ -126,6 +135,7 @@ inline constexpr const Knob* kLauncherKnobList[] = {
     &kSshTeardownGrace,
     &kEnvFile,
     &kHome,
+    &kTmpDir,
     &kPath,
     &kCudaVisibleDevices,
     &kKmpAffinity,
