@@ -28,9 +28,10 @@ inline constexpr Knob kSshConfig{
     .name = "DS_SSH_CONFIG",
     .type = KnobType::kPath,
     .doc =
-        "The ssh_config the ssh runner honours, like ssh -F (Host aliases, HostName, Port, "
-        "User, IdentityFile, UserKnownHostsFile, ConnectTimeout). Unset or empty: "
-        "~/.ssh/config then /etc/ssh/ssh_config.",
+        "The ssh_config the ssh runner and the master-address alias lookup honour, like "
+        "ssh -F (Host aliases, HostName, Port, User, IdentityFile, UserKnownHostsFile, "
+        "ConnectTimeout). Unset or empty: ~/.ssh/config then /etc/ssh/ssh_config, with ~ the "
+        "user's home in the password database as for OpenSSH (not $HOME).",
     .readBy = kReadByDsrun};
 inline constexpr Knob kSshConnectTimeout{
     .name = "DS_SSH_CONNECT_TIMEOUT",
@@ -76,11 +77,14 @@ inline constexpr Knob kEnvFile{
     .readBy = kReadByDsrun};
 
 // Other programs' variables dsrun reads.
-inline constexpr Knob kHome{.name = "HOME",
-                            .type = KnobType::kPath,
-                            .doc = "Where ~/.dsenv and ~/.ssh/config are looked up.",
-                            .readBy = kReadByDsrun,
-                            .origin = kThirdParty};
+inline constexpr Knob kHome{
+    .name = "HOME",
+    .type = KnobType::kPath,
+    .doc =
+        "Where ~/.dsenv is looked up. Not used for ~/.ssh (the password database's "
+        "home, as OpenSSH), but for a user without a password entry.",
+    .readBy = kReadByDsrun,
+    .origin = kThirdParty};
 inline constexpr Knob kTmpDir{
     .name = "TMPDIR",
     .type = KnobType::kPath,
