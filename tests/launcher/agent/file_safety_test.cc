@@ -4,6 +4,7 @@
 // is untouched.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,4 +105,25 @@ TEST_CASE("agent files: a symlink planted at a rank log name is refused, target 
                       Contains(dir.file("victim")));
   CHECK(readFile(dir.file("victim")) == "precious\n");
   CHECK_FALSE(exists(dir.file("ran")));
+}
+
+TEST_CASE("agent files: a SIGKILLed agent's --save_pid file is removed by the next agent",
+          "[multiproc]") {
+  TempDir dir;
+  std::string marker = uniqueMarker("pidkilled");
+  auto spec = localSpec(1, {"/bin/sh", "-c", "sleep 60 & wait"}, marker, dir.path());
+  spec.savePidFile = dir.file("1111.dsrun");
+  AgentProcess killed = startAgent(spec, 0, false, dir.file("out"), dir.file("err"));
+  REQUIRE(waitMarkerCount(marker, 2));
+  REQUIRE(::kill(killed.pid, SIGKILL) == 0);
+  CHECK(waitChild(killed.pid) == std::optional<int>(137));
+  CHECK(waitMarkerGone(marker).empty());
+  REQUIRE(readFile(spec.savePidFile) == std::to_string(killed.pid) + "\n");  // left behind
+  writeFile(dir.file("3333.dsrun"), "1\n");                                  // pid 1 runs: kept
+  auto next = localSpec(1, touchProgram(dir), uniqueMarker("pidnext"), dir.path());
+  next.savePidFile = dir.file("2222.dsrun");
+  CHECK(runAgent(next, dir) == 0);
+  CHECK_FALSE(exists(dir.file("1111.dsrun")));
+  CHECK(exists(dir.file("3333.dsrun")));
+  CHECK_FALSE(exists(next.savePidFile));
 }
