@@ -28,9 +28,10 @@ inline constexpr Knob kSshConfig{
     .name = "DS_SSH_CONFIG",
     .type = KnobType::kPath,
     .doc =
-        "The ssh_config the ssh runner honours, like ssh -F (Host aliases, HostName, Port, "
-        "User, IdentityFile, UserKnownHostsFile, ConnectTimeout). Unset or empty: "
-        "~/.ssh/config then /etc/ssh/ssh_config.",
+        "The ssh_config the ssh runner and the master-address alias lookup honour, like "
+        "ssh -F (Host aliases, HostName, Port, User, IdentityFile, UserKnownHostsFile, "
+        "ConnectTimeout). Unset or empty: ~/.ssh/config then /etc/ssh/ssh_config, with ~ the "
+        "user's home in the password database as for OpenSSH (not $HOME).",
     .readBy = kReadByDsrun};
 inline constexpr Knob kSshConnectTimeout{
     .name = "DS_SSH_CONNECT_TIMEOUT",
@@ -80,7 +81,18 @@ inline constexpr Knob kEnvFile{
 inline constexpr Knob kHome{
     .name = "HOME",
     .type = KnobType::kPath,
-    .doc = "Where ~/.deepspeed_env, ~/.dsenv and ~/.ssh/config are looked up.",
+    .doc =
+        "Where ~/.deepspeed_env and ~/.dsenv are looked up. Not used for ~/.ssh (the password "
+        "database's home, as OpenSSH), but for a user without a password entry.",
+    .readBy = kReadByDsrun,
+    .origin = kThirdParty};
+inline constexpr Knob kTmpDir{
+    .name = "TMPDIR",
+    .type = KnobType::kPath,
+    .dflt = "/tmp",
+    .doc =
+        "Where dsrun keeps its private per-user folder dsrun-<uid> (mode 0700; the mpirun "
+        "hostfile of --launcher openmpi). Empty counts as unset.",
     .readBy = kReadByDsrun,
     .origin = kThirdParty};
 inline constexpr Knob kPath{
@@ -128,6 +140,7 @@ inline constexpr const Knob* kLauncherKnobList[] = {
     &kSshTeardownGrace,
     &kEnvFile,
     &kHome,
+    &kTmpDir,
     &kPath,
     &kCudaVisibleDevices,
     &kKmpAffinity,

@@ -23,6 +23,7 @@
 #include "launcher/runner_commands.h"
 #include "launcher/runners.h"
 #include "launcher/shell_quote.h"
+#include "launcher/temp_hostfile.h"
 
 namespace ds::launcher {
 namespace {
@@ -32,28 +33,6 @@ std::string currentDir() {
   if (!::getcwd(buf, PATH_MAX)) throw SystemError("getcwd", errno);
   return buf;
 }
-
-// The hostfile mpirun reads, written for this job and removed when the job ends.
-class TempHostfile {
- public:
-  TempHostfile(const std::string& path, const std::string& text) : path_(path) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) throw SystemError(fmt::format("create the mpirun hostfile {}", path), errno);
-    ssize_t n = ::write(fd, text.data(), text.size());
-    int err = errno;
-    ::close(fd);
-    if (n != static_cast<ssize_t>(text.size())) {
-      ::unlink(path.c_str());
-      throw SystemError(fmt::format("write the mpirun hostfile {}", path), n < 0 ? err : EIO);
-    }
-  }
-  ~TempHostfile() { ::unlink(path_.c_str()); }
-  TempHostfile(const TempHostfile&) = delete;
-  TempHostfile& operator=(const TempHostfile&) = delete;
-
- private:
-  std::string path_;
-};
 
 // pdsh, mpirun, srun must exist before anything starts (DeepSpeed: "launcher 'X' not installed.").
 void requireTool(const std::string& tool, const char* launcher, const EnvMap& env) {
@@ -128,7 +107,8 @@ int runJob(const JobPlan& plan, const BuildContext& ctx) {
     }
     case RunnerKind::kOpenMpi: {
       requireTool("mpirun", "openmpi", ctx.env);
-      Invocation inv = openMpiInvocation(spec, openMpiHostfilePath(spec), ::geteuid() == 0);
+      Invocation inv =
+          openMpiInvocation(spec, openMpiHostfilePath(spec, ctx.env), ::geteuid() == 0);
       TempHostfile hostfile(inv.hostfilePath, inv.hostfileText);
       return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kOpenMpi));
     }

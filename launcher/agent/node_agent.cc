@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/safe_file.h"
 #include "launcher/agent/child_process.h"
 #include "launcher/agent/core_binding.h"
 #include "launcher/agent/exit_status.h"
@@ -178,9 +179,8 @@ void NodeAgent::prepareRank(PendingRank* p, int local, const EnvMap& base, int c
   so.cpus = cpus;
   if (!logStamp.empty()) {
     std::string path = rankLogPath(spec_.eachRankLogDir, logStamp, p->proc.globalRank);
-    p->logFile.reset(
-        DS_SYS_CHECK(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644),
-                     "open rank log {}", path));
+    p->logFile.reset(createFile(path, O_WRONLY | O_APPEND, 0644, ExistingFile::kAppend,
+                                "--enable_each_rank_log: rank log"));
     so.stdoutFd = so.stderrFd = p->logFile.get();
   } else {
     p->out = makePipe("rank stdout");

@@ -10,6 +10,7 @@
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/safe_file.h"
 #include "runtime/engine/init_from.h"
 #include "runtime/engine/run_report.h"
 #include "runtime/engine/train_semantics.h"
@@ -321,15 +322,8 @@ const RunSummary& Trainer::run() {
 
 void Trainer::writeSummary() {
   if (rank_ != 0 || opts_.summaryPath.empty()) return;
-  const std::string tmp = opts_.summaryPath + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) throw SystemError(fmt::format("cannot write run summary '{}'", tmp), errno);
-    f << summary_.toJson() << "\n";
-    if (!f.flush()) throw SystemError(fmt::format("cannot write run summary '{}'", tmp), errno);
-  }
-  if (std::rename(tmp.c_str(), opts_.summaryPath.c_str()) != 0)
-    throw SystemError(fmt::format("cannot rename '{}' to '{}'", tmp, opts_.summaryPath), errno);
+  // Temp file + rename, never through a planted name (core/safe_file).
+  writeFileAtomic(opts_.summaryPath, summary_.toJson() + "\n", 0644, "--summary");
 }
 
 }  // namespace ds::runtime
