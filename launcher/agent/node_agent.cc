@@ -25,6 +25,7 @@
 #include "launcher/job_builder.h"
 #include "launcher/launcher_knobs.h"
 #include "launcher/rank_plan.h"
+#include "launcher/restart_loop.h"
 #include "launcher/runners.h"
 
 namespace ds::launcher {
@@ -193,6 +194,8 @@ void NodeAgent::prepareRank(PendingRank* p, int local, const EnvMap& base, int c
 void NodeAgent::onSpawnFailure(const RankProc& r, const Error& e) {
   if (failure_) return;
   failure_ = dynamic_cast<const SpawnError*>(&e) != nullptr ? 127 : 1;
+  noteRankFailure(fmt::format("rank {} on host {}", r.globalRank, host_),
+                  fmt::format("could not start: {}", e.what()));
   say(fmt::format("rank {} on host {} could not start: {}", r.globalRank, host_, e.what()));
 }
 
@@ -275,6 +278,9 @@ void NodeAgent::reap() {
 void NodeAgent::onRankExit(const RankProc& r, int st) {
   if (st == 0 || stopping_) return;
   failure_ = statusFromWait(st);
+  noteRankFailure(
+      fmt::format("rank {} (local rank {}) on host {}", r.globalRank, r.localRank, host_),
+      describeWait(st));
   size_t others = liveRanks();
   say(fmt::format("rank {} (local rank {}) on host {} {}{}", r.globalRank, r.localRank, host_,
                   describeWait(st),
@@ -283,6 +289,7 @@ void NodeAgent::onRankExit(const RankProc& r, int st) {
 }
 
 void NodeAgent::onStopRequest(int sig, const std::string& cause) {
+  noteStopSignal(sig);
   if (!stopping_) {
     stopSignal_ = sig;
     stopCause_ = cause;

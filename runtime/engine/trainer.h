@@ -10,12 +10,14 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/config/plan.h"
 #include "runtime/data/corpora.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/engine/fault_injection.h"
 #include "runtime/engine/fp16_hooks.h"
 #include "runtime/engine/run_summary.h"
 #include "runtime/engine/timed_hooks.h"
@@ -36,6 +38,8 @@ struct TrainerOptions {
   std::string summaryPath;  // run summary JSON written by rank 0 at the end ("" = none)
   // Resume before training: "" none; "latest" (or any tag) under plan.train.checkpointDir.
   std::string resume;
+  // Fault tests only (DS_FAULT_KILL): this rank SIGKILLs itself at the named step or save.
+  std::optional<FaultKill> faultKill;
 };
 
 class Trainer {
