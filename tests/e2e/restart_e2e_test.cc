@@ -1,0 +1,180 @@
+// dsrun --max_restarts end to end with the real binaries: one rank SIGKILLed at a random step
+// (locally and over the ssh test cluster) makes dsrun stop the job, log the restart (failing rank,
+// host, status) and start it again; every rank resumes from the latest checkpoint and the run's
+// per-step losses equal the uninterrupted run's, bit for bit. A rank that fails every time ends
+// the job after N+1 attempts with the last attempt's status; --max_restarts 0 is today's
+// behaviour; a signal to dsrun is never restarted.
+#include <random>
+
+#include "tests/e2e/restart_e2e.h"
+
+using namespace ds::test;
+using namespace ds::test::e2e;
+
+namespace {
+
+// A seed per run, printed so that a failure can be replayed (DS_FAULT_SEED=<seed>).
+unsigned testSeed() {
+  const char* s = std::getenv("DS_FAULT_SEED");
+  static const unsigned seed =
+      s && *s ? unsigned(std::strtoul(s, nullptr, 10)) : std::random_device{}();
+  return seed;
+}
+
+// The uninterrupted run of `launch` (the reference trajectory).
+Trajectory referenceRun(const std::string& launch, const ZeroConfig& z,
+                        const std::string& envPrefix) {
+  TempDir dir;
+  TimedRun run = runTimed(trainCommand(dir, z, launch, envPrefix), std::chrono::seconds(300));
+  INFO(run.output());
+  REQUIRE(run.status == 0);
+  Trajectory t = readTrajectory(dir.file("ckpt/run_summary.json"));
+  REQUIRE(t.firstStep == 0);
+  REQUIRE(t.losses.size() == static_cast<size_t>(kSteps));
+  return t;
+}
+
+// Kills `rank` before a random step with --max_restarts 2: the job succeeds on attempt 2, the log
+// names the failing rank and host, rank 0 resumes from the newest checkpoint before the kill,
+// and the losses from there on are the uninterrupted run's.
+void killAndRestart(const std::string& launch, int rank, const std::string& where,
+                    const std::string& envPrefix = "") {
+  const ZeroConfig z{2, "none"};
+  const Trajectory full = referenceRun(launch, z, envPrefix);
+  std::mt19937 rng(testSeed());
+  const int step = std::uniform_int_distribution<int>(2, kSteps)(rng);
+  const int resumeAt = (step - 1) / kCkptEvery * kCkptEvery;
+  TempDir dir;
+  const std::string env =
+      envPrefix + "DS_FAULT_KILL=rank=" + std::to_string(rank) + ",step=" + std::to_string(step);
+  TimedRun run =
+      runTimed(trainCommand(dir, z, "--max_restarts 2 " + launch, env), std::chrono::seconds(300));
+  INFO("seed " << testSeed() << ": rank " << rank << " killed before step " << step << "\n"
+               << run.output());
+  CHECK(run.status == 0);
+  CHECK(run.count("DS_FAULT_KILL: rank") == 1);
+  const std::string restart = "dsrun: restart 1 of 2: " + where +
+                              " was killed by signal 9 (SIGKILL) (job status 137); starting "
+                              "every rank again on the same hosts (DS_RESTART_ATTEMPT=1;";
+  CHECK(run.find(restart) != nullptr);
+  CHECK(run.find("dsrun: the job succeeded on attempt 2 of 3") != nullptr);
+  if (resumeAt > 0)
+    CHECK(run.find("dsrt train: restart attempt 1: resumed from step " + std::to_string(resumeAt) +
+                   " (latest in ") != nullptr);
+  else CHECK(run.find("dsrt train: restart attempt 1: no checkpoint in") != nullptr);
+  const Trajectory resumed = readTrajectory(dir.file("ckpt/run_summary.json"));
+  CHECK(resumed.firstStep == resumeAt);
+  CHECK(sameTrajectory(full, resumed));
+  CHECK(waitNoProcesses(dir.path(), std::chrono::seconds(10)).empty());
+}
+
+}  // namespace
+
+TEST_CASE("restart: a rank SIGKILLed at a random step restarts the job; losses match (local)",
+          "[e2e]") {
+  std::mt19937 rng(testSeed() + 1);
+  const int rank = std::uniform_int_distribution<int>(0, 1)(rng);
+  killAndRestart("--num_gpus 2 --master_port " + std::to_string(freePort()), rank,
+                 "rank " + std::to_string(rank) + " (local rank " + std::to_string(rank) +
+                     ") on host localhost");
+}
+
+TEST_CASE("restart: a rank SIGKILLed at a random step restarts the job; losses match (ssh)",
+          "[e2e]") {
+  DS_NEED_CLUSTER();
+  TestCluster cluster(2);
+  TempDir hosts;
+  writeFile(hosts.file("hostfile"),
+            cluster.addr(0) + " slots=2\n" + cluster.addr(1) + " slots=2\n");
+  std::mt19937 rng(testSeed() + 2);
+  const int rank = std::uniform_int_distribution<int>(0, 3)(rng);
+  const int node = rank / 2;
+  killAndRestart("--hostfile " + hosts.file("hostfile") + " --launcher ssh --master_addr " +
+                     cluster.addr(0) + " --master_port " + std::to_string(freePort()),
+                 rank,
+                 "rank " + std::to_string(rank) + " (local rank " + std::to_string(rank % 2) +
+                     ") on host " + cluster.addr(node),
+                 cluster.envPrefix());
+}
+
+TEST_CASE("restart: a rank that fails every time ends the job after N+1 attempts", "[e2e]") {
+  TempDir dir;
+  const std::string script = writeRankScript(dir);
+  const std::string cmd = "cd " + dir.path() + " && exec " + dsrunPath() +
+                          " --num_gpus 2 --max_restarts 2 --no_local_rank --master_port " +
+                          std::to_string(freePort()) + " sh " + script + " " + dir.path() +
+                          " fail1";
+  TimedRun run = runTimed(cmd, std::chrono::seconds(120));
+  INFO(run.output());
+  CHECK(run.status == 3);  // the last attempt's: rank 1 exits 3
+  CHECK(run.count("probe r=1 up") == 3);
+  CHECK(run.count("probe r=0 up") == 3);
+  CHECK(run.find("dsrun: restart 1 of 2: rank 1 (local rank 1) on host localhost exited with "
+                 "code 3 (job status 3)") != nullptr);
+  CHECK(run.find("dsrun: restart 2 of 2: rank 1 (local rank 1) on host localhost exited with "
+                 "code 3 (job status 3)") != nullptr);
+  CHECK(run.find("dsrun: no restarts left (2 of 2 used): rank 1 (local rank 1) on host "
+                 "localhost exited with code 3 (job status 3)") != nullptr);
+  CHECK(run.count("dsrun: restart ") == 2);
+  CHECK(waitNoProcesses(script, std::chrono::seconds(10)).empty());
+}
+
+TEST_CASE("restart: a training rank SIGKILLed on every attempt ends the job with 137", "[e2e]") {
+  TempDir dir;
+  const std::string launch =
+      "--num_gpus 2 --max_restarts 1 --master_port " + std::to_string(freePort());
+  TimedRun run = runTimed(
+      trainCommand(dir, ZeroConfig{1, "none"}, launch, "DS_FAULT_KILL=rank=0,step=5,attempt=any"),
+      std::chrono::seconds(300));
+  INFO(run.output());
+  CHECK(run.status == 137);
+  CHECK(run.count("DS_FAULT_KILL: rank 0 sends itself SIGKILL before step 5") == 2);
+  CHECK(run.find("dsrt train: restart attempt 1: resumed from step 3 (latest in ") != nullptr);
+  CHECK(run.find("dsrun: no restarts left (1 of 1 used): rank 0 (local rank 0) on host "
+                 "localhost was killed by signal 9 (SIGKILL) (job status 137)") != nullptr);
+  CHECK(waitNoProcesses(dir.path(), std::chrono::seconds(10)).empty());
+}
+
+TEST_CASE("restart: --max_restarts 0 is today's behaviour (the kill ends the job)", "[e2e]") {
+  TempDir dir;
+  const std::string launch =
+      "--num_gpus 2 --max_restarts 0 --master_port " + std::to_string(freePort());
+  TimedRun run =
+      runTimed(trainCommand(dir, ZeroConfig{0, "none"}, launch, "DS_FAULT_KILL=rank=1,step=4"),
+               std::chrono::seconds(300));
+  INFO(run.output());
+  CHECK(run.status == 137);
+  CHECK(run.count("dsrun: restart") == 0);
+  CHECK(run.count("no restarts left") == 0);
+  CHECK(run.find("dsrun: rank 1 (local rank 1) on host localhost was killed by signal 9 "
+                 "(SIGKILL); stopping the other 1 rank(s)") != nullptr);
+  CHECK(readFile(dir.file("ckpt/latest")) == "global_step3\n");
+}
+
+TEST_CASE("restart: a signal to dsrun stops the job and is not restarted", "[e2e]") {
+  TempDir dir;
+  const std::string script = writeRankScript(dir);
+  Background bg("exec " + dsrunPath() + " --num_gpus 2 --max_restarts 3 --no_local_rank " +
+                    "--master_port " + std::to_string(freePort()) + " sh " + script + " " +
+                    dir.path() + " hang",
+                dir.file("out"));
+  bool up = waitRanksUp(dir, 2, std::chrono::seconds(60));
+  INFO(bg.output());
+  REQUIRE(up);
+  bg.signal(SIGTERM);
+  int rc = bg.wait(std::chrono::seconds(60));
+  CHECK(rc == 143);
+  CHECK(bg.output().find("dsrun: restart") == std::string::npos);
+  CHECK(waitNoProcesses(script, std::chrono::seconds(10)).empty());
+}
+
+TEST_CASE("restart: --max_restarts -1 and --max_restarts with --no_ssh are bad input", "[e2e]") {
+  std::string out;
+  int rc = runCommand(dsrunPath() + " --max_restarts -1 true", &out, std::chrono::seconds(30));
+  CHECK(rc == 2);
+  CHECK(out.find("--max_restarts -1: expected a number of restarts >= 0") != std::string::npos);
+  rc = runCommand(dsrunPath() + " --max_restarts 1 --no_ssh --node_rank 0 true", &out,
+                  std::chrono::seconds(30));
+  CHECK(rc == 2);
+  CHECK(out.find("--max_restarts 1 needs one dsrun that starts every host") != std::string::npos);
+}
