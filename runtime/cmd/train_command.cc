@@ -85,7 +85,8 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   app.add_option("--local_rank", a.localRank, "set by the launcher (informational)");
   app.add_option("--resume", a.resume,
                  "resume from a checkpoint tag under train.checkpoint.dir: a tag, 'latest', or "
-                 "'auto' (latest when one exists, else start fresh)");
+                 "'auto' (latest when one exists, else start fresh); a restart by dsrun "
+                 "--max_restarts (DS_RESTART_ATTEMPT > 0) takes latest whenever it exists");
   app.add_option(
       "--summary", a.summary,
       "write the run summary JSON here (default: <train.checkpoint.dir>/run_summary.json)");
