@@ -5,6 +5,7 @@
 // the job after N+1 attempts with the last attempt's status; --max_restarts 0 is today's
 // behaviour; a signal to dsrun is never restarted.
 #include <random>
+#include <thread>
 
 #include "tests/e2e/restart_e2e.h"
 
@@ -97,6 +98,74 @@ TEST_CASE("restart: a rank SIGKILLed at a random step restarts the job; losses m
                  cluster.envPrefix());
 }
 
+namespace {
+
+// The pid of the dsrt rank whose command line mentions `marker` and whose environment has
+// RANK=<rank>; -1 if none.
+int findRankPid(const std::string& marker, int rank) {
+  for (int pid : processesWith(marker)) {
+    if (readFile("/proc/" + std::to_string(pid) + "/cmdline").find("dsrt") == std::string::npos)
+      continue;
+    std::string env = readFile("/proc/" + std::to_string(pid) + "/environ");
+    const std::string want = std::string("\0RANK=", 6) + std::to_string(rank) + '\0';
+    if (("\0" + env).find(want) != std::string::npos) return pid;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("restart: a rank SIGKILLed from outside restarts the job; losses match", "[e2e]") {
+  const ZeroConfig z{2, "none"};
+  const std::string launch = "--num_gpus 2 --master_port " + std::to_string(freePort());
+  const Trajectory full = referenceRun(launch, z, "");
+  std::mt19937 rng(testSeed() + 3);
+  const int victimRank = std::uniform_int_distribution<int>(0, 1)(rng);
+  const long after = 3 * std::uniform_int_distribution<long>(1, 2)(rng);  // a checkpoint step
+  TempDir dir;
+  TimedRun run;
+  std::thread job([&] {
+    run = runTimed(trainCommand(dir, z, "--max_restarts 1 " + launch), std::chrono::seconds(300));
+  });
+  // Both ranks are frozen (SIGSTOP) while `latest` is checked, so the job cannot finish between
+  // the check and the kill; once `latest` names the chosen tag, the victim gets SIGKILL.
+  bool killed = false;
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!killed && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const int r0 = findRankPid(dir.path(), 0), r1 = findRankPid(dir.path(), 1);
+    if (r0 <= 0 || r1 <= 0) continue;
+    ::kill(r0, SIGSTOP);
+    ::kill(r1, SIGSTOP);
+    const std::string latest = readFile(dir.file("ckpt/latest"));
+    if (latest.rfind("global_step", 0) == 0 && std::atol(latest.c_str() + 11) >= after) {
+      ::kill(victimRank == 0 ? r0 : r1, SIGKILL);
+      killed = true;
+    }
+    ::kill(r0, SIGCONT);
+    ::kill(r1, SIGCONT);
+  }
+  job.join();
+  INFO("seed " << testSeed() << ": rank " << victimRank << " killed once latest >= step " << after
+               << "\n"
+               << run.output());
+  REQUIRE(killed);
+  CHECK(run.status == 0);
+  CHECK(run.find("dsrun: restart 1 of 1: rank " + std::to_string(victimRank) + " (local rank " +
+                 std::to_string(victimRank) +
+                 ") on host localhost was killed by signal 9 (SIGKILL) (job status 137)") !=
+        nullptr);
+  const TimedLine* resumedLine = run.find("dsrt train: restart attempt 1: resumed from step ");
+  REQUIRE(resumedLine != nullptr);
+  const long from =
+      std::atol(resumedLine->text.c_str() + resumedLine->text.find("from step ") + 10);
+  const Trajectory resumed = readTrajectory(dir.file("ckpt/run_summary.json"));
+  CHECK(from >= 3);
+  CHECK(resumed.firstStep == from);
+  CHECK(sameTrajectory(full, resumed));
+  CHECK(waitNoProcesses(dir.path(), std::chrono::seconds(10)).empty());
+}
+
 TEST_CASE("restart: a rank that fails every time ends the job after N+1 attempts", "[e2e]") {
   TempDir dir;
   const std::string script = writeRankScript(dir);
@@ -177,4 +246,40 @@ TEST_CASE("restart: --max_restarts -1 and --max_restarts with --no_ssh are bad i
                   std::chrono::seconds(30));
   CHECK(rc == 2);
   CHECK(out.find("--max_restarts 1 needs one dsrun that starts every host") != std::string::npos);
+}
+
+namespace {
+
+// Rank 3 (on the second test-cluster host) exits 3 on every attempt under `launcher`: two
+// attempts, the restart line names `failure` (the rank where the runner reports it, else the
+// host), the job exits 3 and nothing is left on either host.
+void remoteFailsEveryTime(const std::string& launcher, const std::string& failure) {
+  RemoteJob job;
+  TimedRun run = runTimed(job.command(launcher, "fail3", job.addrs(), "--max_restarts 1"),
+                          std::chrono::seconds(120));
+  INFO(run.output());
+  CHECK(run.status == 3);
+  CHECK(run.count("probe r=3 up") == 2);
+  CHECK(run.count("probe r=0 up") == 2);
+  const TimedLine* restart = run.find("dsrun: restart 1 of 1: ");
+  REQUIRE(restart != nullptr);
+  CHECK(restart->text.find(failure + " (job status 3); starting every rank again") !=
+        std::string::npos);
+  CHECK(run.find("dsrun: no restarts left (1 of 1 used): ") != nullptr);
+  CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
+}
+
+}  // namespace
+
+TEST_CASE("restart: over ssh, a rank that fails every time ends the job after 2 attempts",
+          "[e2e]") {
+  DS_NEED_CLUSTER();
+  remoteFailsEveryTime("ssh", "rank 3 (local rank 1) on host 127.0.0.3 exited with code 3");
+}
+
+TEST_CASE("restart: over pdsh, a rank that fails every time ends the job after 2 attempts",
+          "[e2e]") {
+  DS_NEED_CLUSTER();
+  // pdsh relays the agents' lines through their pty, on its stdout: it names the host.
+  remoteFailsEveryTime("pdsh", "host 127.0.0.3 (node 1, ranks 2-3) ssh exited with exit code 3");
 }
