@@ -33,6 +33,7 @@ secs=$(( $(date +%s) - start ))
   echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cpus: $(nproc)  load: $load0"
   echo "# dsrun: $bin/dsrun ($("$bin/dsrun" --version)), commit $(git rev-parse --short HEAD)"
   echo "# 2 local ranks, built-in plan, $(grep -o 'kSteps = [0-9]*' tests/e2e/restart_e2e.h | cut -d' ' -f3) steps, checkpoint every $(grep -o 'kCkptEvery = [0-9]*' tests/e2e/restart_e2e.h | cut -d' ' -f3); test_e2e '[fault]' exit status $status, ${secs} s"
+  echo "# per trial: s = wall clock from the rank's own stamp just before its SIGKILL to dsrun's restart line (restart, save) or dsrun's exit (no-restart); orphans = processes of the job left when dsrun exited; trajectory = the resumed run's per-step losses vs the uninterrupted run's, bit for bit"
   awk -F'|' '
     { k = $1; gsub(/ /, "", k); n++; nk[k]++
       if ($10 ~ /clean/) { clean++; ck[k]++ }
