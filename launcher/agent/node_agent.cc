@@ -78,7 +78,7 @@ class NodeAgent {
                    const std::vector<int>& cpus, const std::string& logStamp);
   void onSpawnFailure(const RankProc& r, const Error& e);
   void loop();
-  void reap();
+  void reap(int firstPid);
   void onRankExit(const RankProc& r, int waitStatus);
   void onStopRequest(int sig, const std::string& cause);
   void beginStop(int sig);
@@ -239,7 +239,7 @@ void NodeAgent::loop() {
       if (p.revents == 0) continue;
       if (p.fd == signals_.fd()) {
         for (int sig = signals_.next(); sig != 0; sig = signals_.next()) {
-          if (sig == SIGCHLD) reap();
+          if (sig == SIGCHLD) reap(signals_.lastPid());
           else onStopRequest(sig, "receiving " + signalName(sig));
         }
       } else if (p.fd == watchFd_) {
@@ -256,8 +256,17 @@ void NodeAgent::loop() {
   }
 }
 
-void NodeAgent::reap() {
-  for (auto& r : ranks_) {
+// Reaps every rank that has exited, `firstPid` (the child whose SIGCHLD woke us: the first to die
+// when several did before the agent ran) before the others, so the job's status and the restart
+// log name the rank that failed first, not one that failed because of it.
+void NodeAgent::reap(int firstPid) {
+  std::vector<RankProc*> order;
+  for (auto& r : ranks_)
+    if (r.pid == firstPid) order.push_back(&r);
+  for (auto& r : ranks_)
+    if (r.pid != firstPid) order.push_back(&r);
+  for (RankProc* rp : order) {
+    RankProc& r = *rp;
     if (r.reaped) continue;
     siginfo_t si{};
     if (::waitid(P_PID, static_cast<id_t>(r.pid), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
