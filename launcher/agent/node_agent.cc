@@ -52,6 +52,9 @@ class NodeAgent {
   int run() {
     spawnAll();
     loop();
+    // A stop signal that came after the last rank ended still means "no restart".
+    for (int sig = signals_.next(); sig != 0; sig = signals_.next())
+      if (sig != SIGCHLD) noteStopSignal(sig);
     if (failure_) return *failure_;
     if (stopSignal_ != 0) {
       say(fmt::format("stopped {} rank(s) on host {} after {}", ranks_.size(), host_, stopCause_));

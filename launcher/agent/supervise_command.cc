@@ -69,7 +69,11 @@ class Supervisor {
     }
     err.write.reset();
     errFd_ = std::move(err.read);
-    return loop(signals, guard);
+    const int status = loop(signals, guard);
+    // A stop signal that came after the child ended still means "no restart".
+    for (int sig = signals.next(); sig != 0; sig = signals.next())
+      if (sig != SIGCHLD) noteStopSignal(sig);
+    return status;
   }
 
  private:

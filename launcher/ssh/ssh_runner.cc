@@ -190,15 +190,17 @@ int runOverSsh(const JobSpec& spec, const std::vector<std::string>& perHostComma
   for (;;) {
     std::unique_lock<std::mutex> lock(st.mu);
     if (st.finished == n) break;
-    if (int sig = signals.caught(); sig != 0 && !st.stop) {
+    const int sig = signals.caught();
+    if (sig != 0) noteStopSignal(sig);  // also during a teardown: no restart after it
+    if (sig != 0 && !st.stop) {
       DS_LOG_ERROR("ssh", "dsrun got signal {}; stopping the job on every host", sig);
-      noteStopSignal(sig);
       st.abortStart = true;
       st.fail(128 + sig);
     }
     st.cv.wait_for(lock, std::chrono::milliseconds(kPollMs));
   }
   for (auto& t : threads) t.join();
+  if (int sig = signals.caught(); sig != 0) noteStopSignal(sig);
 
   std::exception_ptr first;
   for (size_t i = 0; i < n; ++i) {

@@ -288,3 +288,17 @@ TEST_CASE("restart: over pdsh, a rank that fails every time ends the job after 2
   // pdsh relays the agents' lines through their pty, on its stdout: it names the host.
   remoteFailsEveryTime("pdsh", "host 127.0.0.3 (node 1, ranks 2-3) ssh exited with exit code 3");
 }
+
+TEST_CASE("restart: over ssh, a signal to dsrun stops the job and is not restarted", "[e2e]") {
+  DS_NEED_CLUSTER();
+  RemoteJob job;
+  Background bg(job.command("ssh", "hang", job.addrs(), "--max_restarts 3"), job.tmp.file("out"));
+  bool up = waitRanksUp(job.tmp, 4, std::chrono::seconds(90));
+  INFO(bg.output());
+  REQUIRE(up);
+  bg.signal(SIGTERM);
+  int rc = bg.wait(std::chrono::seconds(60));
+  CHECK(rc == 143);
+  CHECK(bg.output().find("dsrun: restart") == std::string::npos);
+  CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
+}
