@@ -302,3 +302,11 @@ TEST_CASE("restart: over ssh, a signal to dsrun stops the job and is not restart
   CHECK(bg.output().find("dsrun: restart") == std::string::npos);
   CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
 }
+
+TEST_CASE("restart: under openmpi, a rank that fails every time ends the job after 2 attempts",
+          "[e2e]") {
+  DS_NEED_CLUSTER();
+  // mpirun's report names the rank; the hostfile dsrun wrote places it.
+  remoteFailsEveryTime("openmpi",
+                       "rank 3 (local rank 1) on host 127.0.0.3 (node 1) exited with code 3");
+}
