@@ -37,7 +37,12 @@ std::string describeEnd(const AttemptNotes& n, int status) {
 
 void noteRankFailure(const std::string& where, const std::string& how) {
   std::lock_guard<std::mutex> lock(notesMu);
-  if (!notes.where.empty()) return;
+  // A later SIGKILL beats an earlier exit with a code: a rank killed from outside (kill -9, the
+  // OOM killer) closes its sockets before it is reaped, so a peer failing on the broken
+  // connection can exit first.
+  const bool outranks =
+      how.find("(SIGKILL)") != std::string::npos && notes.how.rfind("exited with code ", 0) == 0;
+  if (!notes.where.empty() && !outranks) return;
   notes.where = where;
   notes.how = how;
 }
@@ -79,7 +84,11 @@ bool parseAgentFailureLine(const std::string& lineIn, std::string* where, std::s
       tail.rfind("could not start", 0) != 0)
     return false;
   *where = std::string(rest.substr(0, hostEnd));
-  *how = std::string(tail.substr(0, tail.find(';')));
+  tail = tail.substr(0, tail.find(';'));
+  constexpr std::string_view kStopping = " while the job was stopping";
+  if (tail.size() > kStopping.size() && tail.substr(tail.size() - kStopping.size()) == kStopping)
+    tail.remove_suffix(kStopping.size());
+  *how = std::string(tail);
   return true;
 }
 

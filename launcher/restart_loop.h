@@ -24,7 +24,8 @@ struct AttemptNotes {
   int stopSignal = 0;  // a signal that told dsrun (or this agent) to stop the job; 0 none
 };
 
-// Called by the runners (node agent, ssh runner, command supervisor).
+// Called by the runners (node agent, ssh runner, command supervisor). A SIGKILL noted after an
+// exit with a code replaces it (the killed rank is the cause, the other failed because of it).
 void noteRankFailure(const std::string& where, const std::string& how);
 void noteStopSignal(int sig);
 AttemptNotes attemptNotes();

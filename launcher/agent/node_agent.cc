@@ -288,6 +288,15 @@ void NodeAgent::reap(int firstPid) {
 }
 
 void NodeAgent::onRankExit(const RankProc& r, int st) {
+  if (stopping_ && !killed_ && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+    // Not our SIGKILL (that comes after the grace): killed from outside while its peers were
+    // already failing on the broken connection; likely the cause (restart_loop.h).
+    const std::string where =
+        fmt::format("rank {} (local rank {}) on host {}", r.globalRank, r.localRank, host_);
+    noteRankFailure(where, describeWait(st));
+    say(fmt::format("{} {} while the job was stopping", where, describeWait(st)));
+    return;
+  }
   if (st == 0 || stopping_) return;
   failure_ = statusFromWait(st);
   noteRankFailure(

@@ -310,3 +310,42 @@ TEST_CASE("restart: under openmpi, a rank that fails every time ends the job aft
   remoteFailsEveryTime("openmpi",
                        "rank 3 (local rank 1) on host 127.0.0.3 (node 1) exited with code 3");
 }
+
+TEST_CASE("restart: a rank SIGKILLed from outside while the job stops is named as the cause",
+          "[e2e]") {
+  // Attempt 0: rank 1 exits 3 (the first failure); rank 0 ignores the agent's SIGTERM, and the
+  // test SIGKILLs it during the grace, as kill -9 or the OOM killer would. Attempt 1 succeeds.
+  TempDir dir;
+  const std::string script = dir.file("rank.sh");
+  writeFile(script,
+            "#!/bin/sh\n"
+            "[ \"$DS_RESTART_ATTEMPT\" = 1 ] && exit 0\n"
+            "if [ \"$RANK\" = 1 ]; then sleep 0.3; exit 3; fi\n"
+            "trap '' TERM\n"
+            "touch \"$1/up.$RANK\"\n"
+            "i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n");
+  Background bg("DS_KILL_GRACE=60 exec " + dsrunPath() + " --num_gpus 2 --max_restarts 1 " +
+                    "--no_local_rank --master_port " + std::to_string(freePort()) + " sh " +
+                    script + " " + dir.path(),
+                dir.file("out"));
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (bg.output().find("stopping the other 1 rank(s)") == std::string::npos &&
+         Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  int victim = -1;
+  for (int pid : processesWith(script))
+    if (('\0' + readFile("/proc/" + std::to_string(pid) + "/environ"))
+            .find(std::string("\0RANK=0\0", 8)) != std::string::npos)
+      victim = pid;
+  INFO(bg.output());
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  int rc = bg.wait(std::chrono::seconds(60));
+  INFO(bg.output());
+  CHECK(rc == 0);
+  const std::string out = bg.output();
+  CHECK(out.find("dsrun: rank 0 (local rank 0) on host localhost was killed by signal 9 "
+                 "(SIGKILL) while the job was stopping") != std::string::npos);
+  CHECK(out.find("dsrun: restart 1 of 1: rank 0 (local rank 0) on host localhost was killed by "
+                 "signal 9 (SIGKILL) (job status 3)") != std::string::npos);
+}

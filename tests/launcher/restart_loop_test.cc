@@ -78,6 +78,25 @@ TEST_CASE("restart loop: the notes keep the first failure of an attempt", "[unit
   CHECK(ds::launcher::attemptNotes().where.empty());
 }
 
+TEST_CASE("restart loop: a SIGKILL noted after an exit with a code names the cause", "[unit]") {
+  ds::launcher::resetAttemptNotes();
+  ds::launcher::noteRankFailure("rank 1 (local rank 1) on host a", "exited with code 1");
+  ds::launcher::noteRankFailure("rank 0 (local rank 0) on host a",
+                                "was killed by signal 9 (SIGKILL)");
+  CHECK(ds::launcher::attemptNotes().where == "rank 0 (local rank 0) on host a");
+  // Only over an exit with a code: a first signal stays, and so does a first SIGKILL.
+  ds::launcher::noteRankFailure("rank 2 (local rank 0) on host b",
+                                "was killed by signal 9 (SIGKILL)");
+  CHECK(ds::launcher::attemptNotes().where == "rank 0 (local rank 0) on host a");
+  ds::launcher::resetAttemptNotes();
+  ds::launcher::noteRankFailure("rank 1 (local rank 1) on host a",
+                                "was killed by signal 11 (SIGSEGV)");
+  ds::launcher::noteRankFailure("rank 0 (local rank 0) on host a",
+                                "was killed by signal 9 (SIGKILL)");
+  CHECK(ds::launcher::attemptNotes().where == "rank 1 (local rank 1) on host a");
+  ds::launcher::resetAttemptNotes();
+}
+
 TEST_CASE("restart loop: the node agent's failure line is parsed, other lines are not", "[unit]") {
   std::string where, how;
   using ds::launcher::parseAgentFailureLine;
@@ -92,6 +111,11 @@ TEST_CASE("restart loop: the node agent's failure line is parsed, other lines ar
       &how));  // behind pdsh's prefix, with a pty's \r
   CHECK(where == "rank 2 (local rank 0) on host 127.0.0.3");
   CHECK(how == "exited with code 3");
+  REQUIRE(
+      parseAgentFailureLine("dsrun: rank 0 (local rank 0) on host h was killed by signal 9 "
+                            "(SIGKILL) while the job was stopping",
+                            &where, &how));
+  CHECK(how == "was killed by signal 9 (SIGKILL)");
   // A rank's own output is prefixed "[r] " by its agent: it cannot pose as the agent.
   CHECK_FALSE(parseAgentFailureLine("[1] dsrun: rank 0 (local rank 0) on host h exited with code 3",
                                     &where, &how));
