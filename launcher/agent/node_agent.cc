@@ -289,10 +289,12 @@ void NodeAgent::reap(int firstPid) {
 
 void NodeAgent::onRankExit(const RankProc& r, int st) {
   if (stopping_ && !killed_ && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
-    // Not our SIGKILL (that comes after the grace): killed from outside while its peers were
-    // already failing on the broken connection; likely the cause (restart_loop.h).
+    // Not our SIGKILL (that comes after the grace): killed from outside, and its sockets closed
+    // before it could be reaped, so a peer failing on the broken connection exited first. It
+    // failed first: its 137 replaces the peer's exit code (restart_loop.h names it too).
     const std::string where =
         fmt::format("rank {} (local rank {}) on host {}", r.globalRank, r.localRank, host_);
+    if (failure_ && *failure_ < 128) failure_ = statusFromWait(st);
     noteRankFailure(where, describeWait(st));
     say(fmt::format("{} {} while the job was stopping", where, describeWait(st)));
     return;

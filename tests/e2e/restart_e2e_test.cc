@@ -347,5 +347,5 @@ TEST_CASE("restart: a rank SIGKILLed from outside while the job stops is named a
   CHECK(out.find("dsrun: rank 0 (local rank 0) on host localhost was killed by signal 9 "
                  "(SIGKILL) while the job was stopping") != std::string::npos);
   CHECK(out.find("dsrun: restart 1 of 1: rank 0 (local rank 0) on host localhost was killed by "
-                 "signal 9 (SIGKILL) (job status 3)") != std::string::npos);
+                 "signal 9 (SIGKILL) (job status 137)") != std::string::npos);
 }
