@@ -34,6 +34,9 @@ then --export K[=V].
 Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
 and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
 as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
+Restarts (--max_restarts N): after a failure the whole job starts again (not after a signal to
+dsrun), each rank with DS_RESTART_ATTEMPT=k; dsrun logs each restart with the failing rank, its
+host and status, and exits with the last attempt's status.
 Environment: `dsrun --help-env` lists every variable dsrun reads, with its default.
 Documentation: docs/launcher.md, docs/knobs.md)";
 
@@ -123,6 +126,12 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
   app.add_option(names("", "comm_backend"), o->commBackend,
                  "Collective backend: gloo, mpi (implies --launcher openmpi), nccl")
       ->type_name("NAME");
+  app.add_option(names("", "max_restarts"), o->maxRestarts,
+                 "After a rank fails, stop the job and start it again on the same hosts, up to "
+                 "N times; dsrt train resumes from the latest checkpoint. Exit status: the last "
+                 "attempt's")
+      ->type_name("N")
+      ->capture_default_str();
   app.add_flag(names("", "dry_run"), o->dryRun,
                "Print, per host, the exact command that would run, and exit");
   bool helpEnv = false;

@@ -33,6 +33,7 @@ struct CliOptions {
   std::vector<std::string> exports;  // --export K[=V], repeatable
   std::string commBackend;           // gloo | mpi | nccl, "" = rank decides
   bool dryRun = false;
+  int maxRestarts = 0;               // --max_restarts: restart the job after a failure
   std::vector<std::string> program;  // program and its arguments, untouched
 };
 

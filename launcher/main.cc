@@ -20,6 +20,7 @@
 #include "launcher/dry_run.h"
 #include "launcher/job_builder.h"
 #include "launcher/local_host.h"
+#include "launcher/restart_loop.h"
 #include "launcher/runner_commands.h"
 #include "launcher/runners.h"
 #include "launcher/shell_quote.h"
@@ -95,8 +96,8 @@ SuperviseOptions watchFailures(const JobSpec& spec, RunnerKind kind) {
   return o;
 }
 
-int runJob(const JobPlan& plan, const BuildContext& ctx) {
-  const JobSpec& spec = plan.spec;
+// One attempt of the job; `spec` is plan.spec, or its copy for a restart (restart_loop.h).
+int runJob(const JobPlan& plan, const JobSpec& spec, const BuildContext& ctx) {
   switch (spec.runner) {
     case RunnerKind::kLocal: return runNodeAgent(spec, plan.nodeRank);
     case RunnerKind::kSsh: return runOverSsh(spec, sshCommands(spec, ctx.dsrunPath));
@@ -144,6 +145,7 @@ int dsrunMain(int argc, char** argv) {
   ctx.dsrunPath = selfExePath();
   ctx.pid = static_cast<int>(::getpid());
   ctx.gpuCount = localGpuCount();
+  checkMaxRestarts(opts.maxRestarts, opts.noSsh);
   JobPlan plan = buildJobPlan(opts, ctx);
   for (const auto& n : plan.notices) std::fprintf(stderr, "dsrun: %s\n", n.c_str());
   if (opts.dryRun) {
@@ -152,7 +154,8 @@ int dsrunMain(int argc, char** argv) {
   }
   requireDsrt(opts, plan.spec);
   std::fflush(stdout);
-  return runJob(plan, ctx);
+  return runWithRestarts(plan.spec, opts.maxRestarts,
+                         [&](const JobSpec& spec) { return runJob(plan, spec, ctx); });
 }
 
 }  // namespace

@@ -289,6 +289,7 @@ const RunSummary& Trainer::run() {
   reportMemory();
   std::string lastCkpt;
   while (step_ < total) {
+    maybeFaultKill(opts_.faultKill, FaultPoint::kStep, rank_, step_ + 1);
     trainStep();
     const auto& tp = plan_.train;
     if (tp.evalEvery > 0 && valLoader_ && step_ % tp.evalEvery == 0) evaluate();

@@ -11,12 +11,14 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/config/plan.h"
 #include "runtime/data/corpora.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/engine/fault_injection.h"
 #include "runtime/engine/fp16_hooks.h"
 #include "runtime/engine/run_summary.h"
 #include "runtime/engine/timed_hooks.h"
@@ -40,6 +42,8 @@ struct TrainerOptions {
   // Rank 0 redraws a progress bar on `out` after every step (dsrt train: when stdout is a
   // terminal). Ordinary lines clear it first.
   bool progressBar = false;
+  // Fault tests only (DS_FAULT_KILL): this rank SIGKILLs itself at the named step or save.
+  std::optional<FaultKill> faultKill;
 };
 
 class Trainer {
