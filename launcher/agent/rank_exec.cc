@@ -170,7 +170,9 @@ void report(int waitStatus, pid_t pid) {
   int rank = -1;
   int localRank = -1;
   try {
-    RankEnv r = deriveRankEnv(currentEnv());
+    EnvMap env = currentEnv();
+    env.emplace("MASTER_ADDR", "127.0.0.1");  // only the rank is wanted: no rendezvous checks
+    RankEnv r = deriveRankEnv(env);
     rank = r.rank;
     localRank = r.localRank;
   } catch (const Error&) {  // no rank variables: nothing dsrun could match; say it plainly
