@@ -76,6 +76,7 @@ class RankExec {
     sp.argv = program_;
     sp.env = currentEnv();
     sp.stdinFd = 0;
+    sp.onlyStdio = false;  // PMI_FD (hydra, Slurm's pmi2) and whatever else the tool passes on
     StartedChild child = startChild(sp);
     guard.add(child.pid);
     try {

@@ -74,10 +74,12 @@ class Supervisor {
     }
     err.write.reset();
     out.write.reset();
-    streams_[0].fd = std::move(err.read);
-    streams_[0].target = 2;
-    streams_[1].fd = std::move(out.read);
-    streams_[1].target = 1;
+    // stdout first: under pdsh a remote agent's report (on the pty, so pdsh's stdout) is written
+    // before pdsh's own "ssh exited" line (stderr); read together, the report is seen first.
+    streams_[0].fd = std::move(out.read);
+    streams_[0].target = 1;
+    streams_[1].fd = std::move(err.read);
+    streams_[1].target = 2;
     return loop(signals, guard);
   }
 
@@ -232,7 +234,7 @@ class Supervisor {
   const SuperviseOptions& so_;
   const AgentOptions opt_;
   pid_t pid_ = -1;
-  std::array<Stream, 2> streams_;  // stderr, stdout
+  std::array<Stream, 2> streams_;  // stdout, stderr
   std::optional<RemoteFailure> failure_;
   int stopSignal_ = 0;
   bool stopping_ = false;
