@@ -28,9 +28,10 @@ Examples:
 
 Hostfile lines: `host [slots=N] [max_slots=M] [# comment]`. Exported to every rank: NCCL*, DS_*,
 OMP_*, UCX*, PYTHON*, ~/.dsenv and ./.dsenv (KEY=VALUE lines), --export K[=V].
-Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
-and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
-as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
+Exit status: the same for every runner: 0 only when every rank exits 0, else the first failing
+rank's code (128+signal when killed), named with its rank and host; the other ranks on every host
+are stopped at once (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL), as they are when dsrun gets
+SIGINT/SIGTERM/SIGHUP (status 128+signal) or SIGKILL. Bad input: 2, before any start.
 Environment: `dsrun --help-env` lists every variable dsrun reads, with its default.
 Documentation: docs/launcher.md, docs/knobs.md)";
 
