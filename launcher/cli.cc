@@ -31,9 +31,10 @@ A PROGRAM ending in .py runs as `python3 -u PROGRAM --local_rank=N ARGS`, as und
 Hostfile lines: `host [slots=N] [max_slots=M] [# comment]`. Exported to every rank: NCCL*, DS_*,
 OMP_*, UCX*, PYTHON*, MLFLOW*, MV2*, then ~/ and ./ .deepspeed_env and .dsenv (KEY=VALUE lines),
 then --export K[=V].
-Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
-and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
-as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
+Exit status: the same for every runner: 0 only when every rank exits 0, else the first failing
+rank's code (128+signal when killed), named with its rank and host; the other ranks on every host
+are stopped at once (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL), as they are when dsrun gets
+SIGINT/SIGTERM/SIGHUP (status 128+signal) or SIGKILL. Bad input: 2, before any start.
 Restarts (--max_restarts N): after a failure the whole job starts again (not after a signal to
 dsrun), each rank with DS_RESTART_ATTEMPT=k; dsrun logs each restart with the failing rank, its
 host and status, and exits with the last attempt's status.

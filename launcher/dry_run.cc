@@ -101,7 +101,8 @@ std::string dryRunText(const JobPlan& plan, const std::string& dsrunPath, const 
       break;
     }
     case RunnerKind::kOpenMpi: {
-      Invocation inv = openMpiInvocation(spec, openMpiHostfilePath(spec, env), ::geteuid() == 0);
+      Invocation inv = openMpiInvocation(wrapRanks(spec, dsrunPath),
+                                         openMpiHostfilePath(spec, env), ::geteuid() == 0);
       out += "mpirun: " + describeInvocation(inv) + "\n";
       out += "# hostfile " + inv.hostfilePath + ":\n";
       std::istringstream in(inv.hostfileText);
@@ -110,11 +111,15 @@ std::string dryRunText(const JobPlan& plan, const std::string& dsrunPath, const 
       break;
     }
     case RunnerKind::kMpich:
-      out += "mpich: " + describeInvocation(mpichInvocation(spec, mpichExecutable(env))) + "\n";
+      out += "mpich: " +
+             describeInvocation(mpichInvocation(wrapRanks(spec, dsrunPath), mpichExecutable(env))) +
+             "\n";
       out += mpiHostLines(spec, "hydra");
       break;
     case RunnerKind::kSlurm:
-      out += "srun: " + describeInvocation(slurmInvocation(spec, plan.hostfileGiven)) + "\n";
+      out += "srun: " +
+             describeInvocation(slurmInvocation(wrapRanks(spec, dsrunPath), plan.hostfileGiven)) +
+             "\n";
       out += mpiHostLines(spec, "srun");
       break;
   }

@@ -13,12 +13,15 @@
 
 namespace ds::knobs {
 
-// launcher/agent/node_agent.cc
+// launcher/agent/node_agent.cc, rank_exec.cc
 inline constexpr Knob kKillGrace{
     .name = "DS_KILL_GRACE",
     .type = KnobType::kSeconds,
     .dflt = "5",
-    .doc = "Seconds between SIGTERM and SIGKILL when the node agent stops its ranks.",
+    .doc =
+        "Seconds between SIGTERM and SIGKILL when the node agent, or the rank wrapper under "
+        "mpich and slurm, stops its ranks (one grace period for the whole job: every rank is "
+        "stopped at once).",
     .readBy = kReadByDsrun,
     .lo = 0,
     .hi = 3600};

@@ -70,34 +70,53 @@ void requireDsrt(const CliOptions& opts, const JobSpec& spec) {
                     opts.program[0], spec.program[0]));
 }
 
-// pdsh does not stop the other hosts when one fails, and leaves its ssh clients (each in its own
-// session) behind when it is killed: dsrun watches its "ssh exited with exit code N" lines and
-// stops the clients itself. srun --kill-on-bad-exit stops the other tasks; its own exit status is
-// that of a killed task, so the failing task's code comes from its "task N: Exited" line. mpirun
-// aborts the job itself and exits with the rank's status; its report names the rank, whose host
-// comes from the hostfile dsrun wrote (mpirun fills its hosts in order unless --launcher_args
-// change the placement).
+// Where the tool puts rank r when launcher_args leave its placement alone: host by host, slot by
+// slot, as dsrun's spec does (mpirun fills its hostfile in order, hydra -ppn and srun
+// --ntasks-per-node place blocks).
+bool placedBySpec(const JobSpec& spec, RunnerKind kind) {
+  std::vector<std::string> args = shellSplit(spec.launcherArgs, "--launcher_args");
+  if (kind == RunnerKind::kOpenMpi) return openMpiDefaultPlacement(args);
+  if (kind == RunnerKind::kPdsh) return true;  // the agents place the ranks
+  return args.empty();
+}
+
+// The first rank report (runner_failures.h parseRankReport: the node agent's under pdsh, the rank
+// wrapper's under mpirun, hydra and srun) decides the job status; each tool's own failure lines
+// are the fallback (a wrapper that could not start). pdsh does not stop the other hosts when one
+// fails, and leaves its ssh clients (each in its own session) behind when it is killed: dsrun
+// stops them itself on the first report. hydra does not stop the job when a rank exits non-zero:
+// dsrun stops it. mpirun and srun --kill-on-bad-exit stop the job themselves.
 SuperviseOptions watchFailures(const JobSpec& spec, RunnerKind kind) {
   SuperviseOptions o;
-  bool placed = openMpiDefaultPlacement(shellSplit(spec.launcherArgs, "--launcher_args"));
+  bool placed = placedBySpec(spec, kind);
   o.describe = [&spec, placed](const RemoteFailure& f) {
     return f.rank >= 0 ? describeJobRank(spec, f.rank, f.host, placed)
                        : describeJobHost(spec, f.host);
   };
+  std::function<std::optional<RemoteFailure>(std::string_view)> tool;
   if (kind == RunnerKind::kPdsh) {
-    o.failureLine = parsePdshFailure;
+    tool = parsePdshFailure;
+    o.watchStdout = true;  // ssh -tt: the agents' reports come on the pty
     o.stopOnFailure = true;
     o.signalDescendants = true;
   } else if (kind == RunnerKind::kOpenMpi) {
-    o.failureLine = OpenMpiFailureParser();
+    tool = OpenMpiFailureParser();
+  } else if (kind == RunnerKind::kSlurm) {
+    tool = parseSrunFailure;
   } else {
-    o.failureLine = parseSrunFailure;
+    o.stopOnFailure = true;  // hydra
   }
+  o.failureLine = [tool](std::string_view line) mutable -> std::optional<RemoteFailure> {
+    if (auto f = parseRankReport(line)) return f;
+    return tool ? tool(line) : std::nullopt;
+  };
   return o;
 }
 
 // One attempt of the job; `spec` is plan.spec, or its copy for a restart (restart_loop.h).
 int runJob(const JobPlan& plan, const JobSpec& spec, const BuildContext& ctx) {
+  // mpirun, hydra and srun start each rank through dsrun's rank wrapper (runner_commands.h).
+  const JobSpec wrapped = wrapRanks(spec, ctx.dsrunPath);
   switch (spec.runner) {
     case RunnerKind::kLocal: return runNodeAgent(spec, plan.nodeRank);
     case RunnerKind::kSsh: return runOverSsh(spec, sshCommands(spec, ctx.dsrunPath));
@@ -109,7 +128,7 @@ int runJob(const JobPlan& plan, const JobSpec& spec, const BuildContext& ctx) {
     case RunnerKind::kOpenMpi: {
       requireTool("mpirun", "openmpi", ctx.env);
       Invocation inv =
-          openMpiInvocation(spec, openMpiHostfilePath(spec, ctx.env), ::geteuid() == 0);
+          openMpiInvocation(wrapped, openMpiHostfilePath(spec, ctx.env), ::geteuid() == 0);
       TempHostfile hostfile(inv.hostfilePath, inv.hostfileText);
       return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kOpenMpi));
     }
@@ -117,12 +136,12 @@ int runJob(const JobPlan& plan, const JobSpec& spec, const BuildContext& ctx) {
       std::string mpiexec = mpichExecutable(ctx.env);
       requireTool(mpiexec, "mpich", ctx.env);
       requireHydra(mpiexec, ctx.env);
-      Invocation inv = mpichInvocation(spec, mpiexec);
-      return superviseCommand(inv.argv, inv.env);
+      Invocation inv = mpichInvocation(wrapped, mpiexec);
+      return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kMpich));
     }
     case RunnerKind::kSlurm: {
       requireTool("srun", "slurm", ctx.env);
-      Invocation inv = slurmInvocation(spec, plan.hostfileGiven);
+      Invocation inv = slurmInvocation(wrapped, plan.hostfileGiven);
       SuperviseOptions o = watchFailures(spec, RunnerKind::kSlurm);
       o.onAbandon = inv.cancelArgv;
       return superviseCommand(inv.argv, inv.env, o);
@@ -163,6 +182,8 @@ int dsrunMain(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--agent") == 0) return ds::launcher::agentMain(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "--rank_exec") == 0)
+    return ds::launcher::rankExecMain(argc, argv);
   try {
     return ds::launcher::dsrunMain(argc, argv);
   } catch (const ds::ConfigError& e) {

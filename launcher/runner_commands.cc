@@ -96,6 +96,13 @@ Invocation pdshInvocation(const JobSpec& spec, const std::string& dsrunPath, con
   return inv;
 }
 
+JobSpec wrapRanks(const JobSpec& spec, const std::string& dsrunPath) {
+  JobSpec out = spec;
+  out.program = {dsrunPath, "--rank_exec", "--"};
+  append(&out.program, spec.program);
+  return out;
+}
+
 EnvMap jobEnv(const JobSpec& spec) {
   EnvMap e;
   e["MASTER_ADDR"] = spec.masterAddr;

@@ -43,6 +43,13 @@ Invocation pdshInvocation(const JobSpec& spec, const std::string& dsrunPath, con
 // '%' doubled so that pdsh's own %h/%n/%u substitution leaves the text intact.
 std::string pdshEscape(const std::string& s);
 
+// The job with every rank started through the rank wrapper (runners.h rankExecMain): program
+// becomes `<dsrun> --rank_exec -- program...`. dsrun runs its openmpi, mpich and slurm jobs so
+// (dsrun must then be at the same path on every host, as for ssh and pdsh): the wrapper reports
+// each rank's real status and gives it one DS_KILL_GRACE on a stop (unless the tool SIGKILLs it
+// sooner: Open MPI's orted does after odls_base_sigkill_timeout, 1 s by default).
+JobSpec wrapRanks(const JobSpec& spec, const std::string& dsrunPath);
+
 // mpirun -n W --hostfile <hostfilePath> [--allow-run-as-root] [--mca btl ^openib]
 // [--mca plm_rsh_args '-p <ssh port>'] -x K... <launcher_args> program. The two --mca defaults
 // are left out when launcher_args sets that parameter.

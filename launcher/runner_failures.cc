@@ -89,7 +89,61 @@ std::optional<RemoteFailure> parseMpirunSignal(std::string_view line) {
   return f;
 }
 
+// "exited with code N" / "was killed by signal N (SIGX)...": the job status, or -1.
+int reportedStatus(std::string_view how) {
+  if (eat(&how, "exited with code ")) {
+    int code = eatNumber(&how);
+    return code > 0 && code < 256 && (how.empty() || how[0] == ';') ? code : -1;
+  }
+  if (eat(&how, "was killed by signal ")) {
+    int sig = eatNumber(&how);
+    return sig > 0 && sig < 65 && eat(&how, " (") ? 128 + sig : -1;
+  }
+  return -1;
+}
+
+// The report's wording up to the "; ..." tail the agent adds.
+std::string_view reportDetail(std::string_view how) { return how.substr(0, how.find(';')); }
+
 }  // namespace
+
+std::optional<RemoteFailure> parseRankReport(std::string_view line) {
+  line = trimEnd(line);
+  constexpr std::string_view kHead = "dsrun: rank ";
+  for (size_t at = line.find(kHead); at != std::string_view::npos; at = line.find(kHead, at + 1)) {
+    std::string_view t = line.substr(at + kHead.size());
+    int rank = eatNumber(&t);
+    if (rank < 0 || !eat(&t, " (local rank ") || eatNumber(&t) < 0) continue;
+    std::string host;
+    if (eat(&t, ")")) {  // the agent's form: " on host H "
+      if (!eat(&t, " on host ")) continue;
+      auto sp = t.find(' ');
+      if (sp == std::string_view::npos || sp == 0) continue;
+      host = std::string(t.substr(0, sp));
+      t.remove_prefix(sp + 1);
+    } else {  // the wrapper's form: ", pid P on H) "
+      if (!eat(&t, ", pid ") || eatNumber(&t) < 0 || !eat(&t, " on ")) continue;
+      auto close = t.find(") ");
+      if (close == std::string_view::npos) continue;
+      t.remove_prefix(close + 2);
+    }
+    int status = reportedStatus(t);
+    if (status < 0) continue;
+    RemoteFailure f;
+    f.host = host;
+    f.rank = rank;
+    f.status = status;
+    f.detail = std::string(reportDetail(t));
+    return f;
+  }
+  return std::nullopt;
+}
+
+std::string rankWrapperReport(int rank, int localRank, int pid, const std::string& host,
+                              const std::string& how) {
+  return fmt::format("dsrun: rank {} (local rank {}, pid {} on {}) {}", rank, localRank, pid, host,
+                     how);
+}
 
 std::optional<RemoteFailure> OpenMpiFailureParser::operator()(std::string_view line) {
   line = trimEnd(line);

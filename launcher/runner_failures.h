@@ -4,6 +4,9 @@
 // strsignal text), Open MPI's mpirun a "Process name: [[j,1],R]" / "Exit code: N" block, a
 // "process rank R ... on node H exited on signal N" line or an MPI_ABORT notice. Parsers only:
 // nothing here watches a process; superviseCommand does.
+// dsrun's own rank reports come first: the line a node agent (ssh, pdsh) or a rank wrapper
+// (`dsrun --rank_exec` under mpirun, hydra and srun) writes on stderr the moment a rank fails,
+// before any teardown, so that the launcher learns the real status and can stop every host at once.
 // Invariant: a line that is not such a report gives nullopt (never a guess).
 #pragma once
 
@@ -22,6 +25,20 @@ struct RemoteFailure {
   std::string detail;  // "ssh exited with exit code 3", "task 1: Exited with exit code 3"
   int rank = -1;       // the failing global rank when the tool names it (mpirun), else -1
 };
+
+// A rank report, found anywhere in the line (pdsh prefixes "host: ", and mpirun may join a rank's
+// unterminated last line with the next one):
+//   "dsrun: rank 3 (local rank 1) on host 127.0.0.3 exited with code 3; stopping ..."  (agent)
+//     -> {127.0.0.3, 3, rank 3}
+//   "dsrun: rank 3 (local rank 1, pid 812 on vm) was killed by signal 9 (SIGKILL)"  (wrapper)
+//     -> {"", 137, rank 3}
+// The wrapper does not know which hostfile entry it runs on, so its report names no host.
+std::optional<RemoteFailure> parseRankReport(std::string_view line);
+
+// The rank report a rank wrapper writes (parseRankReport's second form): `how` is describeWait's
+// phrase ("exited with code 3", "was killed by signal 9 (SIGKILL)").
+std::string rankWrapperReport(int rank, int localRank, int pid, const std::string& host,
+                              const std::string& how);
 
 // "pdsh@vm: 127.0.0.3: ssh exited with exit code 3" -> {127.0.0.3, 3}. pdsh reports a command
 // killed by a signal as code 0 (WEXITSTATUS); that, like 255, means the host was lost: 255.

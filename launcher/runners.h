@@ -27,7 +27,11 @@ struct SuperviseOptions {
   // Names where a failure happened in the summary line ("host h (node 1, ranks 2-3)", "rank 3
   // (local rank 1) on host h (node 1)"); unset: "host <f.host>".
   std::function<std::string(const RemoteFailure&)> describe;
-  // A failure line stops the job (pdsh does not stop the other hosts; srun -K does it itself).
+  // The child's stdout is piped and parsed too (pdsh: under ssh -tt the remote agent's stderr
+  // arrives on the pty, so on pdsh's stdout).
+  bool watchStdout = false;
+  // A failure line stops the job (pdsh and hydra do not stop the other ranks; mpirun and srun -K
+  // do it themselves).
   bool stopOnFailure = false;
   // Stop signals also go to the child's descendants outside its group (pdsh's setsid'd ssh
   // clients), SIGTERM instead of pdsh's status-printing SIGINT.
@@ -46,6 +50,12 @@ int superviseCommand(const std::vector<std::string>& argv, const EnvMap& extraEn
 // `dsrun --agent --job <b64> --node_rank N [--token_stdin]`: decodes the job and runs the node
 // agent. argv[1] is "--agent".
 int agentMain(int argc, char** argv);
+
+// `dsrun --rank_exec -- program [args...]`: the rank wrapper mpirun, hydra and srun start for each
+// rank (runner_commands.h wrapRanks). Runs the program as its child, reports its failure on stderr
+// (runner_failures.h parseRankReport), gives it DS_KILL_GRACE on a stop and ends with its status.
+// argv[1] is "--rank_exec".
+int rankExecMain(int argc, char** argv);
 
 // Runs perHostCommands[i] (a complete shell command line, already quoted) on spec.hosts[i] over
 // ssh, writing "DS_JOB_TOKEN=<token>\n" on each channel's stdin first; returns the job status.

@@ -58,7 +58,7 @@ struct ChildFailure {
   if (o.stdoutFd >= 0 && ::dup2(o.stdoutFd, 1) < 0) childFail(errFd, kFds);
   if (o.stderrFd >= 0 && ::dup2(o.stderrFd, 2) < 0) childFail(errFd, kFds);
   // Nothing but 0-2 crosses exec (close_fds, as Python's Popen); failure (old kernel) is benign.
-  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (o.onlyStdio) ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) childFail(errFd, kChdir);
   if (cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0)
     childFail(errFd, kAffinity);

@@ -26,6 +26,9 @@ struct SpawnOptions {
   std::vector<int> cpus;          // non-empty: sched_setaffinity to these CPUs
   bool newProcessGroup = true;    // setpgid(0, 0): the child leads its own group
   bool dieWithParent = true;      // PR_SET_PDEATHSIG(SIGKILL), re-checked against getppid()
+  // false: every descriptor dsrun holds without CLOEXEC crosses exec too (the rank wrapper: hydra
+  // and Slurm's PMI hand the rank its PMI_FD that way).
+  bool onlyStdio = true;
 };
 
 // The child could not be started (exec or a setup step failed); exit status 127 by convention.

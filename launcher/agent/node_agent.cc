@@ -317,8 +317,11 @@ void NodeAgent::onStopRequest(int sig, const std::string& cause) {
     stopSignal_ = sig;
     stopCause_ = cause;
     beginStop(sig == SIGINT ? SIGINT : SIGTERM);
-  } else if (!killed_) {
-    killAt_ = Clock::now();  // a second request: no more grace
+  } else if (!killed_ && sig != SIGHUP) {
+    // A second SIGINT/SIGTERM: no more grace. A hangup or EOF of the launching session is not
+    // one: the launcher closes every host's session when one host's rank fails, also the
+    // failing host's, whose ranks are already in their grace period.
+    killAt_ = Clock::now();
   }
 }
 

@@ -2,14 +2,16 @@
 // group. SIGINT/SIGTERM/SIGHUP to dsrun are forwarded to the whole group (SIGINT, then SIGTERM:
 // pdsh and srun only abort on a second SIGINT), then after the grace period SIGKILL; a GroupGuard
 // kills the group, and the leader's descendants, if dsrun itself is SIGKILLed. With a failure-line
-// parser the child's stderr passes through dsrun line by line and the first reported remote
-// failure decides the job's status (and, for pdsh, stops the job). With signalDescendants every
+// parser the child's stderr (and with watchStdout its stdout) passes through dsrun line by line and
+// the first reported remote failure decides the job's status (and, for pdsh and hydra, stops the
+// job). With signalDescendants every
 // signal also reaches the child's descendants in other sessions (pdsh's ssh clients: their exit
 // closes the remote pty, whose hangup stops the remote agent). options.onAbandon goes to the guard.
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -39,7 +41,7 @@ void say(const std::string& line) {
 class Supervisor {
  public:
   Supervisor(const std::vector<std::string>& argv, const SuperviseOptions& so)
-      : argv_(argv), so_(so), opt_(defaultAgentOptions()), lines_("") {}
+      : argv_(argv), so_(so), opt_(defaultAgentOptions()) {}
 
   int run(const EnvMap& extraEnv) {
     SignalWatch signals({SIGCHLD, SIGINT, SIGTERM, SIGHUP});
@@ -48,10 +50,14 @@ class Supervisor {
     sp.argv = argv_;
     sp.env = currentEnv();
     for (const auto& [k, v] : extraEnv) sp.env[k] = v;
-    Pipe err;
+    Pipe err, out;
     if (so_.failureLine) {
       err = makePipe("the launcher's stderr");
       sp.stderrFd = err.write.get();
+      if (so_.watchStdout) {
+        out = makePipe("the launcher's stdout");
+        sp.stdoutFd = out.write.get();
+      }
     }
     // pdsh: no PDEATHSIG. Killed at once with dsrun, pdsh would orphan its ssh clients before
     // the guard had collected them as its descendants; the guard kills pdsh itself. It is
@@ -68,7 +74,13 @@ class Supervisor {
       return 127;
     }
     err.write.reset();
-    errFd_ = std::move(err.read);
+    out.write.reset();
+    // stdout first: under pdsh a remote agent's report (on the pty, so pdsh's stdout) is written
+    // before pdsh's own "ssh exited" line (stderr); read together, the report is seen first.
+    streams_[0].fd = std::move(out.read);
+    streams_[0].target = 1;
+    streams_[1].fd = std::move(err.read);
+    streams_[1].target = 2;
     const int status = loop(signals, guard);
     // A stop signal that came after the child ended still means "no restart".
     for (int sig = signals.next(); sig != 0; sig = signals.next())
@@ -96,11 +108,15 @@ class Supervisor {
       int ms = static_cast<int>(
                    std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()) +
                1;
-      struct pollfd p[2] = {{signals.fd(), POLLIN, 0}, {errFd_.get(), POLLIN, 0}};
-      int n = ::poll(p, errFd_.valid() ? 2 : 1, std::max(ms, 0));
+      // An invalid fd (-1) is skipped by poll.
+      struct pollfd p[3] = {{signals.fd(), POLLIN, 0},
+                            {streams_[0].fd.get(), POLLIN, 0},
+                            {streams_[1].fd.get(), POLLIN, 0}};
+      int n = ::poll(p, 3, std::max(ms, 0));
       if (n < 0 && errno != EINTR) throw SystemError("poll while supervising " + argv_[0], errno);
       if (n <= 0) continue;
-      if (errFd_.valid() && p[1].revents != 0) readErr();
+      for (size_t i = 0; i < streams_.size(); ++i)
+        if (streams_[i].fd.valid() && p[i + 1].revents != 0) readStream(streams_[i]);
       if (p[0].revents == 0) continue;
       for (int sig = signals.next(); sig != 0; sig = signals.next()) {
         if (sig == SIGCHLD) continue;
@@ -147,54 +163,62 @@ class Supervisor {
   }
 
   int finish(int waitStatus) {
-    drainErr();
+    for (auto& st : streams_) drain(st);
     int status = statusFromWait(waitStatus);
     if (failure_) return failure_->status;
     if (status != 0) say(fmt::format("{} {}", argv_[0], describeWait(waitStatus)));
-    // pdsh is stopped with SIGTERM whatever the signal was: its own status says nothing.
-    if (stopSignal_ != 0 && (status == 0 || so_.signalDescendants)) return 128 + stopSignal_;
+    // Stopped by a signal to dsrun: 128+signal, whatever the tool makes of it (mpirun 1, hydra
+    // 15, srun 137, pdsh is stopped with SIGTERM whatever the signal was).
+    if (stopSignal_ != 0) return 128 + stopSignal_;
     return status;
   }
 
-  void readErr() {
+  // A piped output of the child: its lines go on to `target` and through the failure parser.
+  struct Stream {
+    UniqueFd fd;
+    LinePrefixer lines{""};
+    int target = 2;
+  };
+
+  void readStream(Stream& st) {
     char buf[4096];
-    ssize_t r = ::read(errFd_.get(), buf, sizeof(buf));
+    ssize_t r = ::read(st.fd.get(), buf, sizeof(buf));
     if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (r <= 0) {
-      flushLines();
-      errFd_.reset();
+      flushLines(st);
+      st.fd.reset();
       return;
     }
     std::string out;
-    lines_.feed(buf, static_cast<size_t>(r), &out);
-    onLines(out);
+    st.lines.feed(buf, static_cast<size_t>(r), &out);
+    onLines(out, st.target);
   }
 
   // The child has exited: what it wrote is in the pipe (a descendant may hold it open: no wait).
-  void drainErr() {
-    if (!errFd_.valid()) return;
-    ::fcntl(errFd_.get(), F_SETFL, ::fcntl(errFd_.get(), F_GETFL) | O_NONBLOCK);
-    while (errFd_.valid()) {
+  void drain(Stream& st) {
+    if (!st.fd.valid()) return;
+    ::fcntl(st.fd.get(), F_SETFL, ::fcntl(st.fd.get(), F_GETFL) | O_NONBLOCK);
+    while (st.fd.valid()) {
       struct pollfd p {
-        errFd_.get(), POLLIN, 0
+        st.fd.get(), POLLIN, 0
       };
       if (::poll(&p, 1, 0) <= 0) break;
-      readErr();
+      readStream(st);
     }
-    flushLines();
+    flushLines(st);
   }
 
   // The pipe ended: a last line without '\n' still counts.
-  void flushLines() {
+  void flushLines(Stream& st) {
     std::string out;
-    lines_.finish(&out);
-    onLines(out);
+    st.lines.finish(&out);
+    onLines(out, st.target);
   }
 
-  // Forwards complete lines to dsrun's stderr; the first failure line decides the job status.
-  void onLines(const std::string& text) {
+  // Forwards complete lines to dsrun's stdout/stderr; the first failure line decides the status.
+  void onLines(const std::string& text, int target) {
     if (text.empty()) return;
-    writeAll(2, text.data(), text.size());
+    writeAll(target, text.data(), text.size());
     size_t start = 0;
     while (start < text.size()) {
       size_t nl = text.find('\n', start);
@@ -219,9 +243,8 @@ class Supervisor {
   const std::vector<std::string>& argv_;
   const SuperviseOptions& so_;
   const AgentOptions opt_;
-  LinePrefixer lines_;
   pid_t pid_ = -1;
-  UniqueFd errFd_;
+  std::array<Stream, 2> streams_;  // stdout, stderr
   std::optional<RemoteFailure> failure_;
   int stopSignal_ = 0;
   bool stopping_ = false;

@@ -13,9 +13,8 @@ namespace ds::launcher::ssh {
 class LineRelay {
  public:
   // `fd` is not owned; `mutex` serialises writes of all relays to the same terminal/pipe.
-  LineRelay(int fd, std::mutex* mutex) : fd_(fd), mutex_(mutex) {}
-  // `onLine` also sees every complete line (without its '\n') before it is written.
-  LineRelay(int fd, std::mutex* mutex, std::function<void(std::string_view)> onLine)
+  // onLine, when set, sees each complete line (without its '\n') after it was written.
+  LineRelay(int fd, std::mutex* mutex, std::function<void(std::string_view)> onLine = {})
       : fd_(fd), mutex_(mutex), onLine_(std::move(onLine)) {}
   ~LineRelay() { flush(); }
   LineRelay(const LineRelay&) = delete;

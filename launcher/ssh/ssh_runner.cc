@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "launcher/launcher_knobs.h"
 #include "launcher/restart_loop.h"
+#include "launcher/runner_failures.h"
 #include "launcher/runners.h"
 #include "launcher/ssh/line_relay.h"
 #include "launcher/ssh/ssh_connection.h"
@@ -75,11 +76,27 @@ bool connectAndWait(ssh::SshConnection& conn, size_t i, size_t n, JobState& st) 
   return st.connected == n && !st.abortStart && !st.stop;
 }
 
+// A remote agent's rank report (runner_failures.h): the job's status is decided and every host is
+// stopped now, while the failing host's agent is still in its own grace period (so the hosts'
+// grace periods run together, not one after the other).
+void onRemoteLine(const JobSpec& spec, std::string_view line, JobState& st) {
+  auto f = parseRankReport(line);
+  if (!f) return;
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.stop) return;
+  DS_LOG_ERROR("ssh", "{} failed ({}): job status {}; stopping the job on every host",
+               describeJobRank(spec, f->rank, f->host, /*placedBySpec=*/true), f->detail,
+               f->status);
+  st.fail(f->status);
+}
+
 // Run phase: exec, token, relay until the remote command ends; returns its status.
-int runHost(ssh::SshConnection& conn, const std::string& command, const std::string& token,
+int runHost(const JobSpec& spec, ssh::SshConnection& conn, const std::string& command,
             JobState& st) {
+  const std::string& token = spec.jobToken;
   ssh::LineRelay out(STDOUT_FILENO, &st.outMu);
-  ssh::LineRelay err(STDERR_FILENO, &st.outMu, [](std::string_view line) {
+  ssh::LineRelay err(STDERR_FILENO, &st.outMu, [&spec, &st](std::string_view line) {
+    onRemoteLine(spec, line, st);
     std::string where, how;  // the remote agent's own failure line, for the restart log
     if (parseAgentFailureLine(std::string(line), &where, &how)) noteRankFailure(where, how);
   });
@@ -131,7 +148,7 @@ void hostMain(const JobSpec& spec, const std::string& command, const ssh::SshOpt
   int status = 0;
   if (connectAndWait(*conn, i, n, st)) {
     try {
-      status = runHost(*conn, command, spec.jobToken, st);
+      status = runHost(spec, *conn, command, st);
     } catch (const std::exception& e) {
       DS_LOG_ERROR("ssh", "node {}: {}", i, e.what());
       status = 255;

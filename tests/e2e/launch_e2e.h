@@ -274,10 +274,30 @@ inline void checkSummaryLines(std::string out, const std::vector<std::string>& e
   }
 }
 
+// One of `alternatives` is a whole line of out.
+inline void checkOneOfLines(std::string out, const std::vector<std::string>& alternatives) {
+  std::erase(out, '\r');
+  bool found = false;
+  for (const auto& want : alternatives)
+    found = found || out.rfind(want + "\n", 0) == 0 || out.find("\n" + want + "\n") != out.npos;
+  INFO("expected one of these whole lines:\n"
+       <<
+       [&] {
+         std::string all;
+         for (const auto& a : alternatives) all += a + "\n";
+         return all;
+       }()
+       << "dsrun lines:\n"
+       << linesWith(out, "dsrun"));
+  CHECK(found);
+}
+
 // Rank 3 (on the second host) exits 3: the job exits 3 within seconds, dsrun prints `summary`
-// (each a whole line of its output: rank, local rank, host, cause) and every rank is gone.
+// (each a whole line of its output: rank, local rank, host, cause) and one of `oneOf` (when
+// given), and every rank is gone.
 inline void caseFail3(const std::string& launcher, const std::string& extraFlags,
-                      const std::vector<std::string>& summary) {
+                      const std::vector<std::string>& summary,
+                      const std::vector<std::string>& oneOf = {}) {
   RemoteJob job;
   std::string out;
   auto t0 = Clock::now();
@@ -288,13 +308,15 @@ inline void caseFail3(const std::string& launcher, const std::string& extraFlags
   CHECK(rc == 3);
   CHECK(secs < 60);  // the waiting ranks would take 120 s on their own
   checkSummaryLines(out, summary);
+  if (!oneOf.empty()) checkOneOfLines(out, oneOf);
   CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
 }
 
 // Rank 3 (on the second host) dies by SIGKILL: the job exits 137, dsrun prints `summary`, and
 // every rank is gone.
 inline void caseKill9(const std::string& launcher, const std::string& extraFlags,
-                      const std::vector<std::string>& summary) {
+                      const std::vector<std::string>& summary,
+                      const std::vector<std::string>& oneOf = {}) {
   RemoteJob job;
   std::string out;
   int rc = runCommand(job.command(launcher, "kill3", job.addrs(), extraFlags), &out,
@@ -302,6 +324,7 @@ inline void caseKill9(const std::string& launcher, const std::string& extraFlags
   INFO(out);
   CHECK(rc == 137);
   checkSummaryLines(out, summary);
+  if (!oneOf.empty()) checkOneOfLines(out, oneOf);
   CHECK(waitNoProcesses(job.script, std::chrono::seconds(15)).empty());
 }
 

@@ -11,14 +11,18 @@ TEST_CASE("pdsh launch: 2 hosts x 2 ranks, rank environment", "[e2e]") {
 }
 
 // pdsh neither stops the other hosts when one fails nor takes its ssh clients (each in its own
-// session) down when it is killed. dsrun watches pdsh's "ssh exited with exit code N" lines and
-// signals the ssh clients itself (its guard does the same when dsrun is SIGKILLed); a dying
-// client closes the remote pty (ssh -tt), whose hangup stops the remote agent and its ranks.
+// session) down when it is killed. dsrun watches the remote agents' rank reports (on pdsh's
+// stdout: ssh -tt) and pdsh's "ssh exited with exit code N" lines, and signals the ssh clients
+// itself (its guard does the same when dsrun is SIGKILLed); a dying client closes the remote pty,
+// whose hangup stops the remote agent and its ranks. The report normally comes first (dsrun's
+// summary then names the rank); the summary's cause and status are checked either way.
 TEST_CASE("pdsh launch: rank 3 exits 3 -> job exits 3 naming rank and host", "[e2e]") {
   DS_NEED_CLUSTER();
   caseFail3("pdsh", "",
             {"127.0.0.3: dsrun: rank 3 (local rank 1) on host 127.0.0.3 exited with code 3; "
-             "stopping the other 1 rank(s)",
+             "stopping the other 1 rank(s)"},
+            {"dsrun: rank 3 (local rank 1) on host 127.0.0.3 (node 1) failed (exited with code 3): "
+             "job status 3; stopping the job on every host",
              "dsrun: host 127.0.0.3 (node 1, ranks 2-3) failed (ssh exited with exit code 3): job "
              "status 3; stopping the job on every host"});
 }
@@ -27,7 +31,9 @@ TEST_CASE("pdsh launch: rank 3 killed by SIGKILL -> job exits 137", "[e2e]") {
   DS_NEED_CLUSTER();
   caseKill9("pdsh", "",
             {"127.0.0.3: dsrun: rank 3 (local rank 1) on host 127.0.0.3 was killed by signal 9 "
-             "(SIGKILL); stopping the other 1 rank(s)",
+             "(SIGKILL); stopping the other 1 rank(s)"},
+            {"dsrun: rank 3 (local rank 1) on host 127.0.0.3 (node 1) failed (was killed by signal "
+             "9 (SIGKILL)): job status 137; stopping the job on every host",
              "dsrun: host 127.0.0.3 (node 1, ranks 2-3) failed (ssh exited with exit code 137): "
              "job status 137; stopping the job on every host"});
 }

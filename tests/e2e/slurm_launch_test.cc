@@ -72,7 +72,8 @@ TEST_CASE("slurm launch: one-host Slurm, 1 node x 2 ranks through srun", "[e2e]"
 }
 
 // srun --kill-on-bad-exit=1 stops the other task; srun itself then exits 143 (the killed task's
-// status), so dsrun takes 3 from srun's "task 1: Exited with exit code 3" line.
+// status), so dsrun takes 3 from the rank wrapper's report (srun's own "task 1: Exited with exit
+// code 3" line is the fallback).
 TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]") {
   DS_NEED_SLURM();
   TestSlurm slurm;
@@ -86,9 +87,8 @@ TEST_CASE("slurm launch: rank 1 exits 3 -> job exits 3 within seconds", "[e2e]")
   CHECK(rc == 3);
   CHECK(std::chrono::duration<double>(Clock::now() - t0).count() < 30);  // rank 0 waits 120 s
   checkSummaryLines(out, {"srun: error: " + slurm.node() + ": task 1: Exited with exit code 3",
-                          "dsrun: host " + slurm.node() +
-                              " (node 0, ranks 0-1) failed (task 1: "
-                              "Exited with exit code 3): job status 3"});
+                          "dsrun: rank 1 (local rank 1) on host " + slurm.node() +
+                              " (node 0) failed (exited with code 3): job status 3"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }
 
@@ -101,10 +101,9 @@ TEST_CASE("slurm launch: rank 1 killed by SIGKILL -> job exits 137", "[e2e]") {
   int rc = runCommand(slurmCommand(slurm, tmp, script, freePort(), "kill1"), &out,
                       std::chrono::seconds(60));
   INFO(out);
-  CHECK(rc == 137);  // from srun's "task 1: Killed"
-  checkSummaryLines(out, {"dsrun: host " + slurm.node() +
-                          " (node 0, ranks 0-1) failed (task 1: "
-                          "Killed): job status 137"});
+  CHECK(rc == 137);  // from the wrapper's report (srun: "task 1: Killed")
+  checkSummaryLines(out, {"dsrun: rank 1 (local rank 1) on host " + slurm.node() +
+                          " (node 0) failed (was killed by signal 9 (SIGKILL)): job status 137"});
   CHECK(waitNoProcesses(script, std::chrono::seconds(15)).empty());
 }
 

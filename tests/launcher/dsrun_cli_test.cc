@@ -208,7 +208,7 @@ TEST_CASE("dsrun binary: --dry_run prints each runner's exact command", "[e2e]")
       CHECK(r.rc == 0);
       CHECK(contains(r.out, "mpirun -n 4 --hostfile /tmp/dsrun-"));
       CHECK(contains(r.out, "-x MASTER_ADDR"));
-      CHECK(contains(r.out, "--mca btl self,tcp prog 'a b'\n"));
+      CHECK(contains(r.out, "--mca btl self,tcp " + kDsrun + " --rank_exec -- prog 'a b'\n"));
       CHECK(contains(r.out, "#   127.0.0.3 slots=2"));
       CHECK_FALSE(showsToken(r.out));
     }
@@ -217,14 +217,15 @@ TEST_CASE("dsrun binary: --dry_run prints each runner's exact command", "[e2e]")
     Result m = dsrun({"-H", c.hosts, "--launcher", "mpich", "--dry_run", "prog"}, c.dir.path());
     CHECK(m.rc == 0);
     CHECK(contains(m.out, " -n 4 -ppn 2 -hosts 127.0.0.2,127.0.0.3 "));
-    CHECK(contains(m.out, "-genvlist DS_JOB_TOKEN prog"));
+    CHECK(contains(m.out, "-genvlist DS_JOB_TOKEN " + kDsrun + " --rank_exec -- prog"));
     Result s = dsrun({"-H", c.hosts, "--launcher", "slurm", "--dry_run", "prog"}, c.dir.path());
     CHECK(s.rc == 0);
     CHECK(contains(s.out,
                    "srun -n 4 --nodes 2 --ntasks-per-node 2 "
                    "--nodelist=127.0.0.2,127.0.0.3 --export=ALL --kill-on-bad-exit=1 "
                    "--job-name=dsrun-"));
-    CHECK(contains(s.out, " prog\n"));
+    CHECK(contains(s.out, "--job-name=dsrun-"));
+    CHECK(contains(s.out, " " + kDsrun + " --rank_exec -- prog\n"));
     CHECK_FALSE(showsToken(m.out + s.out));
   }
   SECTION("--no_ssh runs one node's share") {

@@ -345,17 +345,19 @@ TEST_CASE("dry run: openmpi, mpich and slurm print the launcher command", "[unit
   CHECK(contains(text, "mpirun: "));
   CHECK(contains(text, "mpirun -n 4 --hostfile /tmp/dsrun-"));
   CHECK(contains(text, "-x DS_JOB_TOKEN"));
-  CHECK(contains(text, "--mca btl self,tcp x y\n"));
+  // Every rank through the rank wrapper; the per-host lines show the program itself.
+  CHECK(contains(text, "--mca btl self,tcp /opt/ds/bin/dsrun --rank_exec -- x y\n"));
   CHECK(contains(text, "#   127.0.0.2 slots=2\n#   127.0.0.3 slots=2\n"));
   CHECK(contains(text, "# 127.0.0.3 (node 1): ranks 2..3 started by mpirun: x y"));
 
   text = f.dryRun({"-H", two, "--launcher", "mpich", "x"});
   CHECK(contains(text, "mpich: "));
   CHECK(contains(text, " -n 4 -ppn 2 -hosts 127.0.0.2,127.0.0.3 "));
+  CHECK(contains(text, "-genvlist DS_JOB_TOKEN /opt/ds/bin/dsrun --rank_exec -- x\n"));
 
   text = f.dryRun({"-H", two, "--launcher", "slurm", "x"});
   CHECK(contains(text,
                  "srun -n 4 --nodes 2 --ntasks-per-node 2 --nodelist=127.0.0.2,127.0.0.3 "
                  "--export=ALL --kill-on-bad-exit=1 --job-name=dsrun-"));
-  CHECK(contains(text, " x\n"));
+  CHECK(contains(text, " /opt/ds/bin/dsrun --rank_exec -- x\n"));
 }

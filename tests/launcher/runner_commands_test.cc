@@ -238,3 +238,15 @@ TEST_CASE("describeInvocation hides the token and quotes values", "[unit]") {
   CHECK(contains(text, "V='a b'"));
   CHECK_FALSE(contains(text, kToken));
 }
+
+TEST_CASE("wrapRanks: every rank through dsrun --rank_exec, arguments untouched", "[unit]") {
+  JobSpec s = twoHosts();
+  JobSpec w = wrapRanks(s, "/opt/ds/dsrun");
+  CHECK(w.program == std::vector<std::string>{"/opt/ds/dsrun", "--rank_exec", "--",
+                                              "/usr/bin/python3", "x.py", "--lr", "3e-4"});
+  CHECK(w.hosts.size() == s.hosts.size());
+  CHECK(w.jobToken == s.jobToken);
+  CHECK(shellJoin(mpichInvocation(w, "mpiexec.hydra").argv)
+            .ends_with("-genvlist DS_JOB_TOKEN /opt/ds/dsrun --rank_exec -- /usr/bin/python3 x.py "
+                       "--lr 3e-4"));
+}

@@ -168,3 +168,58 @@ TEST_CASE("describeJobRank: rank, local rank, host and node from the spec", "[un
   CHECK(describeJobRank(s, 3, "b", false) == "rank 3 on host b");
   CHECK(describeJobRank(s, 9, "", true) == "rank 9");
 }
+
+// The node agent's report (ssh, pdsh: with pdsh's "host: " prefix and the pty's "\r") and the rank
+// wrapper's (mpirun, hydra, srun: no host of the hostfile), as they really print; look-alikes and
+// a rank's own output do not match.
+TEST_CASE("parseRankReport: the agent's and the rank wrapper's failure lines", "[unit]") {
+  auto f = parseRankReport(
+      "dsrun: rank 3 (local rank 1) on host 127.0.0.3 exited with code 3; stopping the other 1 "
+      "rank(s)");
+  REQUIRE(f);
+  CHECK(f->rank == 3);
+  CHECK(f->host == "127.0.0.3");
+  CHECK(f->status == 3);
+  CHECK(f->detail == "exited with code 3");
+  f = parseRankReport(
+      "127.0.0.3: dsrun: rank 2 (local rank 0) on host 127.0.0.3 was killed by signal 9 (SIGKILL); "
+      "stopping the other 1 rank(s)\r");
+  REQUIRE(f);
+  CHECK(f->rank == 2);
+  CHECK(f->host == "127.0.0.3");
+  CHECK(f->status == 137);
+  CHECK(f->detail == "was killed by signal 9 (SIGKILL)");
+  f = parseRankReport("dsrun: rank 1 (local rank 1) on host n1 exited with code 42");
+  REQUIRE(f);
+  CHECK(f->status == 42);
+
+  std::string wrapper = rankWrapperReport(5, 1, 812, "vm", "was killed by signal 11 (SIGSEGV)");
+  CHECK(wrapper == "dsrun: rank 5 (local rank 1, pid 812 on vm) was killed by signal 11 (SIGSEGV)");
+  f = parseRankReport(wrapper);
+  REQUIRE(f);
+  CHECK(f->rank == 5);
+  CHECK(f->host.empty());
+  CHECK(f->status == 128 + SIGSEGV);
+  CHECK(f->detail == "was killed by signal 11 (SIGSEGV)");
+  // mpirun may join a rank's unterminated last line with the report.
+  f = parseRankReport(
+      "step 7 loss 2.5dsrun: rank 0 (local rank 0, pid 9 on a.b) exited with code 7");
+  REQUIRE(f);
+  CHECK(f->rank == 0);
+  CHECK(f->status == 7);
+
+  for (const char* no : {
+           "[3] dsrun: rank 3 exited",  // a rank's own words
+           "dsrun: rank 3 (local rank 1) on host h exited with code 0",
+           "dsrun: rank 3 (local rank 1) on host h exited with code x",
+           "dsrun: rank 3 (local rank 1) on host h exited with code 300",
+           "dsrun: rank 3 (local rank 1) on host h was killed by signal 99 (X)",
+           "dsrun: rank 3 (local rank 1) on host 127.0.0.3 (node 1) failed (exited with code 3): "
+           "job status 3",  // dsrun's own summary
+           "dsrun: rank 3 (local rank 1, pid x on h) exited with code 3",
+           "dsrun: rank 3 on host h could not start: cannot execute 'x'",
+           "dsrun: stopped 2 rank(s) on host 127.0.0.2 after receiving SIGTERM",
+           "",
+       })
+    CHECK_FALSE(parseRankReport(no));
+}
