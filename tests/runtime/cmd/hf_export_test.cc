@@ -134,7 +134,8 @@ TEST_CASE("export-checkpoint --format hf: a NumPy GPT-2 over the HF names gives 
   CHECK(again["evals"][0]["val_loss"].get<double>() == ours);
 }
 
-TEST_CASE("export-checkpoint --format hf: transformers loads it as GPT2LMHeadModel", "[unit][optional]") {
+TEST_CASE("export-checkpoint --format hf: transformers loads it as GPT2LMHeadModel",
+          "[unit][optional]") {
   const std::string python = pythonWith("transformers, torch");
   if (python.empty())
     DS_SKIP("python3 transformers (and torch) not installed; Debian 12 has no transformers");
