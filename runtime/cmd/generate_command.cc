@@ -60,9 +60,13 @@ void addFlags(CLI::App& app, Flags& f) {
                  "llm.c gpt2_*.bin (e.g. from dsrt export-checkpoint --format llmc)")
       ->required();
   app.add_option("--prompt_ids", f.promptIds,
-                 "a prompt as comma-separated token ids; repeat for several prompts (batched)");
+                 "a prompt as comma-separated token ids; repeat for several prompts (batched)")
+      ->type_name("IDS")
+      ->allow_extra_args(false);
   app.add_option("--prompt", f.prompts,
-                 "a text prompt, encoded with --tokenizer; repeat for several prompts");
+                 "a text prompt, encoded with --tokenizer; repeat for several prompts")
+      ->type_name("TEXT")
+      ->allow_extra_args(false);
   app.add_option("--tokenizer", f.tokenizer,
                  "text codec for --prompt and text output: byte (id = byte value, as dsrt "
                  "prepare-data writes)");
