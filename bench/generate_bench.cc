@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       Decoder dec(m, B);
       std::vector<float> logits(size_t(B) * size_t(cfg.vocabSize));
-      std::vector<int32_t> toks(size_t(prompt));
+      std::vector<int32_t> toks(static_cast<size_t>(prompt));
       for (int b = 0; b < B; ++b) {
         for (auto& t : toks) t = int32_t(rng.below(uint64_t(cfg.vocabSize)));
         const std::vector<int> slots(size_t(prompt), b);
@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
         rows.back() = true;
         dec.forward(slots.data(), toks.data(), prompt, rows, logits.data());
       }
-      std::vector<int> slots(size_t(B));
-      std::vector<int32_t> next(size_t(B));
+      std::vector<int> slots(static_cast<size_t>(B));
+      std::vector<int32_t> next(static_cast<size_t>(B));
       for (int b = 0; b < B; ++b) slots[size_t(b)] = b;
       const auto t0 = std::chrono::steady_clock::now();
       for (int s = 0; s < steps; ++s) {
