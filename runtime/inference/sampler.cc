@@ -36,7 +36,9 @@ int32_t Sampler::next(const float* logits, int vocab, SplitMix64& rng) {
   cand_.resize(static_cast<size_t>(vocab));
   double total = 0.0;
   for (int32_t i = 0; i < vocab; ++i) {
-    const double w = std::exp((static_cast<double>(logits[i]) - mx) * invT);
+    const double d = static_cast<double>(logits[i]) - mx;  // <= 0
+    const double w =
+        d == 0.0 ? 1.0 : std::exp(d * invT);  // the maximum weighs 1 at any temperature
     cand_[static_cast<size_t>(i)] = {w, i};
     total += w;
   }

@@ -225,6 +225,9 @@ TEST_CASE("generate: the same seed gives the same tokens, another seed others", 
   CHECK(generate(m, prompts, o)[1].tokens == g[1].tokens);
   o.sampling = {1.5f, 0, 1e-6f};
   CHECK(generate(m, prompts, o)[1].tokens == g[1].tokens);
+  // A vanishing temperature is greedy too.
+  o.sampling = {1e-30f, 0, 1.0f};
+  CHECK(generate(m, prompts, o)[0].tokens == g[0].tokens);
   // Stop tokens end a prompt and are kept as its last token.
   GenerateOptions s = greedy;
   s.stop = {g[0].tokens[3]};
