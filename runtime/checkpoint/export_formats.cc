@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -196,6 +197,21 @@ void exportLlmc(const std::string& root, const std::string& tag, const std::stri
   out.write(header, sizeof header);
   out.write(ck.flat.data(), ck.flat.size() * sizeof(float));
   out.commit();
+}
+
+Gpt2Weights readGpt2Weights(const std::string& root, const std::string& tag, ExportShape shape) {
+  GptCheckpoint ck = loadGpt(root, tag, shape);
+  Gpt2Weights w;
+  w.dir = ck.info.dir;
+  w.step = ck.info.step;
+  w.nLayer = ck.nLayer;
+  w.nHead = ck.nHead;
+  w.nEmbd = ck.nEmbd;
+  w.maxT = ck.maxT;
+  w.vocab = ck.vocab;
+  w.paddedVocab = ck.paddedVocab;
+  w.flat = std::move(ck.flat);
+  return w;
 }
 
 }  // namespace ds::runtime

@@ -6,7 +6,9 @@
 // parameters) are accepted; anything else is refused naming the checkpoint.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ds::runtime {
 
@@ -31,5 +33,16 @@ void exportHuggingFace(const std::string& root, const std::string& tag, const st
 // every parameter in our (= llm.c's) order as fp32. Durable (temp file, fsync, rename).
 void exportLlmc(const std::string& root, const std::string& tag, const std::string& outPath,
                 ExportShape shape = {});
+
+// The consolidated fp32 weights of a GPT-2 checkpoint (any ZeRO stage and world size, read as the
+// exports read them) with the model facts, for `dsrt generate`. flat is in Gpt2Model's order.
+struct Gpt2Weights {
+  std::string dir;  // <root>/<tag>
+  int64_t step = 0;
+  int nLayer = 0, nHead = 0, nEmbd = 0, maxT = 0, vocab = 0, paddedVocab = 0;
+  std::vector<float> flat;
+};
+Gpt2Weights readGpt2Weights(const std::string& root, const std::string& tag,
+                            ExportShape shape = {});
 
 }  // namespace ds::runtime

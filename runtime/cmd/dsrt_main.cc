@@ -12,6 +12,7 @@
 #include "runtime/cmd/command.h"
 #include "runtime/cmd/dsrt_knobs.h"
 #include "runtime/cmd/export_checkpoint_command.h"
+#include "runtime/cmd/generate_command.h"
 #include "runtime/cmd/hello_command.h"
 #include "runtime/cmd/prepare_data_command.h"
 #include "runtime/cmd/train_command.h"
@@ -23,6 +24,8 @@ const ds::runtime::Command kCommands[] = {
      ds::runtime::commBenchCommand},
     {"export-checkpoint", "one consolidated fp32 safetensors file from a checkpoint",
      ds::runtime::exportCheckpointCommand},
+    {"generate", "tokens from a trained GPT-2 (checkpoint or llm.c .bin), KV-cached",
+     ds::runtime::generateCommand},
     {"hello", "print this rank's environment and join every rank through the store",
      ds::runtime::helloCommand},
     {"prepare-data", "text to byte-level llm.c token shards (train/val)",

@@ -313,6 +313,11 @@ double Gpt2Model::headForward(zero::ParamTable& p, bool recompute) {
   return sum;
 }
 
+const float* Gpt2Model::probabilities() {
+  if (!haveForward_ || bf16_ || ckpt_) return nullptr;
+  return head_.f32(fProbs);
+}
+
 void Gpt2Model::backward(float lossScale, zero::ParamTable& p, zero::BlockHooks& hooks) {
   if (!haveForward_) throw InternalError("gpt2 backward called without a forward");
   const int L = cfg_.nLayer;

@@ -29,6 +29,9 @@ class Gpt2Model : public Model {
 
   // Index in params() of per-layer tensor `kind` (0..11, llm.c order ln1w..fcprojb) of layer l.
   int layerParam(int kind, int l) const { return 2 + kind * cfg_.nLayer + l; }
+  // fp32 softmax probabilities [B, T, vocab] of the last forward (dsrt generate's tests compare
+  // against them); null before a forward, with bf16 activations or activation checkpointing.
+  const float* probabilities();
 
  private:
   struct LayerActs;

@@ -1,0 +1,43 @@
+// Decoder: GPT-2 forward for generation over an InferenceModel and a KvCache. One call runs N
+// token rows; row i is token tokens[i] of the sequence in slot slots[i] at that slot's next
+// position. Rows of one slot must be consecutive and in order, so a prompt's prefill (N rows of
+// one slot) and a batched decode step (one row per slot) are the same call. Each row's keys and
+// values are appended to the cache, then each row attends over its slot's positions up to its own.
+// The math is the training model's (runtime/tensor: layernorm, matmul, GELU, residual; the same
+// 1/sqrt(hs) scaled, max-subtracted softmax); only the attention over the cache is written here.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/inference/inference_model.h"
+#include "runtime/inference/kv_cache.h"
+
+namespace ds::runtime {
+
+class Decoder {
+ public:
+  Decoder(const InferenceModel& model, int slots);
+  // logits: [count of logitRows, vocab] for the rows i with logitRows[i] true (all rows when
+  // logitRows is empty), in row order. Throws ConfigError when a slot would pass the context or a
+  // token is outside the vocabulary.
+  void forward(const int* slots, const int32_t* tokens, int n, const std::vector<bool>& logitRows,
+               float* logits);
+  void reset(int slot) { cache_.setLength(slot, 0); }
+  int length(int slot) const { return cache_.length(slot); }
+  const KvCache& cache() const { return cache_; }
+
+ private:
+  void ensure(int n);
+  void linear(float* out, const float* in, int kw, int kb, int layer, int n, int cin, int cout);
+  void attention(int layer, const int* slots, const int* pos, int n);
+
+  const InferenceModel& m_;
+  KvCache cache_;
+  std::vector<int> pos_;
+  std::vector<float> x_, ln_, mean_, rstd_, qkv_, atty_, tmp_, res2_, fch_, fchGelu_, widen_,
+      scores_;
+};
+
+}  // namespace ds::runtime

@@ -1,0 +1,52 @@
+// InferenceModel: a GPT-2's weights held for generation (fp32, or bf16 with the small tensors
+// widened), loaded from a dsrt checkpoint folder (any ZeRO stage and world size, via
+// readGpt2Weights) or an llm.c gpt2_*.bin (ours from `dsrt export-checkpoint --format llmc`, or
+// llm.c's own). Not a trainer: no gradients, no ZeRO; one process holds all weights.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "runtime/model/model.h"
+
+namespace ds::runtime {
+
+class InferenceModel {
+ public:
+  // cfg: kind gpt2 (validated by makeModel); flat: every parameter in Gpt2Model's order (fp32).
+  // dtype kF32 keeps flat; kBF16 rounds every weight to bf16 and keeps the matrices as bf16.
+  InferenceModel(const ModelConfig& cfg, std::vector<float> flat, DType dtype);
+
+  const ModelConfig& config() const { return cfg_; }
+  DType dtype() const { return dtype_; }
+  int vocab() const { return cfg_.vocabSize; }
+  // Parameter i (Gpt2Model order) as fp32: always valid for vectors and wpe; for matrices
+  // (wte and the linear weights) only in fp32 mode (null in bf16 mode).
+  const float* f32(int i) const;
+  // Parameter i as bf16 (bf16 mode only; null otherwise).
+  const bf16* b16(int i) const;
+  int layerParam(int kind, int l) const { return 2 + kind * cfg_.nLayer + l; }
+  size_t weightBytes() const;  // bytes the weights occupy as held
+
+ private:
+  ModelConfig cfg_;
+  DType dtype_;
+  std::vector<size_t> offsets_;
+  std::vector<bool> matrix_;  // held as bf16 in bf16 mode
+  std::vector<float> flat_;   // fp32 mode: all; bf16 mode: the non-matrix tensors (rounded)
+  std::vector<bf16> flat16_;  // bf16 mode: all (matrices read from here)
+};
+
+// What `dsrt generate` loads. path: a checkpoint root (holding `latest`) or a tag folder's parent
+// with `tag`, or an llm.c .bin file. nHead/vocab as ExportShape (0: from the checkpoint's plan).
+struct LoadOptions {
+  std::string tag;
+  int nHead = 0, vocabSize = 0;
+  DType dtype = DType::kF32;
+};
+// ConfigError naming the path when it does not exist or is neither form.
+InferenceModel loadInferenceModel(const std::string& path, const LoadOptions& opts,
+                                  std::string* description = nullptr);
+
+}  // namespace ds::runtime
