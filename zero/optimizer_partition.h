@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zero/async_file.h"
@@ -36,6 +37,11 @@ class OptimizerPartition {
   // master) runs after each tile's update (master points at the tile's fp32 values).
   void update(const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
               Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile);
+
+  // Lamb: the extents (local offset, size) of whole parameters, each with its own trust ratio.
+  void setSegments(std::vector<std::pair<size_t, size_t>> segments) {
+    segments_ = std::move(segments);
+  }
 
   MemPlace place() const;
   size_t stateBytes() const;   // optimizer states held (master counted only when owned)
@@ -74,6 +80,7 @@ class OptimizerPartition {
   OptimizerOptions opt_;
   OffloadOptions offload_;
   std::vector<std::string> names_;
+  std::vector<std::pair<size_t, size_t>> segments_;  // Lamb's parameters
   float* alias_;
   std::vector<std::vector<float>> mem_;            // per state (mem_[0] empty when aliased)
   std::vector<std::unique_ptr<AsyncFile>> files_;  // per state (nvme)

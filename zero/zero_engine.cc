@@ -60,6 +60,16 @@ struct ZeroEngine::Impl {
     optimizer = std::make_unique<OptimizerPartition>(stage->localSize(), optimizerOptions,
                                                      options.offloadOptimizer, options.subGroupSize,
                                                      alias, comm.rank());
+    if (optimizerOptions.type == "Lamb") {
+      // The trust ratio is per parameter: only stage 0 holds every parameter whole.
+      if (options.stage != 0)
+        throw ConfigError("optimizer.type Lamb: needs zero_optimization.stage 0 (stage is " +
+                          std::to_string(options.stage) + ")");
+      std::vector<std::pair<size_t, size_t>> segments;
+      for (size_t param = 0; param < index.count(); ++param)
+        segments.emplace_back(index.offset(param), index.param(param).numel);
+      optimizer->setSegments(std::move(segments));
+    }
   }
 
   void writeMasterFrom(const float* fullFlat);

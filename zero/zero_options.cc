@@ -48,3 +48,14 @@ void validateZeroOptions(const ZeroOptions& options) {
 }
 
 }  // namespace ds::zero
+
+namespace ds::zero {
+
+AsyncFile::Options asyncFileOptions(const AioOptions& aio) {
+  AsyncFile::Options io;
+  if (aio.blockSize > 0) io.maxRequestBytes = aio.blockSize;
+  if (aio.queueDepth > 0) io.queueDepth = unsigned(aio.queueDepth);
+  return io;
+}
+
+}  // namespace ds::zero
