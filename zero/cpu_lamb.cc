@@ -14,8 +14,7 @@ float denominator(const LambConfig& cfg, float expAvgSq) {
 }  // namespace
 
 float lambStep(const LambConfig& cfg, int64_t step, float gradScale, float* params,
-               const float* grads, float* expAvg, float* expAvgSq, size_t count,
-               Half16Out out16) {
+               const float* grads, float* expAvg, float* expAvgSq, size_t count, Half16Out out16) {
   double paramSq = 0, updateSq = 0;
   for (size_t i = 0; i < count; ++i) {
     const float grad = grads[i] * gradScale;
@@ -31,9 +30,10 @@ float lambStep(const LambConfig& cfg, int64_t step, float gradScale, float* para
     ratio = std::fmin(std::fmax(paramNorm / updateNorm, cfg.minCoeff), cfg.maxCoeff);
   float stepSize = cfg.lr;
   if (cfg.biasCorrection) {
-    const double correction1 = 1 - std::pow(double(cfg.beta1), double(step));
-    const double correction2 = 1 - std::pow(double(cfg.beta2), double(step));
-    stepSize = float(cfg.lr * std::sqrt(correction2) / correction1);
+    // As the kernel's host code: the corrections are floats of a double power.
+    const auto correction1 = float(1 - std::pow(double(cfg.beta1), double(step)));
+    const auto correction2 = float(1 - std::pow(double(cfg.beta2), double(step)));
+    stepSize = cfg.lr * std::sqrt(correction2) / correction1;
   }
   for (size_t i = 0; i < count; ++i) {
     const float update = expAvg[i] / denominator(cfg, expAvgSq[i]) + cfg.weightDecay * params[i];

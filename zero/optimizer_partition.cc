@@ -131,9 +131,9 @@ void OptimizerPartition::stepTile(float* const* states, const float* grad, size_
                                   Half16Out out16) {
   if (opt_.type == "Lamb") {
     DS_CHECK(!segments_.empty() && files_.empty(), "Lamb needs its parameters' extents in memory");
-    LambConfig config{learningRate,  opt_.beta1,    opt_.beta2,          opt_.eps,
-                      opt_.weightDecay, opt_.maxCoeff, opt_.minCoeff, opt_.biasCorrection,
-                      opt_.epsInsideSqrt};
+    LambConfig config{learningRate,  opt_.beta1,          opt_.beta2,
+                      opt_.eps,      opt_.weightDecay,    opt_.maxCoeff,
+                      opt_.minCoeff, opt_.biasCorrection, opt_.epsInsideSqrt};
     for (const auto& [offset, size] : segments_) {
       DS_CHECK(offset + size <= cnt, "Lamb parameter extent past the partition");
       Half16Out part = out16;

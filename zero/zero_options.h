@@ -26,7 +26,7 @@ struct OffloadOptions {
   bool pinMemory = false;       // pin_memory: mlock the host buffers (best effort)
   int bufferCount = 4;          // buffer_count: nvme tiles in flight (>= 3: read k+1, update k,
                                 // write k-1)
-  AioOptions aio;                // the top-level aio block (same in both offload blocks)
+  AioOptions aio;               // the top-level aio block (same in both offload blocks)
   bool enabled() const { return device != "none"; }
 };
 

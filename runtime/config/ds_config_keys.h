@@ -24,7 +24,7 @@ enum class KeyRule {
 };
 
 struct DsKeyRule {
-  const char* path;     // under the deepspeed block, '.'-separated
+  const char* path;  // under the deepspeed block, '.'-separated
   KeyRule rule;
   const char* allowed;  // kOnly: the accepted value (true/false/number/text, case-insensitive)
   const char* why;
@@ -44,6 +44,10 @@ struct NoEffectKey {
 // appending refusals to errors and accepted keys to noEffect.
 void applyKeyRules(YAML::Node ds, const std::string& prefix, const ReadContext& ctx,
                    std::vector<std::string>& errors, std::vector<NoEffectKey>& noEffect);
+
+// Marks the rule keys directly inside r's block (r.path() under the deepspeed block) as known,
+// so unknown-key messages list them and suggest them for a misspelling.
+void acceptRuleKeys(NodeReader& r);
 
 // What "auto" resolves from: the model's width (GPT n_embd, the MLP's widest layer) and
 // train.steps.

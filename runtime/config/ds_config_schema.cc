@@ -9,11 +9,18 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/config/ds_config_keys.h"
 
 namespace ds::runtime {
 namespace {
 
 constexpr int64_t kBig = int64_t(1) << 50;
+
+// Rejects unknown keys; the table's keys of this block count as known (for the hints).
+void finishBlock(NodeReader& r) {
+  acceptRuleKeys(r);
+  r.finish();
+}
 
 std::string lowered(std::string s) {
   for (auto& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
@@ -22,7 +29,7 @@ std::string lowered(std::string s) {
 
 // DeepSpeed's optimizers that dsrun does not implement (refused with the ones it has).
 const std::vector<std::string> kOtherOptimizers = {
-    "OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Adagrad", "Lion", "MuAdam",
+    "OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Adagrad",   "Lion",    "MuAdam",
     "MuAdamW",    "MuSGD",       "Muon",       "AdamW8bit", "Adam8bit"};
 
 void readAdamParams(NodeReader& p, zero::OptimizerOptions& opt) {
@@ -70,9 +77,9 @@ void readOptimizer(NodeReader& ds, DsConfig& c) {
     } else {
       readAdamParams(*p, opt);
     }
-    p->finish();
+    finishBlock(*p);
   }
-  o->finish();
+  finishBlock(*o);
 }
 
 void readScheduler(NodeReader& ds, DsConfig& c, int64_t defaultTotal) {
@@ -100,14 +107,14 @@ void readScheduler(NodeReader& ds, DsConfig& c, int64_t defaultTotal) {
     }
     if (p->getInt("last_batch_iteration", -1) != -1)
       p->refuse("last_batch_iteration", "only -1 is supported (resume restores the iteration)");
-    p->finish();
+    finishBlock(*p);
   }
   // Only an explicit total is held to this: one derived from train.steps may end inside the
   // warmup (a short run of a plan), and the schedule then simply never decays.
   if (sc.type == "WarmupCosineLR" && explicitTotal &&
       sc.totalNumSteps <= std::max<int64_t>(2, sc.warmupNumSteps))
     s->fail("params.total_num_steps", "WarmupCosineLR needs total_num_steps > warmup_num_steps");
-  s->finish();
+  finishBlock(*s);
 }
 
 void readFp16(NodeReader& ds, DsConfig& c) {
@@ -120,7 +127,7 @@ void readFp16(NodeReader& ds, DsConfig& c) {
     x.hysteresis = int(f->getInt("hysteresis", 2, 1, 1 << 20));
     x.consecutiveHysteresis = f->getBool("consecutive_hysteresis", false);
     x.minLossScale = f->getDouble("min_loss_scale", 1.0, 1e-30);
-    f->finish();
+    finishBlock(*f);
   }
   // "bfloat16" is DeepSpeed's older name of the bf16 block.
   if (ds.has("bf16") && ds.has("bfloat16"))
@@ -131,7 +138,7 @@ void readFp16(NodeReader& ds, DsConfig& c) {
   if (auto b = ds.child(key)) {
     c.bf16 = b->getBool("enabled", false);
     if (std::string(key) == "bfloat16") c.aliasOf["deepspeed.bf16.enabled"] = "bfloat16.enabled";
-    b->finish();
+    finishBlock(*b);
   }
   if (c.bf16 && c.fp16.enabled)
     ds.fail(key, "bfloat16 and fp16 modes cannot be simultaneously enabled");
@@ -163,7 +170,7 @@ void readDataTypes(NodeReader& ds, DsConfig& c) {
           "gradients accumulate in the engine's gradient type");
     check(*d, "param_dtype", compute, "parameters are in the compute type of bf16/fp16.enabled");
     d->accept("buffer_dtype");  // no model buffers (no BatchNorm statistics and the like)
-    d->finish();
+    finishBlock(*d);
   }
   check(ds, "communication_data_type", "fp32", "gradients are reduced in fp32");
 }
@@ -181,7 +188,7 @@ void readAio(NodeReader& ds, DsConfig& c) {
   a->getBool("overlap_events", true);             // completions are reaped as they arrive
   if (a->getBool("use_gds", false))
     a->refuse("use_gds", "GPUDirect Storage is not supported (swap files go through host memory)");
-  a->finish();
+  finishBlock(*a);
 }
 
 zero::OffloadOptions readOffload(NodeReader& z, const std::string& key, bool optimizer) {
@@ -196,7 +203,7 @@ zero::OffloadOptions readOffload(NodeReader& z, const std::string& key, bool opt
     r->fail("buffer_count", "nvme offload needs at least 3 buffers");
   if (o.device == "nvme" && o.nvmePath.empty())
     r->fail("nvme_path", "required when device is nvme");
-  r->finish();
+  finishBlock(*r);
   return o;
 }
 
@@ -207,8 +214,8 @@ void readLegacyOffload(NodeReader& z, DsConfig& c) {
   auto legacy = [&](const char* key, const char* block, zero::OffloadOptions& o) {
     if (!z.getBool(key, false)) return;
     if (z.has(block))
-      z.refuse(key, std::string("given twice (also as ") + block + "; " + key +
-                        " is its older form)");
+      z.refuse(key,
+               std::string("given twice (also as ") + block + "; " + key + " is its older form)");
     o.device = "cpu";
     o.pinMemory = pin;
     c.aliasOf[std::string("deepspeed.zero_optimization.") + block + ".device"] =
@@ -235,13 +242,13 @@ void readZero(NodeReader& ds, DsConfig& c) {
   zo.reduceScatter = z->getBool("reduce_scatter", true);
   if (!zo.reduceScatter && zo.stage == 3)
     z->refuse("reduce_scatter",
-            "false is supported at stages 0-2 only (stage 3 always "
-            "reduce-scatters its per-parameter gradients)");
+              "false is supported at stages 0-2 only (stage 3 always "
+              "reduce-scatters its per-parameter gradients)");
   zo.contiguousGradients = z->getBool("contiguous_gradients", true);
   if (!zo.contiguousGradients)
     z->refuse("contiguous_gradients",
-            "false is not supported (stages 2 and 3 always copy finished "
-            "gradients into contiguous bucket buffers; use true)");
+              "false is not supported (stages 2 and 3 always copy finished "
+              "gradients into contiguous bucket buffers; use true)");
   auto alias = [&](const char* a, const char* b, int64_t dflt) {
     if (z->has(a) && z->has(b)) z->fail(b, std::string("given twice (also as ") + a + ")");
     z->accept(a);
@@ -270,17 +277,17 @@ void readZero(NodeReader& ds, DsConfig& c) {
   // DeepSpeed keys whose DeepSpeed default is what the engine does: another value is refused.
   if (!z->getBool("allgather_partitions", true))
     z->refuse("allgather_partitions",
-            "false (broadcast-based parameter gathering) is not "
-            "supported; parameters are always allgathered (use true)");
+              "false (broadcast-based parameter gathering) is not "
+              "supported; parameters are always allgathered (use true)");
   if (!z->getBool("load_from_fp32_weights", true))
     z->refuse("load_from_fp32_weights",
-            "false is not supported; checkpoints always restore the "
-            "fp32 master weights (use true)");
+              "false is not supported; checkpoints always restore the "
+              "fp32 master weights (use true)");
   if (!z->getBool("ignore_unused_parameters", true))
     z->refuse("ignore_unused_parameters",
-            "false is not supported; a parameter without a gradient "
-            "always counts as a zero gradient (use true)");
-  z->finish();
+              "false is not supported; a parameter without a gradient "
+              "always counts as a zero gradient (use true)");
+  finishBlock(*z);
 }
 
 MonitorConfig readMonitor(NodeReader& ds, const std::string& key) {
@@ -291,7 +298,7 @@ MonitorConfig readMonitor(NodeReader& ds, const std::string& key) {
     m.jobName = r->getString("job_name", "DeepSpeedJobName");
     if (m.jobName.empty() || m.jobName.find('/') != std::string::npos)
       r->fail("job_name", "must be a non-empty name without '/'");
-    r->finish();
+    finishBlock(*r);
   }
   return m;
 }
@@ -300,13 +307,12 @@ void readActivationCheckpointing(NodeReader& ds, DsConfig& c) {
   auto a = ds.child("activation_checkpointing");
   if (!a) return;
   c.activationCheckpointing = a->getBool("enabled", false);
-  a->finish();
+  finishBlock(*a);
 }
 
 }  // namespace
 
-DsConfig readDsConfig(NodeReader& ds, int64_t defaultTotalSteps,
-                      std::vector<std::string>* errors) {
+DsConfig readDsConfig(NodeReader& ds, int64_t defaultTotalSteps, std::vector<std::string>* errors) {
   DsConfig c;
   // Each part's first error is collected (when errors is given) and the next part read, so one
   // run names the problems of every part.
@@ -347,7 +353,7 @@ DsConfig readDsConfig(NodeReader& ds, int64_t defaultTotalSteps,
     c.wallClockBreakdown = ds.getBool("wall_clock_breakdown", false);
     c.commBackend = ds.getEnum("comm_backend", "", {"", "gloo", "mpi", "nccl"});
   });
-  part([&] { ds.finish(); });
+  part([&] { finishBlock(ds); });
   return c;
 }
 

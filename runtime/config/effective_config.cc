@@ -18,9 +18,9 @@ json planBlocks(const Plan& plan) {
   if (m.kind == "mlp") {
     j["model"]["mlp"] = {{"sizes", m.sizes}, {"seq_len", m.seqLen}};
   } else {
-    j["model"]["gpt"] = {{"n_layer", m.nLayer},         {"n_head", m.nHead},
-                         {"n_embd", m.nEmbd},           {"seq_len", m.seqLen},
-                         {"vocab_size", m.vocabSize},   {"padded_vocab_size", m.paddedVocab},
+    j["model"]["gpt"] = {{"n_layer", m.nLayer},       {"n_head", m.nHead},
+                         {"n_embd", m.nEmbd},         {"seq_len", m.seqLen},
+                         {"vocab_size", m.vocabSize}, {"padded_vocab_size", m.paddedVocab},
                          {"init_from", plan.initFrom}};
   }
   const auto& d = plan.data;
@@ -124,8 +124,7 @@ std::string effectiveConfigText(const Plan& plan) {
     out += fmt::format("  {:<{}}  {:<{}}  {}\n", k.path, width, k.value, valueWidth, k.origin);
   if (!plan.noEffectKeys.empty()) {
     out += "DeepSpeed keys accepted without effect:\n";
-    for (const auto& n : plan.noEffectKeys)
-      out += fmt::format("  {} = {}: {}\n", n[0], n[1], n[2]);
+    for (const auto& n : plan.noEffectKeys) out += fmt::format("  {} = {}: {}\n", n[0], n[1], n[2]);
   }
   return out;
 }

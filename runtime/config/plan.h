@@ -4,10 +4,10 @@
 // Invariant after loadPlan: the batch triangle holds (train = micro * gas * world), all ranges ok.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
-#include <array>
 #include <vector>
 
 #include "runtime/model/model.h"

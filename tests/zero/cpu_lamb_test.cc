@@ -1,7 +1,8 @@
-// Lamb (zero/cpu_lamb.h) against reference steps computed independently in NumPy float64 by
-// tests/zero/lamb_reference.py from DeepSpeed's FusedLamb formula (the constants below are its
-// output): two steps each of a plain case, a trust ratio clamped at min_coeff, and a zero
-// parameter (ratio 1). The optimizer partition applies one trust ratio per parameter extent.
+// Lamb (zero/cpu_lamb.h) against reference steps computed independently in NumPy by
+// tests/zero/lamb_reference.py from DeepSpeed's FusedLamb formula (float32 elements, as the kernel)
+// (the constants below are its output): two steps each of a plain case, a trust ratio clamped at
+// min_coeff, and a zero parameter (ratio 1). The optimizer partition applies one trust ratio per
+// parameter extent.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -39,8 +40,7 @@ void runReference(const Reference& ref) {
   std::vector<float> ratios;
   for (size_t t = 0; t < ref.grads.size(); ++t)
     ratios.push_back(lambStep(referenceConfig(), int64_t(t + 1), 0.5f, params.data(),
-                              ref.grads[t].data(), expAvg.data(), expAvgSq.data(),
-                              params.size()));
+                              ref.grads[t].data(), expAvg.data(), expAvgSq.data(), params.size()));
   checkClose(params, ref.wantParams);
   checkClose(expAvg, ref.wantExpAvg);
   checkClose(expAvgSq, ref.wantExpAvgSq);
@@ -50,27 +50,28 @@ void runReference(const Reference& ref) {
 }  // namespace
 
 TEST_CASE("Lamb: two steps match the NumPy reference of DeepSpeed's FusedLamb", "[unit]") {
-  runReference({{0.5f, -1.0f, 2.0f, 0.25f, -0.75f},
-                {{0.2f, -0.4f, 1.0f, 0.0f, 0.6f}, {-0.1f, 0.3f, 0.8f, 0.2f, -0.4f}},
-                {0.494980822f, -0.995756348f, 1.99173866f, 0.246686718f, -0.754449529f},
-                {0.004f, -0.003f, 0.085f, 0.01f, 0.007f},
-                {1.249e-05f, 6.246e-05f, 0.00040975f, 1e-05f, 0.00012991f},
-                {0.382410072f, 0.444495441f}});
+  runReference(
+      {{0.5f, -1.0f, 2.0f, 0.25f, -0.75f},
+       {{0.2f, -0.4f, 1.0f, 0.0f, 0.6f}, {-0.1f, 0.3f, 0.8f, 0.2f, -0.4f}},
+       {0.494980872f, -0.995756388f, 1.99173868f, 0.246686742f, -0.754449487f},
+       {0.00400000112f, -0.00300000049f, 0.0850000232f, 0.0100000026f, 0.00700000115f},
+       {1.24898397e-05f, 6.24591994e-05f, 0.000409744738f, 9.99987151e-06f, 0.000129908338f},
+       {0.382407546f, 0.444492459f}});
 }
 
 TEST_CASE("Lamb: the trust ratio is clamped to min_coeff; a zero parameter gets ratio 1",
           "[unit]") {
   runReference({{0.001f, -0.002f, 0.003f},
                 {{4.0f, -2.0f, 6.0f}, {3.0f, 1.0f, -5.0f}},
-                {0.000801741992f, -0.00187336526f, 0.00289618618f},
-                {0.33f, -0.04f, 0.02f},
-                {0.006246f, 0.001249f, 0.015241f},
+                {0.000801742077f, -0.00187336537f, 0.0028961862f},
+                {0.330000073f, -0.0400000066f, 0.0200000107f},
+                {0.0062459195f, 0.0012489839f, 0.0152408043f},
                 {0.01f, 0.01f}});
   runReference({{0.0f, 0.0f, 0.0f},
                 {{1.0f, 2.0f, 3.0f}, {1.0f, 1.0f, 1.0f}},
-                {-0.0100999913f, -0.0100932124f, -0.0100871019f},
-                {0.095f, 0.14f, 0.185f},
-                {0.00049975f, 0.001249f, 0.00249775f},
+                {-0.0100999912f, -0.0100932112f, -0.0100871008f},
+                {0.0950000212f, 0.14000003f, 0.185000047f},
+                {0.000499743561f, 0.0012489839f, 0.00249771797f},
                 {1.0f, 0.01f}});
 }
 
