@@ -52,10 +52,10 @@ void validateZeroOptions(const ZeroOptions& options) {
 namespace ds::zero {
 
 AsyncFile::Options asyncFileOptions(const AioOptions& aio) {
-  AsyncFile::Options io;
-  if (aio.blockSize > 0) io.maxRequestBytes = aio.blockSize;
-  if (aio.queueDepth > 0) io.queueDepth = unsigned(aio.queueDepth);
-  return io;
+  AsyncFile::Options fileOptions;
+  if (aio.blockSize > 0) fileOptions.maxRequestBytes = aio.blockSize;
+  if (aio.queueDepth > 0) fileOptions.queueDepth = unsigned(aio.queueDepth);
+  return fileOptions;
 }
 
 }  // namespace ds::zero

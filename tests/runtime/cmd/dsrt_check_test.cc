@@ -58,7 +58,7 @@ TEST_CASE("dsrt check and train refuse a config naming every refused key; nothin
           "[unit]") {
   TempDir dir;
   const std::string plan = writePlan(dir, "refused_many.json");
-  for (const std::string cmd : {dsrt() + " check " + plan, dsrt() + " train " + plan}) {
+  for (const std::string& cmd : {dsrt() + " check " + plan, dsrt() + " train " + plan}) {
     std::string out;
     CHECK(runCommand(cmd, &out) == 2);
     INFO(out);
