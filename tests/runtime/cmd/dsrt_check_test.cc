@@ -88,3 +88,25 @@ TEST_CASE("dsrun train --check checks for the launch's world size and starts no 
   CHECK(runCommand(dsrun() + " --num_gpus 3 train " + fixed + " --check", &out) == 2);
   CHECK(out.find("Check batch related parameters") != std::string::npos);
 }
+
+TEST_CASE("DeepSpeed-style configs train: Lamb, legacy cpu_offload with fp16, NVMe with aio",
+          "[unit]") {
+  TempDir dir;
+  for (const char* file : {"lamb.json", "legacy_cpu_offload.json", "aio_nvme.json"}) {
+    const std::string plan = writePlan(dir, file);
+    std::string out;
+    // aio_nvme.json's nvme_path is relative: the swap files go under the run's folder
+    const int rc = runCommand("cd " + dir.path() + " && " + dsrt() + " train " + plan +
+                                  " --set train.steps=20 --set deepspeed.train_batch_size=8"
+                                  " --set deepspeed.train_micro_batch_size_per_gpu=null"
+                                  " --set deepspeed.gradient_accumulation_steps=null",
+                              &out);
+    INFO(file << "\n" << out);
+    CHECK(rc == 0);
+    CHECK(out.find("done: 20 steps") != std::string::npos);
+    const size_t first = out.find("| loss "), last = out.find("final loss ");
+    REQUIRE(first != std::string::npos);
+    REQUIRE(last != std::string::npos);
+    CHECK(std::stod(out.substr(last + 11)) < std::stod(out.substr(first + 7)));
+  }
+}
