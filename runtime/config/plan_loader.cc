@@ -154,8 +154,19 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
       plan.deepspeed.microBatchPerGpu = b.micro;
       plan.deepspeed.gradientAccumulationSteps = b.gas;
     } catch (const ConfigError& e) {
-      throw ConfigError(
-          fmt::format("{}: deepspeed: {} (world size {})", dsCtx.source, e.what(), worldSize));
+      std::vector<std::string> autos;
+      for (const char* k :
+           {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
+        if (autoResolved.count(std::string("deepspeed.") + k)) autos.push_back(k);
+      std::string hint = autos.empty()
+                             ? ""
+                             : fmt::format(
+                                   "; \"auto\" {} {} derived from the others (Hugging Face's "
+                                   "Trainer sets them from its arguments): give "
+                                   "train_micro_batch_size_per_gpu or train_batch_size",
+                                   fmt::join(autos, ", "), autos.size() > 1 ? "are" : "is");
+      throw ConfigError(fmt::format("{}: deepspeed: {} (world size {}){}", dsCtx.source, e.what(),
+                                    worldSize, hint));
     }
   }
   top.finish();
