@@ -22,17 +22,23 @@ dsrun.
 Examples:
   dsrun --num_gpus 2 train                               2 ranks on this machine
   dsrun -H hosts --num_gpus 8 train plan.yaml            8 ranks per host over ssh
+  dsrun -H hosts train.py --deepspeed_config ds.json     a DeepSpeed user's script
   dsrun -H hosts --launcher pdsh train plan.yaml         same, fanned out by pdsh
   dsrun -H hosts --launcher openmpi train plan.yaml      mpirun does the spawning
   dsrun -H hosts -i 'w1:0,1@w2' --dry_run python3 x.py   print the commands, run nothing
   dsrun -H hosts --num_gpus 8 train plan.yaml --check    validate the plan for this world size,
                                                          print the effective config, start nothing
 
+A PROGRAM ending in .py runs as `python3 -u PROGRAM --local_rank=N ARGS`, as under DeepSpeed.
 Hostfile lines: `host [slots=N] [max_slots=M] [# comment]`. Exported to every rank: NCCL*, DS_*,
-OMP_*, UCX*, PYTHON*, ~/.dsenv and ./.dsenv (KEY=VALUE lines), --export K[=V].
+OMP_*, UCX*, PYTHON*, MLFLOW*, MV2*, then ~/ and ./ .deepspeed_env and .dsenv (KEY=VALUE lines),
+then --export K[=V].
 Exit status: 0, else the first failing rank's code (128+signal when killed), named with its rank
 and host; the other ranks on every host are stopped (SIGTERM, DS_KILL_GRACE seconds [5], SIGKILL),
 as they are when dsrun gets SIGINT/SIGTERM/SIGHUP (or SIGKILL). Bad input: 2, before any start.
+Restarts (--max_restarts N): after a failure the whole job starts again (not after a signal to
+dsrun), each rank with DS_RESTART_ATTEMPT=k; dsrun logs each restart with the failing rank, its
+host and status, and exits with the last attempt's status.
 Environment: `dsrun --help-env` lists every variable dsrun reads, with its default.
 Documentation: docs/launcher.md, docs/knobs.md)";
 
@@ -89,7 +95,13 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
                  "Extra arguments for pdsh/mpirun/srun, one shell-quoted string")
       ->type_name("ARGS");
   app.add_flag(names("", "no_local_rank"), o->noLocalRank,
-               "Do not append --local_rank=N to the program's arguments");
+               "Do not pass --local_rank=N to the program (it goes right after a Python "
+               "script, else after the last argument)");
+  app.add_flag(names("", "module"), o->module,
+               "Run the program as a Python module: python3 -u -m NAME --local_rank=N ARGS");
+  app.add_flag(names("", "no_python"), o->noPython,
+               "Execute the program as given (no python3 -u in front of a .py script), with "
+               "--local_rank=N right after it");
   app.add_flag(names("", "no_ssh"), o->noSsh,
                "Run only this node's share (with --node_rank), as under Kubernetes");
   app.add_option(names("", "node_rank"), o->nodeRank, "This node's index, with --no_ssh")
@@ -116,6 +128,12 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
   app.add_option(names("", "comm_backend"), o->commBackend,
                  "Collective backend: gloo, mpi (implies --launcher openmpi), nccl")
       ->type_name("NAME");
+  app.add_option(names("", "max_restarts"), o->maxRestarts,
+                 "After a rank fails, stop the job and start it again on the same hosts, up to "
+                 "N times; dsrt train resumes from the latest checkpoint. Exit status: the last "
+                 "attempt's")
+      ->type_name("N")
+      ->capture_default_str();
   app.add_flag(names("", "dry_run"), o->dryRun,
                "Print, per host, the exact command that would run, and exit");
   bool helpEnv = false;

@@ -20,6 +20,8 @@ struct CliOptions {
   std::string launcher;  // empty = default (ssh for several hosts); lower-cased
   std::string launcherArgs;
   bool noLocalRank = false;
+  bool module = false;    // --module: run the program as `python3 -u -m NAME`
+  bool noPython = false;  // --no_python: execute a .py program as given
   bool noSsh = false;
   int nodeRank = -1;
   bool forceMulti = false;
@@ -31,6 +33,7 @@ struct CliOptions {
   std::vector<std::string> exports;  // --export K[=V], repeatable
   std::string commBackend;           // gloo | mpi | nccl, "" = rank decides
   bool dryRun = false;
+  int maxRestarts = 0;               // --max_restarts: restart the job after a failure
   std::vector<std::string> program;  // program and its arguments, untouched
 };
 

@@ -11,6 +11,7 @@
 #include "launcher/rank_plan.h"
 #include "launcher/runner_commands.h"
 #include "launcher/shell_quote.h"
+#include "launcher/temp_hostfile.h"
 
 namespace ds::launcher {
 
@@ -34,8 +35,8 @@ std::string mpiHostLines(const JobSpec& spec, const char* starter) {
 }
 }  // namespace
 
-std::string openMpiHostfilePath(const JobSpec& spec) {
-  return fmt::format("/tmp/{}.hostfile", spec.jobId);
+std::string openMpiHostfilePath(const JobSpec& spec, const EnvMap& env) {
+  return tempHostfilePath(env, spec.jobId);
 }
 
 std::string mpichExecutable(const EnvMap& env) {
@@ -100,7 +101,7 @@ std::string dryRunText(const JobPlan& plan, const std::string& dsrunPath, const 
       break;
     }
     case RunnerKind::kOpenMpi: {
-      Invocation inv = openMpiInvocation(spec, openMpiHostfilePath(spec), ::geteuid() == 0);
+      Invocation inv = openMpiInvocation(spec, openMpiHostfilePath(spec, env), ::geteuid() == 0);
       out += "mpirun: " + describeInvocation(inv) + "\n";
       out += "# hostfile " + inv.hostfilePath + ":\n";
       std::istringstream in(inv.hostfileText);

@@ -9,8 +9,8 @@
 
 namespace ds::launcher {
 
-// Where openmpi's generated hostfile goes for this job.
-std::string openMpiHostfilePath(const JobSpec& spec);
+// Where openmpi's generated hostfile goes for this job (launcher/temp_hostfile.h).
+std::string openMpiHostfilePath(const JobSpec& spec, const EnvMap& env);
 // The mpiexec to use for --launcher mpich (first of mpiexec.hydra, mpirun.mpich, mpiexec.mpich,
 // else "mpirun").
 std::string mpichExecutable(const EnvMap& env);

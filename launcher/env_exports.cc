@@ -14,8 +14,9 @@
 namespace ds::launcher {
 
 namespace {
-constexpr const char* kPrefixes[] = {"NCCL", "DS_", "OMP_", "UCX", "PYTHON"};
+constexpr const char* kPrefixes[] = {"NCCL", "DS_", "OMP_", "UCX", "PYTHON", "MLFLOW", "MV2"};
 constexpr const char* kJobVars[] = {"DS_JOB_TOKEN", "DS_JOB_ID"};
+constexpr const char* kDsrunEnvFile = ".dsenv";  // dsrun's own name, read after DeepSpeed's
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r");
@@ -93,13 +94,18 @@ std::vector<std::string> dsenvFiles(const EnvMap& env, const std::string& cwd) {
   auto named = knobString(knobs::kEnvFile, env);
   bool explicitName = named && !named->empty();
   std::string name = explicitName ? *named : std::string(knobs::kEnvFile.dflt);
+  std::vector<std::string> names{name};
+  if (!explicitName) names.emplace_back(kDsrunEnvFile);
   std::vector<std::string> candidates;
   if (name[0] == '/') {
     candidates.push_back(name);
   } else {
+    std::vector<std::string> folders;
     auto home = knobString(knobs::kHome, env);
-    if (home && !home->empty()) candidates.push_back(*home + "/" + name);
-    candidates.push_back(cwd + "/" + name);
+    if (home && !home->empty()) folders.push_back(*home);
+    folders.push_back(cwd);
+    for (const auto& folder : folders)
+      for (const auto& file : names) candidates.push_back(folder + "/" + file);
   }
   std::vector<std::string> out;
   std::vector<std::pair<dev_t, ino_t>> seen;

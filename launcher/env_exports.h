@@ -1,7 +1,7 @@
 // The environment dsrun exports to every rank (DESIGN.md §4.3): NCCL*, DS_*, OMP_*, UCX*, PYTHON*
-// from dsrun's environment, then `.dsenv` in ~ then ., then --export K[=V] (later wins). Not the
-// rank contract (RANK, ...: the agent's) and never the job token. Values are data: quoting for a
-// remote shell happens where a command line is built (shell_quote.h).
+// from dsrun's environment, then `.deepspeed_env`/`.dsenv` in ~ then ., then --export K[=V] (later
+// wins). Not the rank contract (RANK, ...: the agent's) and never the job token. Values are data:
+// quoting for a remote shell happens where a command line is built (shell_quote.h).
 #pragma once
 
 #include <string>
@@ -21,9 +21,10 @@ bool isDefaultExport(const std::string& key);
 // skipped, a value wrapped in matching quotes is unwrapped. Throws ConfigError "path:line: ...".
 EnvMap parseDsenv(const std::string& text, const std::string& path);
 
-// ~/.dsenv then ./.dsenv (one entry when both are the same file); only existing files.
-// DS_ENV_FILE (as in DeepSpeed) names another file: a relative name is looked up in ~ then .,
-// an absolute one is used alone; when it is set and no such file exists, ConfigError.
+// ~/.deepspeed_env, ~/.dsenv, ./.deepspeed_env, ./.dsenv (one entry when two are the same file);
+// only existing files. DS_ENV_FILE (as in DeepSpeed) names the file instead: a relative name is
+// looked up in ~ then ., an absolute one is used alone; when it is set and no such file exists,
+// ConfigError.
 std::vector<std::string> dsenvFiles(const EnvMap& env, const std::string& cwd);
 
 // Collects the exports. `exportFlags` are the --export values (K or K=V; K alone takes the value

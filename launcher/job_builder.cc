@@ -14,6 +14,7 @@
 #include "launcher/job_token.h"
 #include "launcher/launcher_knobs.h"
 #include "launcher/local_host.h"
+#include "launcher/python_program.h"
 #include "launcher/resources.h"
 #include "launcher/shell_quote.h"
 #include "launcher/ssh_alias.h"
@@ -250,6 +251,20 @@ void assignIdentity(const BuildContext& ctx, JobPlan* plan) {
       "the job id (not a secret); set the same DS_JOB_TOKEN on every node to authenticate");
 }
 
+// dsrt commands run the dsrt next to dsrun; Python programs take DeepSpeed's forms
+// (python_program.h) with python3 from dsrun's PATH as DeepSpeed's sys.executable.
+void resolveUserProgram(const CliOptions& o, const BuildContext& ctx, JobSpec* spec) {
+  if (!o.program.empty() && isDsrtCommand(o.program[0]) && !o.module) {
+    spec->program = resolveProgram(o.program, ctx.dsrunPath.substr(0, ctx.dsrunPath.rfind('/')));
+    return;
+  }
+  std::string python = findOnPath("python3", ctx.env);
+  ProgramForm form =
+      pythonProgramForm(o.program, o.module, o.noPython, python.empty() ? "python3" : python);
+  spec->program = std::move(form.program);
+  spec->localRankAt = form.localRankAt;
+}
+
 // Per-rank options the node agent applies: logs, core binding, pid file.
 void rankOptions(const CliOptions& o, const BuildContext& ctx, JobSpec* spec) {
   spec->noLocalRank = o.noLocalRank;
@@ -283,7 +298,7 @@ JobPlan buildJobPlan(const CliOptions& o, const BuildContext& ctx) {
   spec.launcherArgs = o.launcherArgs;
   spec.masterPort = o.masterPort;
   spec.masterAddr = deriveMasterAddr(o, spec, ctx.env);
-  spec.program = resolveProgram(o.program, ctx.dsrunPath.substr(0, ctx.dsrunPath.rfind('/')));
+  resolveUserProgram(o, ctx, &spec);
   assignIdentity(ctx, &plan);
   spec.commBackend = o.commBackend;
   spec.exports = collectExports(ctx.env, o.exports, dsenvFiles(ctx.env, ctx.cwd));

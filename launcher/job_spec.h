@@ -27,7 +27,8 @@ struct JobSpec {
   std::vector<std::string> program;  // argv[0] resolved (train -> dsrt train), args untouched
   EnvMap exports;                    // extra env for every rank (--export, .dsenv, NCCL_* ...)
   std::string commBackend;           // DS_COMM_BACKEND_FLAG, empty = rank decides
-  bool noLocalRank = false;          // do not append --local_rank=N
+  bool noLocalRank = false;          // do not pass --local_rank=N
+  int localRankAt = -1;              // index of --local_rank=N in program, -1 = at the end
   std::string eachRankLogDir;        // --enable_each_rank_log
   bool bindCoresToRank = false;
   std::string bindCoreList;  // "0,1,2-5"

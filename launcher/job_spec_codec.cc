@@ -63,6 +63,7 @@ std::string jobSpecToJson(const JobSpec& s) {
       {"exports", s.exports},
       {"comm_backend", s.commBackend},
       {"no_local_rank", s.noLocalRank},
+      {"local_rank_at", s.localRankAt},
       {"each_rank_log_dir", s.eachRankLogDir},
       {"bind_cores_to_rank", s.bindCoresToRank},
       {"bind_core_list", s.bindCoreList},
@@ -94,6 +95,7 @@ JobSpec jobSpecFromJson(const std::string& text, const std::string& what) {
                                 "exports",
                                 "comm_backend",
                                 "no_local_rank",
+                                "local_rank_at",
                                 "each_rank_log_dir",
                                 "bind_cores_to_rank",
                                 "bind_core_list",
@@ -129,6 +131,10 @@ JobSpec jobSpecFromJson(const std::string& text, const std::string& what) {
   s.exports = field<EnvMap>(j, "exports", what);
   s.commBackend = field<std::string>(j, "comm_backend", what);
   s.noLocalRank = field<bool>(j, "no_local_rank", what);
+  s.localRankAt = field<int>(j, "local_rank_at", what);
+  if (s.localRankAt < -1 || s.localRankAt > static_cast<int>(s.program.size()))
+    throw ConfigError(fmt::format("{}: local_rank_at {} is outside the program's {} words", what,
+                                  s.localRankAt, s.program.size()));
   s.eachRankLogDir = field<std::string>(j, "each_rank_log_dir", what);
   s.bindCoresToRank = field<bool>(j, "bind_cores_to_rank", what);
   s.bindCoreList = field<std::string>(j, "bind_core_list", what);

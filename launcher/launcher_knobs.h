@@ -28,9 +28,10 @@ inline constexpr Knob kSshConfig{
     .name = "DS_SSH_CONFIG",
     .type = KnobType::kPath,
     .doc =
-        "The ssh_config the ssh runner honours, like ssh -F (Host aliases, HostName, Port, "
-        "User, IdentityFile, UserKnownHostsFile, ConnectTimeout). Unset or empty: "
-        "~/.ssh/config then /etc/ssh/ssh_config.",
+        "The ssh_config the ssh runner and the master-address alias lookup honour, like "
+        "ssh -F (Host aliases, HostName, Port, User, IdentityFile, UserKnownHostsFile, "
+        "ConnectTimeout). Unset or empty: ~/.ssh/config then /etc/ssh/ssh_config, with ~ the "
+        "user's home in the password database as for OpenSSH (not $HOME).",
     .readBy = kReadByDsrun};
 inline constexpr Knob kSshConnectTimeout{
     .name = "DS_SSH_CONNECT_TIMEOUT",
@@ -69,18 +70,31 @@ inline constexpr Knob kSshTeardownGrace{
 inline constexpr Knob kEnvFile{
     .name = "DS_ENV_FILE",
     .type = KnobType::kPath,
-    .dflt = ".dsenv",
+    .dflt = ".deepspeed_env",
     .doc =
-        "The exports file read from ~ then . (only this path when absolute); set but "
-        "missing is an error. Empty counts as unset.",
+        "The exports file read from ~ then . (only this path when absolute), as in DeepSpeed; "
+        "unset, ~ and . are each searched for .deepspeed_env then .dsenv. Set but missing is "
+        "an error. Empty counts as unset.",
     .readBy = kReadByDsrun};
 
 // Other programs' variables dsrun reads.
-inline constexpr Knob kHome{.name = "HOME",
-                            .type = KnobType::kPath,
-                            .doc = "Where ~/.dsenv and ~/.ssh/config are looked up.",
-                            .readBy = kReadByDsrun,
-                            .origin = kThirdParty};
+inline constexpr Knob kHome{
+    .name = "HOME",
+    .type = KnobType::kPath,
+    .doc =
+        "Where ~/.deepspeed_env and ~/.dsenv are looked up. Not used for ~/.ssh (the password "
+        "database's home, as OpenSSH), but for a user without a password entry.",
+    .readBy = kReadByDsrun,
+    .origin = kThirdParty};
+inline constexpr Knob kTmpDir{
+    .name = "TMPDIR",
+    .type = KnobType::kPath,
+    .dflt = "/tmp",
+    .doc =
+        "Where dsrun keeps its private per-user folder dsrun-<uid> (mode 0700; the mpirun "
+        "hostfile of --launcher openmpi). Empty counts as unset.",
+    .readBy = kReadByDsrun,
+    .origin = kThirdParty};
 inline constexpr Knob kPath{
     .name = "PATH",
     .type = KnobType::kString,
@@ -126,6 +140,7 @@ inline constexpr const Knob* kLauncherKnobList[] = {
     &kSshTeardownGrace,
     &kEnvFile,
     &kHome,
+    &kTmpDir,
     &kPath,
     &kCudaVisibleDevices,
     &kKmpAffinity,

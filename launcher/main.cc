@@ -21,9 +21,11 @@
 #include "launcher/dry_run.h"
 #include "launcher/job_builder.h"
 #include "launcher/local_host.h"
+#include "launcher/restart_loop.h"
 #include "launcher/runner_commands.h"
 #include "launcher/runners.h"
 #include "launcher/shell_quote.h"
+#include "launcher/temp_hostfile.h"
 
 namespace ds::launcher {
 namespace {
@@ -33,28 +35,6 @@ std::string currentDir() {
   if (!::getcwd(buf, PATH_MAX)) throw SystemError("getcwd", errno);
   return buf;
 }
-
-// The hostfile mpirun reads, written for this job and removed when the job ends.
-class TempHostfile {
- public:
-  TempHostfile(const std::string& path, const std::string& text) : path_(path) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) throw SystemError(fmt::format("create the mpirun hostfile {}", path), errno);
-    ssize_t n = ::write(fd, text.data(), text.size());
-    int err = errno;
-    ::close(fd);
-    if (n != static_cast<ssize_t>(text.size())) {
-      ::unlink(path.c_str());
-      throw SystemError(fmt::format("write the mpirun hostfile {}", path), n < 0 ? err : EIO);
-    }
-  }
-  ~TempHostfile() { ::unlink(path_.c_str()); }
-  TempHostfile(const TempHostfile&) = delete;
-  TempHostfile& operator=(const TempHostfile&) = delete;
-
- private:
-  std::string path_;
-};
 
 // pdsh, mpirun, srun must exist before anything starts (DeepSpeed: "launcher 'X' not installed.").
 void requireTool(const std::string& tool, const char* launcher, const EnvMap& env) {
@@ -117,8 +97,8 @@ SuperviseOptions watchFailures(const JobSpec& spec, RunnerKind kind) {
   return o;
 }
 
-int runJob(const JobPlan& plan, const BuildContext& ctx) {
-  const JobSpec& spec = plan.spec;
+// One attempt of the job; `spec` is plan.spec, or its copy for a restart (restart_loop.h).
+int runJob(const JobPlan& plan, const JobSpec& spec, const BuildContext& ctx) {
   switch (spec.runner) {
     case RunnerKind::kLocal: return runNodeAgent(spec, plan.nodeRank);
     case RunnerKind::kSsh: return runOverSsh(spec, sshCommands(spec, ctx.dsrunPath));
@@ -129,7 +109,8 @@ int runJob(const JobPlan& plan, const BuildContext& ctx) {
     }
     case RunnerKind::kOpenMpi: {
       requireTool("mpirun", "openmpi", ctx.env);
-      Invocation inv = openMpiInvocation(spec, openMpiHostfilePath(spec), ::geteuid() == 0);
+      Invocation inv =
+          openMpiInvocation(spec, openMpiHostfilePath(spec, ctx.env), ::geteuid() == 0);
       TempHostfile hostfile(inv.hostfilePath, inv.hostfileText);
       return superviseCommand(inv.argv, inv.env, watchFailures(spec, RunnerKind::kOpenMpi));
     }
@@ -165,6 +146,7 @@ int dsrunMain(int argc, char** argv) {
   ctx.dsrunPath = selfExePath();
   ctx.pid = static_cast<int>(::getpid());
   ctx.gpuCount = localGpuCount();
+  checkMaxRestarts(opts.maxRestarts, opts.noSsh);
   JobPlan plan = buildJobPlan(opts, ctx);
   for (const auto& n : plan.notices) std::fprintf(stderr, "dsrun: %s\n", n.c_str());
   if (opts.dryRun) {
@@ -174,7 +156,8 @@ int dsrunMain(int argc, char** argv) {
   requireDsrt(opts, plan.spec);
   if (isTrainCheck(opts.program)) execTrainCheck(plan.spec);  // validate only: no rank starts
   std::fflush(stdout);
-  return runJob(plan, ctx);
+  return runWithRestarts(plan.spec, opts.maxRestarts,
+                         [&](const JobSpec& spec) { return runJob(plan, spec, ctx); });
 }
 
 }  // namespace

@@ -55,7 +55,11 @@ EnvMap rankEnvironment(const JobSpec& spec, int node, int localIndex, const EnvM
 
 std::vector<std::string> rankArgv(const JobSpec& spec, int localIndex) {
   std::vector<std::string> argv = spec.program;
-  if (!spec.noLocalRank) argv.push_back("--local_rank=" + std::to_string(localIndex));
+  if (spec.noLocalRank) return argv;
+  std::string arg = "--local_rank=" + std::to_string(localIndex);
+  if (spec.localRankAt < 0 || spec.localRankAt >= static_cast<int>(argv.size()))
+    argv.push_back(arg);
+  else argv.insert(argv.begin() + spec.localRankAt, arg);
   return argv;
 }
 

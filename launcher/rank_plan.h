@@ -25,7 +25,8 @@ ds::RankEnv rankEnvFor(const JobSpec& spec, int node, int localIndex);
 EnvMap rankEnvironment(const JobSpec& spec, int node, int localIndex, const EnvMap& base,
                        int cores);
 
-// The rank's argv: spec.program with `--local_rank=<LOCAL_RANK>` appended unless noLocalRank.
+// The rank's argv: spec.program with `--local_rank=<LOCAL_RANK>` inserted at spec.localRankAt
+// (after every argument when -1; python_program.h) unless noLocalRank.
 std::vector<std::string> rankArgv(const JobSpec& spec, int localIndex);
 
 }  // namespace ds::launcher

@@ -12,8 +12,8 @@ namespace ds::launcher {
 std::vector<std::string> sshConfigFiles(const EnvMap& env) {
   if (auto f = knobString(knobs::kSshConfig, env); f && !f->empty()) return {*f};
   std::vector<std::string> out;
-  if (auto home = knobString(knobs::kHome, env); home && !home->empty())
-    out.push_back(*home + "/.ssh/config");
+  if (std::string dir = ssh::sshUserDir(knobString(knobs::kHome, env).value_or("")); !dir.empty())
+    out.push_back(dir + "/config");
   out.push_back("/etc/ssh/ssh_config");
   return out;
 }

@@ -13,7 +13,9 @@
 namespace ds::launcher {
 
 // The config files ssh would read: $DS_SSH_CONFIG alone when set (like ssh -F), else
-// $HOME/.ssh/config then /etc/ssh/ssh_config.
+// ~/.ssh/config then /etc/ssh/ssh_config, with ~ the password database's home of this user
+// (ssh::sshUserDir; $HOME only for a user without an entry), as the ssh runner's connection and
+// OpenSSH resolve it.
 std::vector<std::string> sshConfigFiles(const EnvMap& env);
 
 // HostName for `alias` over those files (missing or unreadable files are skipped); nullopt when

@@ -8,7 +8,9 @@ PACKAGES=(
   libgloo-dev libopenmpi-dev openmpi-bin libssh-dev openssh-server openssh-client pdsh
   libcli11-dev libyaml-cpp-dev libfmt-dev catch2 nlohmann-json3-dev libopenblas-dev help2man
   liburing-dev libaio-dev clang libclang-rt-14-dev clang-format clang-tidy procps iproute2
-  python3 jq
+  python3 python3-numpy jq
+  python3-torch       # the e2e test of a user's torch.distributed program under dsrun and torchrun
+  python3-matplotlib  # scripts/plot_run.py (dsrt plot)
   slurmd slurmctld slurm-client munge
   mpich  # hydra for the mpich launcher tests; its mpirun alternative ranks below Open MPI's
 )

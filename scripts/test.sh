@@ -117,6 +117,7 @@ done
 # prints passed / failed / skipped and every skip with its reason, and fails the run if anything
 # failed or a test other than a [gpu] one skipped (the test cluster's sshd, pdsh, Open MPI, MPICH
 # and the one-host Slurm are installed by install_deps.sh and started by the tests themselves).
+# The [fault] cases (label fault) run here in their short form; bench/faults.sh runs the long one.
 status=0
 rm -f ctest-main.xml ctest-slow.xml
 ctest --output-on-failure -LE slow --timeout 900 --output-junit "$PWD/ctest-main.xml" || status=$?

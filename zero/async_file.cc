@@ -21,6 +21,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/safe_file.h"
 #include "zero/zero_knobs.h"
 
 #ifdef DS_HAVE_URING
@@ -307,17 +308,20 @@ AsyncFile::AsyncFile(const std::string& path, size_t bytes) : AsyncFile(path, by
 
 namespace {
 
-// Opens (creates, truncates) the swap file with O_DIRECT where the filesystem allows it;
-// *direct tells which.
+// Creates the swap file afresh with O_DIRECT where the filesystem allows it; *direct tells which.
+// Never through a planted name: a symlink, FIFO or another user's file there is refused
+// (ConfigError naming the path); our own leftover (a killed run's, pid reused) is replaced.
 int openSwapFile(const std::string& path, bool* direct) {
-  int descriptor = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
-  *direct = descriptor >= 0;
-  if (descriptor < 0 && errno == EINVAL) {
-    DS_LOG_INFO("zero", "nvme swap: {} does not allow O_DIRECT; using buffered I/O", path);
-    descriptor = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const std::string what = "nvme swap file";
+  try {
+    *direct = true;
+    return createFile(path, O_RDWR | O_DIRECT, 0600, ExistingFile::kReplace, what);
+  } catch (const SystemError& e) {
+    if (e.code() != EINVAL) throw;
   }
-  if (descriptor < 0) throw SystemError("open swap file " + path, errno);
-  return descriptor;
+  DS_LOG_INFO("zero", "nvme swap: {} does not allow O_DIRECT; using buffered I/O", path);
+  *direct = false;
+  return createFile(path, O_RDWR, 0600, ExistingFile::kReplace, what);
 }
 
 }  // namespace

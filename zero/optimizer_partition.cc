@@ -126,31 +126,80 @@ void OptimizerPartition::write(size_t state, size_t offset, size_t count, const 
   }
 }
 
-void OptimizerPartition::stepTile(float* const* states, const float* grad, size_t cnt,
-                                  float gradScale, float learningRate, int64_t step,
-                                  Half16Out out16) {
-  if (opt_.type == "Lamb") {
-    DS_CHECK(!segments_.empty() && files_.empty(), "Lamb needs its parameters' extents in memory");
-    LambConfig config{learningRate,  opt_.beta1,          opt_.beta2,
-                      opt_.eps,      opt_.weightDecay,    opt_.maxCoeff,
-                      opt_.minCoeff, opt_.biasCorrection, opt_.epsInsideSqrt};
-    for (const auto& [offset, size] : segments_) {
-      DS_CHECK(offset + size <= cnt, "Lamb parameter extent past the partition");
-      Half16Out part = out16;
-      if (part.data) part.data += offset;
-      lambStep(config, step, gradScale, states[0] + offset, grad + offset, states[1] + offset,
-               states[2] + offset, size, part);
-    }
-  } else if (names_.size() == 3) {
-    AdamConfig config{learningRate,       opt_.beta1,
-                      opt_.beta2,         opt_.eps,
-                      opt_.weightDecay,   opt_.type == "AdamW" ? true : opt_.adamwMode,
+void OptimizerPartition::setDecayRuns(std::vector<Run> runs) {
+  for (size_t k = 0; k < runs.size(); ++k)
+    DS_CHECK(runs[k].begin < runs[k].end && runs[k].end <= size_ &&
+                 (k == 0 || runs[k - 1].end <= runs[k].begin),
+             "decay run {} [{}, {}) of a partition of {}", k, runs[k].begin, runs[k].end, size_);
+  decayRuns_ = std::move(runs);
+  decayAll_ = false;
+}
+
+void OptimizerPartition::stepRun(float* const* states, const float* grad, size_t cnt,
+                                 float gradScale, float learningRate, int64_t step, Half16Out out16,
+                                 bool decay) {
+  const float weightDecay = decay ? opt_.weightDecay : 0.f;
+  if (names_.size() == 3) {
+    AdamConfig config{learningRate,       opt_.beta1,  opt_.beta2,
+                      opt_.eps,           weightDecay, opt_.type == "AdamW" ? true : opt_.adamwMode,
                       opt_.biasCorrection};
     adamStep(bestIsa(), config, step, gradScale, states[0], grad, states[1], states[2], cnt, out16);
   } else {
-    SgdConfig config{learningRate, opt_.momentum, opt_.weightDecay};
+    SgdConfig config{learningRate, opt_.momentum, weightDecay};
     sgdStep(bestIsa(), config, gradScale, states[0], grad, names_.size() > 1 ? states[1] : nullptr,
             cnt, out16);
+  }
+}
+
+// Lamb: one trust ratio per parameter, so one lambStep per segment (stage 0: the partition is
+// every parameter whole, in memory).
+void OptimizerPartition::stepLamb(float* const* states, const float* grad, size_t first, size_t cnt,
+                                  float gradScale, float learningRate, int64_t step,
+                                  Half16Out out16) {
+  DS_CHECK(!segments_.empty() && files_.empty() && first == 0,
+           "Lamb needs its parameters' extents in memory");
+  for (const auto& segment : segments_) {
+    DS_CHECK(segment.offset + segment.size <= cnt, "Lamb parameter extent past the partition");
+    LambConfig config{learningRate,
+                      opt_.beta1,
+                      opt_.beta2,
+                      opt_.eps,
+                      segment.decay ? opt_.weightDecay : 0.f,
+                      opt_.maxCoeff,
+                      opt_.minCoeff,
+                      opt_.biasCorrection,
+                      opt_.epsInsideSqrt};
+    Half16Out part = out16;
+    if (part.data) part.data += segment.offset;
+    const size_t off = segment.offset;
+    lambStep(config, step, gradScale, states[0] + off, grad + off, states[1] + off, states[2] + off,
+             segment.size, part);
+  }
+}
+
+void OptimizerPartition::stepTile(float* const* states, const float* grad, size_t first, size_t cnt,
+                                  float gradScale, float learningRate, int64_t step,
+                                  Half16Out out16) {
+  if (opt_.type == "Lamb")
+    return stepLamb(states, grad, first, cnt, gradScale, learningRate, step, out16);
+  if (decayAll_ || opt_.weightDecay == 0.f)
+    return stepRun(states, grad, cnt, gradScale, learningRate, step, out16, true);
+  const size_t end = first + cnt;
+  auto run = std::upper_bound(decayRuns_.begin(), decayRuns_.end(), first,
+                              [](size_t pos, const Run& item) { return pos < item.end; });
+  for (size_t pos = first; pos < end;) {
+    const bool inRun = run != decayRuns_.end() && run->begin <= pos;
+    const size_t next = inRun                                         ? std::min(run->end, end)
+                        : run != decayRuns_.end() && run->begin < end ? run->begin
+                                                                      : end;
+    const size_t rel = pos - first;
+    float* shifted[3] = {};
+    for (size_t state = 0; state < names_.size(); ++state) shifted[state] = states[state] + rel;
+    Half16Out part = out16;
+    if (part.data) part.data += rel;
+    stepRun(shifted, grad + rel, next - pos, gradScale, learningRate, step, part, inRun);
+    if (inRun && next == run->end) ++run;
+    pos = next;
   }
 }
 
@@ -163,7 +212,7 @@ void OptimizerPartition::update(
   float* states[3] = {};
   for (size_t state = 0; state < names_.size(); ++state)
     states[state] = state == 0 && alias_ ? alias_ : mem_[state].data();
-  stepTile(states, grad, count, gradScale, learningRate, step, out16);
+  stepTile(states, grad, 0, count, gradScale, learningRate, step, out16);
   if (afterTile) afterTile(0, count, states[0]);
 }
 
@@ -210,7 +259,7 @@ void OptimizerPartition::updateNvme(
     for (size_t state = 0; state < numStates; ++state) states[state] = buf(slot, state);
     Half16Out tileOut = out16;
     if (tileOut.data) tileOut.data += off;
-    stepTile(states, grad + off, cnt, gradScale, learningRate, step, tileOut);
+    stepTile(states, grad + off, off, cnt, gradScale, learningRate, step, tileOut);
     note(Kind::kUpdated, k);
     if (afterTile) afterTile(off, cnt, states[0]);
     for (size_t state = 0; state < numStates; ++state)

@@ -28,6 +28,14 @@ class OptimizerPartition {
   ~OptimizerPartition();
 
   size_t size() const { return size_; }
+  // Where weight decay applies: sorted, disjoint local runs [begin, end). Every other element is
+  // updated with weight decay 0 (biases, LayerNorm gains, padding). Never called: decay applies
+  // everywhere. A run's elements get exactly the arithmetic they would get in one call over the
+  // whole partition (the kernels are elementwise), so where the runs split nothing changes.
+  struct Run {
+    size_t begin = 0, end = 0;
+  };
+  void setDecayRuns(std::vector<Run> runs);
   const std::vector<std::string>& stateNames() const { return names_; }  // [0] is "fp32"
   // Copies of a local range of one state (any place).
   void read(size_t state, size_t offset, size_t count, float* out);
@@ -39,9 +47,11 @@ class OptimizerPartition {
               Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile);
 
   // Lamb: the extents (local offset, size) of whole parameters, each with its own trust ratio.
-  void setSegments(std::vector<std::pair<size_t, size_t>> segments) {
-    segments_ = std::move(segments);
-  }
+  struct Segment {
+    size_t offset = 0, size = 0;
+    bool decay = true;  // weight decay applies (the parameter's ParamInfo::decay)
+  };
+  void setSegments(std::vector<Segment> segments) { segments_ = std::move(segments); }
 
   MemPlace place() const;
   size_t stateBytes() const;   // optimizer states held (master counted only when owned)
@@ -70,8 +80,13 @@ class OptimizerPartition {
 
  private:
   void openSwap(size_t subGroupSize, int rank);
-  void stepTile(float* const* states, const float* grad, size_t cnt, float gradScale,
+  // One tile at local offset `first`: split into runs with and without decay.
+  void stepTile(float* const* states, const float* grad, size_t first, size_t cnt, float gradScale,
                 float learningRate, int64_t step, Half16Out out16);
+  void stepLamb(float* const* states, const float* grad, size_t first, size_t cnt, float gradScale,
+                float learningRate, int64_t step, Half16Out out16);
+  void stepRun(float* const* states, const float* grad, size_t cnt, float gradScale,
+               float learningRate, int64_t step, Half16Out out16, bool decay);
   void updateNvme(const float* grad, size_t count, float gradScale, float learningRate,
                   int64_t step, Half16Out out16,
                   const std::function<void(size_t, size_t, const float*)>& afterTile);
@@ -80,8 +95,10 @@ class OptimizerPartition {
   OptimizerOptions opt_;
   OffloadOptions offload_;
   std::vector<std::string> names_;
-  std::vector<std::pair<size_t, size_t>> segments_;  // Lamb's parameters
+  std::vector<Segment> segments_;  // Lamb's parameters
   float* alias_;
+  bool decayAll_ = true;
+  std::vector<Run> decayRuns_;
   std::vector<std::vector<float>> mem_;            // per state (mem_[0] empty when aliased)
   std::vector<std::unique_ptr<AsyncFile>> files_;  // per state (nvme)
   size_t tile_ = 0;                                // elements per nvme tile (multiple of 1024)

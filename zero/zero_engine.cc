@@ -4,6 +4,7 @@
 // Not where any stage's layout or communication lives (see stage.h and its implementations).
 #include "zero/zero_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -41,6 +42,30 @@ std::unique_ptr<Stage> makeStage(const StageContext& ctx) {
   }
 }
 
+// The local runs of the optimizer partition that weight decay applies to: the parts of each
+// local range lying in a parameter with ParamInfo::decay, merged where adjacent.
+std::vector<OptimizerPartition::Run> decayRuns(const ParamIndex& index,
+                                               const std::vector<LocalRange>& ranges) {
+  std::vector<OptimizerPartition::Run> runs;
+  for (const auto& range : ranges) {
+    const size_t flatEnd = range.flatOffset + range.size;
+    for (size_t flat = range.flatOffset; flat < flatEnd;) {
+      const size_t param = index.paramAt(flat);
+      const size_t next = std::min(flatEnd, index.offset(param) + index.param(param).numel);
+      if (index.param(param).decay) {
+        const size_t begin = range.localOffset + (flat - range.flatOffset);
+        const size_t end = begin + (next - flat);
+        if (!runs.empty() && runs.back().end == begin) runs.back().end = end;
+        else runs.push_back({begin, end});
+      }
+      flat = next;
+    }
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& lhs, const auto& rhs) { return lhs.begin < rhs.begin; });
+  return runs;
+}
+
 }  // namespace
 
 // The engine's state; members are declared in construction order (the stage refers to all
@@ -60,14 +85,16 @@ struct ZeroEngine::Impl {
     optimizer = std::make_unique<OptimizerPartition>(stage->localSize(), optimizerOptions,
                                                      options.offloadOptimizer, options.subGroupSize,
                                                      alias, comm.rank());
+    optimizer->setDecayRuns(decayRuns(index, stage->ranges()));
     if (optimizerOptions.type == "Lamb") {
       // The trust ratio is per parameter: only stage 0 holds every parameter whole.
       if (options.stage != 0)
         throw ConfigError("optimizer.type Lamb: needs zero_optimization.stage 0 (stage is " +
                           std::to_string(options.stage) + ")");
-      std::vector<std::pair<size_t, size_t>> segments;
+      std::vector<OptimizerPartition::Segment> segments;
       for (size_t param = 0; param < index.count(); ++param)
-        segments.emplace_back(index.offset(param), index.param(param).numel);
+        segments.push_back(
+            {index.offset(param), index.param(param).numel, index.param(param).decay});
       optimizer->setSegments(std::move(segments));
     }
   }
@@ -122,9 +149,10 @@ ZeroEngine::ZeroEngine(std::vector<ParamInfo> params, int numBlocks, comm::Proce
                        ZeroOptions zopts, OptimizerOptions oopts)
     : impl_(std::make_unique<Impl>(std::move(params), numBlocks, group, std::move(zopts),
                                    std::move(oopts))) {
-  DS_LOG_INFO("zero", "ZeRO stage {} on {} rank(s), {} params ({} elements); memory per rank:\n{}",
-              impl_->options.stage, impl_->comm.world(), impl_->index.count(), impl_->index.numel(),
-              memory().toString());
+  DS_LOG_DEBUG("zero",
+               "ZeRO stage {} on {} rank(s), {} params ({} elements); this rank's memory:\n{}",
+               impl_->options.stage, impl_->comm.world(), impl_->index.count(),
+               impl_->index.numel(), memory().toString());
 }
 
 ZeroEngine::~ZeroEngine() {

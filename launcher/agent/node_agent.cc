@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/safe_file.h"
 #include "launcher/agent/child_process.h"
 #include "launcher/agent/core_binding.h"
 #include "launcher/agent/exit_status.h"
@@ -25,6 +26,7 @@
 #include "launcher/job_builder.h"
 #include "launcher/launcher_knobs.h"
 #include "launcher/rank_plan.h"
+#include "launcher/restart_loop.h"
 #include "launcher/runners.h"
 
 namespace ds::launcher {
@@ -51,6 +53,9 @@ class NodeAgent {
   int run() {
     spawnAll();
     loop();
+    // A stop signal that came after the last rank ended still means "no restart".
+    for (int sig = signals_.next(); sig != 0; sig = signals_.next())
+      if (sig != SIGCHLD) noteStopSignal(sig);
     if (failure_) return *failure_;
     if (stopSignal_ != 0) {
       say(fmt::format("stopped {} rank(s) on host {} after {}", ranks_.size(), host_, stopCause_));
@@ -77,7 +82,7 @@ class NodeAgent {
                    const std::vector<int>& cpus, const std::string& logStamp);
   void onSpawnFailure(const RankProc& r, const Error& e);
   void loop();
-  void reap();
+  void reap(int firstPid);
   void onRankExit(const RankProc& r, int waitStatus);
   void onStopRequest(int sig, const std::string& cause);
   void beginStop(int sig);
@@ -178,9 +183,8 @@ void NodeAgent::prepareRank(PendingRank* p, int local, const EnvMap& base, int c
   so.cpus = cpus;
   if (!logStamp.empty()) {
     std::string path = rankLogPath(spec_.eachRankLogDir, logStamp, p->proc.globalRank);
-    p->logFile.reset(
-        DS_SYS_CHECK(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644),
-                     "open rank log {}", path));
+    p->logFile.reset(createFile(path, O_WRONLY | O_APPEND, 0644, ExistingFile::kAppend,
+                                "--enable_each_rank_log: rank log"));
     so.stdoutFd = so.stderrFd = p->logFile.get();
   } else {
     p->out = makePipe("rank stdout");
@@ -193,6 +197,8 @@ void NodeAgent::prepareRank(PendingRank* p, int local, const EnvMap& base, int c
 void NodeAgent::onSpawnFailure(const RankProc& r, const Error& e) {
   if (failure_) return;
   failure_ = dynamic_cast<const SpawnError*>(&e) != nullptr ? 127 : 1;
+  noteRankFailure(fmt::format("rank {} on host {}", r.globalRank, host_),
+                  fmt::format("could not start: {}", e.what()));
   say(fmt::format("rank {} on host {} could not start: {}", r.globalRank, host_, e.what()));
 }
 
@@ -236,7 +242,7 @@ void NodeAgent::loop() {
       if (p.revents == 0) continue;
       if (p.fd == signals_.fd()) {
         for (int sig = signals_.next(); sig != 0; sig = signals_.next()) {
-          if (sig == SIGCHLD) reap();
+          if (sig == SIGCHLD) reap(signals_.lastPid());
           else onStopRequest(sig, "receiving " + signalName(sig));
         }
       } else if (p.fd == watchFd_) {
@@ -253,8 +259,17 @@ void NodeAgent::loop() {
   }
 }
 
-void NodeAgent::reap() {
-  for (auto& r : ranks_) {
+// Reaps every rank that has exited, `firstPid` (the child whose SIGCHLD woke us: the first to die
+// when several did before the agent ran) before the others, so the job's status and the restart
+// log name the rank that failed first, not one that failed because of it.
+void NodeAgent::reap(int firstPid) {
+  std::vector<RankProc*> order;
+  for (auto& r : ranks_)
+    if (r.pid == firstPid) order.push_back(&r);
+  for (auto& r : ranks_)
+    if (r.pid != firstPid) order.push_back(&r);
+  for (RankProc* rp : order) {
+    RankProc& r = *rp;
     if (r.reaped) continue;
     siginfo_t si{};
     if (::waitid(P_PID, static_cast<id_t>(r.pid), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
@@ -273,8 +288,22 @@ void NodeAgent::reap() {
 }
 
 void NodeAgent::onRankExit(const RankProc& r, int st) {
+  if (stopping_ && !killed_ && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+    // Not our SIGKILL (that comes after the grace): killed from outside, and its sockets closed
+    // before it could be reaped, so a peer failing on the broken connection exited first. It
+    // failed first: its 137 replaces the peer's exit code (restart_loop.h names it too).
+    const std::string where =
+        fmt::format("rank {} (local rank {}) on host {}", r.globalRank, r.localRank, host_);
+    if (failure_ && *failure_ < 128) failure_ = statusFromWait(st);
+    noteRankFailure(where, describeWait(st));
+    say(fmt::format("{} {} while the job was stopping", where, describeWait(st)));
+    return;
+  }
   if (st == 0 || stopping_) return;
   failure_ = statusFromWait(st);
+  noteRankFailure(
+      fmt::format("rank {} (local rank {}) on host {}", r.globalRank, r.localRank, host_),
+      describeWait(st));
   size_t others = liveRanks();
   say(fmt::format("rank {} (local rank {}) on host {} {}{}", r.globalRank, r.localRank, host_,
                   describeWait(st),
@@ -283,6 +312,7 @@ void NodeAgent::onRankExit(const RankProc& r, int st) {
 }
 
 void NodeAgent::onStopRequest(int sig, const std::string& cause) {
+  noteStopSignal(sig);
   if (!stopping_) {
     stopSignal_ = sig;
     stopCause_ = cause;

@@ -41,7 +41,10 @@ int SignalWatch::next() {
   struct signalfd_siginfo info;
   for (;;) {
     ssize_t n = ::read(fd_.get(), &info, sizeof(info));
-    if (n == static_cast<ssize_t>(sizeof(info))) return static_cast<int>(info.ssi_signo);
+    if (n == static_cast<ssize_t>(sizeof(info))) {
+      lastPid_ = static_cast<int>(info.ssi_pid);
+      return static_cast<int>(info.ssi_signo);
+    }
     if (n < 0 && errno == EINTR) continue;
     return 0;
   }

@@ -23,12 +23,16 @@ class SignalWatch {
   int fd() const { return fd_.get(); }
   // The next pending signal number, or 0 when none is pending.
   int next();
+  // The sending pid of the signal next() last returned (for SIGCHLD: the child that changed
+  // state; when several die before the read, the signal is queued once, with the first's pid).
+  int lastPid() const { return lastPid_; }
 
  private:
   sigset_t set_;
   sigset_t oldMask_;
   struct sigaction oldPipe_;
   UniqueFd fd_;
+  int lastPid_ = 0;
 };
 
 }  // namespace ds::launcher

@@ -23,6 +23,7 @@
 #include "launcher/agent/node_agent.h"
 #include "launcher/agent/process_tree.h"
 #include "launcher/agent/signal_watch.h"
+#include "launcher/restart_loop.h"
 #include "launcher/runners.h"
 
 namespace ds::launcher {
@@ -68,7 +69,11 @@ class Supervisor {
     }
     err.write.reset();
     errFd_ = std::move(err.read);
-    return loop(signals, guard);
+    const int status = loop(signals, guard);
+    // A stop signal that came after the child ended still means "no restart".
+    for (int sig = signals.next(); sig != 0; sig = signals.next())
+      if (sig != SIGCHLD) noteStopSignal(sig);
+    return status;
   }
 
  private:
@@ -99,6 +104,7 @@ class Supervisor {
       if (p[0].revents == 0) continue;
       for (int sig = signals.next(); sig != 0; sig = signals.next()) {
         if (sig == SIGCHLD) continue;
+        noteStopSignal(sig);
         if (!stopping_) {
           stopSignal_ = sig;
           say(fmt::format("received {}; stopping {}", signalName(sig), argv_[0]));
@@ -195,11 +201,15 @@ class Supervisor {
       if (nl == std::string::npos) nl = text.size();
       std::string_view line(text.data() + start, nl - start);
       start = nl + 1;
+      std::string agentWhere, agentHow;  // a node agent's own failure line (pdsh relays it)
+      if (parseAgentFailureLine(std::string(line), &agentWhere, &agentHow))
+        noteRankFailure(agentWhere, agentHow);
       if (failure_ || stopping_) continue;
       auto f = so_.failureLine(line);
       if (!f) continue;
       failure_ = *f;
       std::string where = so_.describe ? so_.describe(*f) : "host " + f->host;
+      noteRankFailure(where, f->detail);
       say(fmt::format("{} failed ({}): job status {}{}", where, f->detail, f->status,
                       so_.stopOnFailure ? "; stopping the job on every host" : ""));
       if (so_.stopOnFailure) beginStop(SIGTERM);

@@ -11,6 +11,13 @@ void LineRelay::add(std::string_view data) {
   pending_.append(data);
   size_t end = pending_.rfind('\n');
   if (end == std::string::npos) return;
+  if (onLine_) {
+    for (size_t start = 0; start <= end;) {
+      size_t nl = pending_.find('\n', start);
+      onLine_(std::string_view(pending_).substr(start, nl - start));
+      start = nl + 1;
+    }
+  }
   writeAll(std::string_view(pending_).substr(0, end + 1));
   pending_.erase(0, end + 1);
 }

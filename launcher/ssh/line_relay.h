@@ -3,6 +3,7 @@
 // remote agent already prefixes its ranks' lines. Thread-safe across relays sharing one mutex.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -13,6 +14,9 @@ class LineRelay {
  public:
   // `fd` is not owned; `mutex` serialises writes of all relays to the same terminal/pipe.
   LineRelay(int fd, std::mutex* mutex) : fd_(fd), mutex_(mutex) {}
+  // `onLine` also sees every complete line (without its '\n') before it is written.
+  LineRelay(int fd, std::mutex* mutex, std::function<void(std::string_view)> onLine)
+      : fd_(fd), mutex_(mutex), onLine_(std::move(onLine)) {}
   ~LineRelay() { flush(); }
   LineRelay(const LineRelay&) = delete;
   LineRelay& operator=(const LineRelay&) = delete;
@@ -26,6 +30,7 @@ class LineRelay {
   void writeAll(std::string_view text);
   int fd_;
   std::mutex* mutex_;
+  std::function<void(std::string_view)> onLine_;
   std::string pending_;
 };
 

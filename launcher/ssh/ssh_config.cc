@@ -2,6 +2,8 @@
 #include "launcher/ssh/ssh_config.h"
 
 #include <libssh/libssh.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <memory>
 
@@ -62,6 +64,20 @@ SshHostConfig sshHostConfig(const std::string& host, const std::vector<std::stri
   const std::string identity = option(s, SSH_OPTIONS_IDENTITY);
   if (identity != defaultIdentity) out.identityFile = identity;
   return out;
+}
+
+std::string sshUserDir(const std::string& homeFallback) {
+  struct passwd pwd;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  std::string home;
+  if (::getpwuid_r(::getuid(), &pwd, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr)
+    home = found->pw_dir;
+  if (home.empty()) home = homeFallback;
+  if (home.empty()) return "";
+  while (home.size() > 1 && home.back() == '/') home.pop_back();
+  return (home == "/" ? "" : home) + "/.ssh";
 }
 
 }  // namespace ds::launcher::ssh

@@ -21,4 +21,12 @@ struct SshHostConfig {
 // host name libssh does not accept.
 SshHostConfig sshHostConfig(const std::string& host, const std::vector<std::string>& files);
 
+// The folder ssh means by ~/.ssh (its config, known_hosts, default identities): <home>/.ssh with
+// the home of this user in the password database, whatever $HOME says, as OpenSSH (pdsh's and
+// mpirun's ssh) and libssh's own `~` expansion in config values do; `homeFallback` (the caller's
+// $HOME) only when the user has no entry there (libssh does the same). The alias lookup
+// (ssh_alias.cc) and the connection (ssh_connection.cc) both take it from here, so they agree.
+// Empty when neither gives a home.
+std::string sshUserDir(const std::string& homeFallback);
+
 }  // namespace ds::launcher::ssh

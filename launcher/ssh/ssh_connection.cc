@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "launcher/launcher_knobs.h"
+#include "launcher/ssh/ssh_config.h"
 
 namespace ds::launcher::ssh {
 
@@ -86,12 +87,18 @@ SshConnection::SshConnection(std::string host, const SshOptions& options)
   ssh_options_set(s.session, SSH_OPTIONS_TIMEOUT, &timeout);
   if (ssh_options_set(s.session, SSH_OPTIONS_HOST, host_.c_str()) != SSH_OK)
     throw ConfigError(fmt::format("ssh: bad host '{}': {}", host_, s.error()));
+  // ~/.ssh (its config, known_hosts, default keys) is the one the alias lookup uses
+  // (sshUserDir: the password database's home, as OpenSSH), not left to libssh's own guess.
+  const std::string sshDir = sshUserDir(knobString(knobs::kHome).value_or(""));
+  if (!sshDir.empty() && ssh_options_set(s.session, SSH_OPTIONS_SSH_DIR, sshDir.c_str()) != SSH_OK)
+    throw ConfigError(fmt::format("ssh: cannot use {} as ~/.ssh: {}", sshDir, s.error()));
   // The config decides HostName, Port, User, IdentityFile, UserKnownHostsFile; an explicit file
   // (DS_SSH_CONFIG) replaces ~/.ssh/config and the system file, as `ssh -F` does.
   const char* config = options.configFile.empty() ? nullptr : options.configFile.c_str();
   if (ssh_options_parse_config(s.session, config) != SSH_OK)
     throw ConfigError(fmt::format("ssh: cannot read ssh config '{}' for host '{}': {}",
-                                  config ? config : "~/.ssh/config", host_, s.error()));
+                                  config ? config : (sshDir + "/config").c_str(), host_,
+                                  s.error()));
   // libssh's own log goes to stderr (e.g. a warning on OpenSSH's hostkeys global request): set
   // after the config, whose LogLevel would turn it on, and silent unless DS_SSH_LOG_LEVEL (0-4)
   // asks for it; our errors carry ssh_get_error's text.

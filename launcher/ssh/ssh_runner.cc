@@ -13,10 +13,13 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "launcher/launcher_knobs.h"
+#include "launcher/restart_loop.h"
 #include "launcher/runners.h"
 #include "launcher/ssh/line_relay.h"
 #include "launcher/ssh/ssh_connection.h"
@@ -76,7 +79,10 @@ bool connectAndWait(ssh::SshConnection& conn, size_t i, size_t n, JobState& st) 
 int runHost(ssh::SshConnection& conn, const std::string& command, const std::string& token,
             JobState& st) {
   ssh::LineRelay out(STDOUT_FILENO, &st.outMu);
-  ssh::LineRelay err(STDERR_FILENO, &st.outMu);
+  ssh::LineRelay err(STDERR_FILENO, &st.outMu, [](std::string_view line) {
+    std::string where, how;  // the remote agent's own failure line, for the restart log
+    if (parseAgentFailureLine(std::string(line), &where, &how)) noteRankFailure(where, how);
+  });
   conn.exec(command);
   conn.writeStdin("DS_JOB_TOKEN=" + token + "\n");  // stdin then stays open: EOF = job over
   const auto grace = std::chrono::seconds(knobIntOrDefault(knobs::kSshTeardownGrace));
@@ -137,6 +143,9 @@ void hostMain(const JobSpec& spec, const std::string& command, const ssh::SshOpt
                      conn->describe(), status);
       st.fail(status);
     }
+    if (status != 0)  // when the agent printed no rank failure line (a lost host)
+      noteRankFailure(describeJobHost(spec, spec.hosts[i].host),
+                      fmt::format("ended with status {}", status));
   }
   std::lock_guard<std::mutex> lock(st.mu);
   st.statuses[i] = status;
@@ -181,7 +190,9 @@ int runOverSsh(const JobSpec& spec, const std::vector<std::string>& perHostComma
   for (;;) {
     std::unique_lock<std::mutex> lock(st.mu);
     if (st.finished == n) break;
-    if (int sig = signals.caught(); sig != 0 && !st.stop) {
+    const int sig = signals.caught();
+    if (sig != 0) noteStopSignal(sig);  // also during a teardown: no restart after it
+    if (sig != 0 && !st.stop) {
       DS_LOG_ERROR("ssh", "dsrun got signal {}; stopping the job on every host", sig);
       st.abortStart = true;
       st.fail(128 + sig);
@@ -189,6 +200,7 @@ int runOverSsh(const JobSpec& spec, const std::vector<std::string>& perHostComma
     st.cv.wait_for(lock, std::chrono::milliseconds(kPollMs));
   }
   for (auto& t : threads) t.join();
+  if (int sig = signals.caught(); sig != 0) noteStopSignal(sig);
 
   std::exception_ptr first;
   for (size_t i = 0; i < n; ++i) {

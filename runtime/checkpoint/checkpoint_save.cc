@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "core/safe_file.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/durable_file.h"
 #include "runtime/checkpoint/layout.h"
@@ -135,6 +137,22 @@ json gatherEntries(const SaveRequest& r, const std::string& tagDir) {
   return files;
 }
 
+// A save killed mid-write (SIGKILL, power loss) leaves <name>.tmp.<pid> files beside the names
+// it was writing. Each rank removes those of the names only it writes (no other rank can be
+// writing them now), so a re-save into the folder starts clean.
+void removeKilledSaveTemps(const SaveRequest& r, const std::string& writeDir) {
+  std::vector<std::string> mine = {writeDir + "/" + ckpt::optimFileName(r.rank),
+                                   writeDir + "/" + ckpt::rankEntryFileName(r.rank)};
+  if (r.rank == 0) {
+    mine.push_back(writeDir + "/" + ckpt::kModelFile);
+    mine.push_back(writeDir + "/" + ckpt::kManifest);
+    mine.push_back(r.dir + "/latest");
+  }
+  for (const auto& path : mine)
+    for (const auto& gone : ds::removeStaleTemps(path))
+      DS_LOG_INFO("checkpoint", "removed {}, left by a save that did not finish", gone);
+}
+
 }  // namespace
 
 void saveCheckpoint(const SaveRequest& r) {
@@ -146,6 +164,7 @@ void saveCheckpoint(const SaveRequest& r) {
   const bool restage = ckpt::fileExists(tagDir + "/" + ckpt::kManifest);
   const std::string writeDir = restage ? tagDir + ".saving" : tagDir;
   ckpt::makeDirs(writeDir);
+  removeKilledSaveTemps(r, writeDir);
   json entry = writeOptim(r, writeDir);
   ckpt::writeFileDurable(writeDir + "/" + ckpt::rankEntryFileName(r.rank), entry.dump(1));
   json model;

@@ -15,13 +15,15 @@
 
 #include "core/crc32c.h"
 #include "core/error.h"
+#include "core/safe_file.h"
 
 namespace ds::runtime::ckpt {
 
 DurableWriter::DurableWriter(std::string path)
-    : path_(std::move(path)), tmp_(fmt::format("{}.tmp.{}", path_, ::getpid())) {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw SystemError(fmt::format("checkpoint: cannot create {}", tmp_), errno);
+    : path_(std::move(path)), tmp_(ds::tempNameFor(path_)) {
+  // Never through a planted name: a symlink or another user's file at the temp name is refused;
+  // our own leftover (a killed save whose pid came round again) is replaced.
+  fd_ = ds::createFile(tmp_, O_WRONLY, 0644, ds::ExistingFile::kReplace, "checkpoint: temp file");
 }
 
 DurableWriter::~DurableWriter() {

@@ -1,7 +1,10 @@
 // Durable, atomic file replacement for checkpoints: DurableWriter writes <path>.tmp.<pid>, and
 // commit() fsyncs it, renames it over <path> and fsyncs the directory; destroyed uncommitted, it
-// unlinks the temp file. Also RAII read access (ReadFile: pread with errors naming the file).
-// Not buffered I/O for small writes beyond a simple append buffer; not thread-safe.
+// unlinks the temp file. The temp file is created through core/safe_file (a symlink or another
+// user's file at its name is a ConfigError naming it); a killed save's temp files are removed by
+// the next save (removeStaleTemps in checkpoint_save.cc). Also RAII read access (ReadFile: pread
+// with errors naming the file). Not buffered I/O for small writes beyond a simple append buffer;
+// not thread-safe.
 #pragma once
 
 #include <cstddef>

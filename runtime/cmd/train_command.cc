@@ -17,12 +17,15 @@
 #include "comm/process_group.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/knobs.h"
 #include "core/log.h"
 #include "core/rank_env.h"
 #include "runtime/cmd/check_command.h"
 #include "runtime/cmd/train_command.h"
 #include "runtime/config/plan_loader.h"
+#include "runtime/engine/fault_injection.h"
 #include "runtime/engine/trainer.h"
+#include "runtime/tensor/tensor_knobs.h"
 
 namespace ds::runtime {
 
@@ -37,6 +40,28 @@ std::string localHostName() {
 bool hasLatestCheckpoint(const std::string& dir) {
   struct stat st;
   return !dir.empty() && ::stat((dir + "/latest").c_str(), &st) == 0;
+}
+
+// What to resume from: --resume (a tag, latest, or auto: latest when one exists); on a restart by
+// dsrun --max_restarts (DS_RESTART_ATTEMPT > 0) the latest checkpoint whenever one exists, since
+// it is at least as new as anything the command line names.
+std::string resumeChoice(const std::string& flag, const std::string& dir, int64_t attempt) {
+  const bool latest = hasLatestCheckpoint(dir);
+  if (attempt > 0 && latest) return "latest";
+  if (flag == "auto") return latest ? "latest" : "";
+  return flag;
+}
+
+// Rank 0's line for a restart: the attempt and the step it resumed from (the launcher's line
+// before it names the failure).
+void logRestart(int64_t attempt, const std::string& dir, const std::string& choice, int64_t step) {
+  std::string what;
+  if (!choice.empty()) what = fmt::format("resumed from step {} ({} in {})", step, choice, dir);
+  else if (dir.empty()) what = "the plan sets no train.checkpoint.dir; starting from step 0";
+  else what = fmt::format("no checkpoint in {} yet; starting from step 0", dir);
+  std::printf("dsrt train: restart attempt %lld: %s\n", static_cast<long long>(attempt),
+              what.c_str());
+  std::fflush(stdout);
 }
 
 struct TrainArgs {
@@ -62,7 +87,8 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   app.add_option("--local_rank", a.localRank, "set by the launcher (informational)");
   app.add_option("--resume", a.resume,
                  "resume from a checkpoint tag under train.checkpoint.dir: a tag, 'latest', or "
-                 "'auto' (latest when one exists, else start fresh)");
+                 "'auto' (latest when one exists, else start fresh); a restart by dsrun "
+                 "--max_restarts (DS_RESTART_ATTEMPT > 0) takes latest whenever it exists");
   app.add_option(
       "--summary", a.summary,
       "write the run summary JSON here (default: <train.checkpoint.dir>/run_summary.json)");
@@ -113,14 +139,16 @@ int trainCommand(int argc, char** argv) {
   }
 
   TrainerOptions opts;
-  opts.resume = a.resume;
-  if (opts.resume == "auto") {
-    opts.resume = hasLatestCheckpoint(plan.train.checkpointDir) ? "latest" : "";
-  }
+  const int64_t attempt = knobIntOrDefault(knobs::kRestartAttempt);
+  const std::string ckptDir = plan.train.checkpointDir;
+  opts.resume = resumeChoice(a.resume, ckptDir, attempt);
+  opts.faultKill = faultKillFromEnv(re.rank);
+  opts.progressBar = ::isatty(STDOUT_FILENO) == 1;  // a person at a terminal, not a pipe or file
   opts.summaryPath = a.summary;
   if (opts.summaryPath.empty() && !plan.train.checkpointDir.empty())
     opts.summaryPath = plan.train.checkpointDir + "/run_summary.json";
   Trainer trainer(std::move(plan), group.get(), opts);
+  if (attempt > 0 && re.rank == 0) logRestart(attempt, ckptDir, opts.resume, trainer.step());
   trainer.run();
   return 0;
 }

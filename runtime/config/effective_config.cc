@@ -36,6 +36,8 @@ json planBlocks(const Plan& plan) {
   j["train"] = {{"steps", t.steps},
                 {"eval_every", t.evalEvery},
                 {"eval_steps", t.evalSteps},
+                {"eval_tokens", t.evalTokens},
+                {"weight_decay_on", t.weightDecayOn},
                 {"seed", t.seed},
                 {"log_every", t.logEvery},
                 {"checkpoint", {{"dir", t.checkpointDir}, {"every", t.checkpointEvery}}}};

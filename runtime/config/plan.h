@@ -28,13 +28,16 @@ struct DataPlan {
 };
 
 struct TrainPlan {
-  int64_t steps = 200;          // optimizer steps
-  int64_t evalEvery = 0;        // 0: no periodic eval (still evaluated at the end if val exists)
-  int64_t evalSteps = 8;        // micro-batches per eval
-  std::string checkpointDir;    // empty: no checkpoints
-  int64_t checkpointEvery = 0;  // 0: only at the end (when checkpointDir is set)
-  uint64_t seed = 1234;         // init + data order
-  int64_t logEvery = 0;         // step-line cadence; 0 means deepspeed.steps_per_print
+  int64_t steps = 200;     // optimizer steps
+  int64_t evalEvery = 0;   // 0: no periodic eval (still evaluated at the end if val exists)
+  int64_t evalSteps = 8;   // global micro-batches per eval (when evalTokens is 0)
+  int64_t evalTokens = 0;  // validation tokens per eval (0: evalSteps batches); capped by
+                           // the validation set, never wrapping
+  std::string weightDecayOn = "matrices";  // "matrices" (params of 2+ dims) | "all"
+  std::string checkpointDir;               // empty: no checkpoints
+  int64_t checkpointEvery = 0;             // 0: only at the end (when checkpointDir is set)
+  uint64_t seed = 1234;                    // init + data order
+  int64_t logEvery = 0;                    // step-line cadence; 0 means deepspeed.steps_per_print
 };
 
 // fp16 block; loss_scale 0 = dynamic (reference/zero.md §5: documented defaults applied).

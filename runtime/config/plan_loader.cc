@@ -117,8 +117,6 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
   auto model = top.child("model");
   if (!model) top.fail("model", "required (model.gpt or model.mlp)");
   plan.model = readModel(*model, &plan.initFrom);
-  if (!plan.initFrom.empty() && std::filesystem::path(plan.initFrom).is_relative())
-    plan.initFrom = (std::filesystem::path(baseDir) / plan.initFrom).lexically_normal().string();
   NodeReader data = top.child("data").value_or(NodeReader(YAML::Node(), "data", &ctx));
   plan.data = readData(data, plan.model);
   NodeReader train = top.child("train").value_or(NodeReader(YAML::Node(), "train", &ctx));
@@ -170,6 +168,7 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
     }
   }
   top.finish();
+  resolvePlanPaths(plan, baseDir);
   plan.model.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
   plan.model.activationCheckpointing = plan.deepspeed.activationCheckpointing;
   plan.dsConfigJson = dsConfigToJson(plan.deepspeed);

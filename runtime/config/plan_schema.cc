@@ -82,6 +82,15 @@ TrainPlan readTrain(NodeReader& r) {
   t.steps = r.getInt("steps", t.steps, 0);
   t.evalEvery = r.getInt("eval_every", 0, 0);
   t.evalSteps = r.getInt("eval_steps", 8, 1);
+  t.evalTokens = r.getInt("eval_tokens", 0, 0);
+  if (r.has("eval_steps") && r.has("eval_tokens"))
+    r.fail("eval_tokens", "give either train.eval_tokens or train.eval_steps, not both");
+  t.weightDecayOn = r.getString("weight_decay_on", t.weightDecayOn);
+  if (t.weightDecayOn != "matrices" && t.weightDecayOn != "all")
+    r.fail("weight_decay_on",
+           fmt::format("expected 'matrices' (parameters of 2 or more dimensions: no decay for "
+                       "biases and LayerNorm) or 'all', got '{}'",
+                       t.weightDecayOn));
   t.seed = uint64_t(r.getInt("seed", 1234, 0));
   t.logEvery = r.getInt("log_every", 0, 0);
   if (auto c = r.child("checkpoint")) {

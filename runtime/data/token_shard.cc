@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/safe_file.h"
 
 namespace ds::runtime {
 namespace {
@@ -89,12 +90,10 @@ void writeTokenShard(const std::string& path, const std::vector<uint16_t>& token
   header[0] = kShardMagic;
   header[1] = kShardVersion;
   header[2] = int32_t(tokens.size());
-  std::string tmp = path + ".tmp";
+  std::string tmp = tempNameFor(path);
   {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0)
-      throw ConfigError(
-          fmt::format("token shard '{}': cannot create: {}", tmp, std::strerror(errno)));
+    // Never through a planted name (core/safe_file); our own leftover is replaced.
+    Fd fd(createFile(tmp, O_WRONLY, 0644, ExistingFile::kReplace, "token shard temp file"));
     auto writeAll = [&](const void* p, size_t n) {
       const char* c = static_cast<const char*>(p);
       while (n) {

@@ -10,7 +10,11 @@
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/safe_file.h"
 #include "runtime/engine/init_from.h"
+#include "runtime/engine/run_report.h"
+#include "runtime/engine/train_semantics.h"
+#include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"
 
 namespace ds::runtime {
@@ -54,7 +58,9 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
 
   zero::ZeroOptions z = plan_.deepspeed.zero;
   z.compute = mc.compute;
-  eng_ = std::make_unique<zero::ZeroEngine>(model_->params(), model_->numBlocks(), group_, z,
+  DecayChoice decay = applyDecayChoice(model_->params(), plan_);
+  logLine(decay.line);
+  eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_, z,
                                             plan_.deepspeed.optimizer);
   // A resume overwrites them; a fresh start takes model.gpt.init_from's weights when set.
   std::vector<float> flat;
@@ -83,6 +89,10 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   if (corpora_.val) {
     lo.shuffle = false;
     valLoader_ = std::make_unique<DataLoader>(corpora_.val, lo);
+    EvalBatches eval = evalBatches(plan_, valLoader_->batchesPerEpoch(), corpora_.val->size(),
+                                   corpora_.val->name(), world_);
+    evalBatches_ = eval.batches;
+    if (!eval.warning.empty()) logLine(fmt::format("{}: {}", plan_.source, eval.warning));
   }
   schedule_ = makeLrSchedule(plan_.deepspeed.scheduler, plan_.deepspeed.optimizer.lr);
   scaler_ = std::make_unique<LossScaler>(lossScalerOptionsFor(plan_.deepspeed.fp16));
@@ -120,8 +130,31 @@ void Trainer::barrier() {
 
 void Trainer::logLine(const std::string& line) {
   if (rank_ != 0 || !opts_.out) return;
+  if (barShown_) std::fputs(progressBarClear().c_str(), opts_.out);
+  barShown_ = false;
   std::fprintf(opts_.out, "%s\n", line.c_str());
   std::fflush(opts_.out);
+}
+
+void Trainer::drawProgress() {
+  if (rank_ != 0 || !opts_.out || !opts_.progressBar) return;
+  const double tokensPerSec = stepsPerSec_ * double(summary_.tokensPerStep);
+  std::string bar = formatProgressBar(step_, plan_.train.steps, stepsPerSec_, tokensPerSec, 100);
+  std::fputs(progressBarRedraw(bar).c_str(), opts_.out);
+  std::fflush(opts_.out);
+  barShown_ = true;
+}
+
+void Trainer::reportMemory() {
+  size_t largestTotal = 0;
+  const zero::MemoryReport maxima = largestOverRanks(group_, eng_->memory(), &largestTotal);
+  logLine(formatMemoryTable(maxima, largestTotal, world_));
+}
+
+void Trainer::reportOutputs() {
+  for (const auto& line : formatOutputLines(plan_.train.checkpointDir, summary_.checkpointTag,
+                                            monitors_->sinkLocations(), opts_.summaryPath))
+    logLine(line);
 }
 
 std::vector<float> Trainer::fullParams() {
@@ -132,6 +165,7 @@ std::vector<float> Trainer::fullParams() {
 
 StepRecord Trainer::trainStep() {
   const auto t0 = Clock::now();
+  if (stepsThisRun_ == 0) runStart_ = t0;
   const int gas = int(plan_.deepspeed.gradientAccumulationSteps);
   const double scale = scaler_->scale();
   const double lr = schedule_->lrForStep(eng_->stepCount());  // skipped steps do not advance it
@@ -171,6 +205,9 @@ StepRecord Trainer::trainStep() {
   rec.skipped = res.skipped;
   rec.stepMs = msSince(t0);
   summary_.steps.push_back(rec);
+  ++stepsThisRun_;
+  const double runSec = msSince(runStart_) / 1e3;
+  stepsPerSec_ = runSec > 0 ? double(stepsThisRun_) / runSec : 0;
 
   monitors_->write(trainEvents(samples_, rec.loss, lr, scale, rec.gradNorm));
   const bool breakdown = plan_.deepspeed.wallClockBreakdown;
@@ -205,6 +242,8 @@ StepRecord Trainer::trainStep() {
     m.skipped = rec.skipped;
     m.stepMs = rec.stepMs;
     m.tokensPerSec = rec.stepMs > 0 ? double(summary_.tokensPerStep) / (rec.stepMs / 1e3) : 0;
+    m.stepsPerSec = stepsPerSec_;
+    m.etaSec = stepsPerSec_ > 0 ? double(plan_.train.steps - step_) / stepsPerSec_ : -1;
     m.fwdMs = rec.fwdMs;
     m.bwdMs = rec.bwdMs;
     m.commMs = rec.commMs;
@@ -221,7 +260,7 @@ double Trainer::evaluate() {
                     "synthetic corpus's validation stream)",
                     plan_.source));
   valLoader_->reset();
-  const int64_t n = std::max<int64_t>(1, plan_.train.evalSteps);
+  const int64_t n = evalBatches_;  // each batch once: at most the set (evalBatches)
   double sum = 0;
   Batch b;
   for (int64_t i = 0; i < n; ++i) {
@@ -247,13 +286,16 @@ const RunSummary& Trainer::run() {
         plan_.model.kind, model_->numParamsTotal(), model_->numBlocks(), world_, summary_.zeroStage,
         summary_.dtype, plan_.deepspeed.trainBatchSize, plan_.model.seqLen, total, step_));
   }
+  reportMemory();
   std::string lastCkpt;
   while (step_ < total) {
+    maybeFaultKill(opts_.faultKill, FaultPoint::kStep, rank_, step_ + 1);
     trainStep();
     const auto& tp = plan_.train;
     if (tp.evalEvery > 0 && valLoader_ && step_ % tp.evalEvery == 0) evaluate();
     if (!ckptDir.empty() && tp.checkpointEvery > 0 && step_ % tp.checkpointEvery == 0)
       lastCkpt = saveCheckpoint(ckptDir);
+    drawProgress();
   }
   if (valLoader_ && (summary_.evals.empty() || summary_.evals.back().step != step_)) evaluate();
   // The final checkpoint, unless this step's is already written (or nothing was trained here).
@@ -275,20 +317,14 @@ const RunSummary& Trainer::run() {
         t.steps ? t.optimMs / double(t.steps) : 0));
   }
   writeSummary();
+  reportOutputs();
   return summary_;
 }
 
 void Trainer::writeSummary() {
   if (rank_ != 0 || opts_.summaryPath.empty()) return;
-  const std::string tmp = opts_.summaryPath + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    if (!f) throw SystemError(fmt::format("cannot write run summary '{}'", tmp), errno);
-    f << summary_.toJson() << "\n";
-    if (!f.flush()) throw SystemError(fmt::format("cannot write run summary '{}'", tmp), errno);
-  }
-  if (std::rename(tmp.c_str(), opts_.summaryPath.c_str()) != 0)
-    throw SystemError(fmt::format("cannot rename '{}' to '{}'", tmp, opts_.summaryPath), errno);
+  // Temp file + rename, never through a planted name (core/safe_file).
+  writeFileAtomic(opts_.summaryPath, summary_.toJson() + "\n", 0644, "--summary");
 }
 
 }  // namespace ds::runtime

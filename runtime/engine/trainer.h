@@ -8,14 +8,17 @@
 // in the same order (they are collective).
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/config/plan.h"
 #include "runtime/data/corpora.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/engine/fault_injection.h"
 #include "runtime/engine/fp16_hooks.h"
 #include "runtime/engine/run_summary.h"
 #include "runtime/engine/timed_hooks.h"
@@ -36,6 +39,11 @@ struct TrainerOptions {
   std::string summaryPath;  // run summary JSON written by rank 0 at the end ("" = none)
   // Resume before training: "" none; "latest" (or any tag) under plan.train.checkpointDir.
   std::string resume;
+  // Rank 0 redraws a progress bar on `out` after every step (dsrt train: when stdout is a
+  // terminal). Ordinary lines clear it first.
+  bool progressBar = false;
+  // Fault tests only (DS_FAULT_KILL): this rank SIGKILLs itself at the named step or save.
+  std::optional<FaultKill> faultKill;
 };
 
 class Trainer {
@@ -71,6 +79,9 @@ class Trainer {
   void barrier();
   void logLine(const std::string& line);
   void writeSummary();
+  void reportMemory();   // rank 0 prints the max-over-ranks startup memory table (collective)
+  void drawProgress();   // the progress bar (rank 0, TrainerOptions::progressBar)
+  void reportOutputs();  // rank 0: where the checkpoints, monitors and summary went
 
   Plan plan_;
   comm::ProcessGroup* group_;
@@ -90,9 +101,14 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<MonitorSet> monitors_;
   Batch batch_;
+  int64_t evalBatches_ = 0;  // global validation batches per eval (train_semantics.h)
   int64_t step_ = 0;
-  int64_t samples_ = 0;  // global training samples consumed
-  struct Timers {        // wall_clock_breakdown: sums since the last printed breakdown line
+  int64_t samples_ = 0;                             // global training samples consumed
+  std::chrono::steady_clock::time_point runStart_;  // start of this process's first step
+  int64_t stepsThisRun_ = 0;                        // steps done by this process (not resumed)
+  double stepsPerSec_ = 0;                          // stepsThisRun_ / seconds since runStart_
+  bool barShown_ = false;                           // the progress bar is on the last line
+  struct Timers {  // wall_clock_breakdown: sums since the last printed breakdown line
     int64_t steps = 0;
     double fwdMs = 0, bwdMs = 0, commMs = 0, optimMs = 0;
   } timers_;

@@ -115,7 +115,12 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
     for (const auto& [k, v] : planIdentity(plan_)) cs["plan_identity"][k] = v;
     req.clientState = cs.dump();
   }
-  req.barrier = [this] { barrier(); };
+  // The first call comes once this rank's files are written, before `latest` moves.
+  req.barrier = [this, first = true]() mutable {
+    if (first) maybeFaultKill(opts_.faultKill, FaultPoint::kSave, rank_, step_);
+    first = false;
+    barrier();
+  };
   runtime::saveCheckpoint(req);
   logLine(fmt::format("checkpoint {}/{} saved (step {})", root, tag, step_));
   return tag;

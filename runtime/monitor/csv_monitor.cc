@@ -1,6 +1,9 @@
 // DeepSpeed-layout CSV files; see csv_monitor.h.
 #include "runtime/monitor/csv_monitor.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/safe_file.h"
 
 namespace ds::runtime {
 
@@ -32,14 +36,16 @@ void CsvMonitor::write(const std::vector<MonitorEvent>& events) {
     for (auto& c : file)
       if (c == '/' || c == ' ') c = '_';
     std::string path = logDir_ + "/" + file + ".csv";
-    FILE* f = std::fopen(path.c_str(), "a");
-    if (!f) throw SystemError(fmt::format("csv_monitor: open '{}'", path), errno);
+    // Appended to if it is our own file; a symlink or another user's file is refused.
+    int fd = createFile(path, O_WRONLY | O_APPEND, 0644, ExistingFile::kAppend, "csv_monitor file");
     std::string text;
     if (started_.insert(file).second) text = fmt::format("step,{}\n", header);
     text += fmt::format("{},{}\n", e.step, e.value);
-    size_t n = std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-    if (n != text.size()) throw SystemError(fmt::format("csv_monitor: write '{}'", path), errno);
+    ssize_t n = ::write(fd, text.data(), text.size());
+    const int err = errno;
+    ::close(fd);
+    if (n != ssize_t(text.size()))
+      throw SystemError(fmt::format("csv_monitor: write '{}'", path), n < 0 ? err : EIO);
   }
 }
 

@@ -18,6 +18,7 @@ class CsvMonitor : public Monitor {
   CsvMonitor(const MonitorConfig& cfg);
   void write(const std::vector<MonitorEvent>& events) override;
   const std::string& logDir() const { return logDir_; }
+  std::string where() const override { return "csv_monitor " + logDir_; }
 
  private:
   std::string logDir_;

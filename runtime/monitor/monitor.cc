@@ -21,6 +21,12 @@ void MonitorSet::flush() {
   for (auto& s : sinks_) s->flush();
 }
 
+std::vector<std::string> MonitorSet::sinkLocations() const {
+  std::vector<std::string> out;
+  for (const auto& s : sinks_) out.push_back(s->where());
+  return out;
+}
+
 std::vector<MonitorEvent> trainEvents(int64_t samples, double loss, double lr, double lossScale,
                                       double gradNorm) {
   return {{"Train/Samples/train_loss", loss, samples},

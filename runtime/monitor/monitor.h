@@ -23,6 +23,8 @@ class Monitor {
   virtual ~Monitor() = default;
   virtual void write(const std::vector<MonitorEvent>& events) = 0;
   virtual void flush() {}
+  // Where this sink writes, for the end-of-run lines: "csv_monitor <folder>", "tensorboard <file>".
+  virtual std::string where() const { return {}; }
 };
 
 class MonitorSet : public Monitor {
@@ -32,6 +34,8 @@ class MonitorSet : public Monitor {
   void write(const std::vector<MonitorEvent>& events) override;
   void flush() override;
   bool empty() const { return sinks_.empty(); }
+  // Each sink's where(), in the config's order (empty on other ranks and without sinks).
+  std::vector<std::string> sinkLocations() const;
 
  private:
   std::vector<std::unique_ptr<Monitor>> sinks_;

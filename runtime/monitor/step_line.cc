@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/monitor/progress_bar.h"
+
 namespace ds::runtime {
 namespace {
 
@@ -17,11 +19,13 @@ std::string rate(double tokensPerSec) {
 std::string formatStepLine(const StepMetrics& m) {
   std::string steps =
       m.totalSteps > 0 ? fmt::format("{}/{}", m.step, m.totalSteps) : fmt::format("{}", m.step);
-  std::string line = fmt::format(
-      "step {:>9} | loss {:.4f} | lr {:.2e} | scale {:g} | gnorm {:.3f} | {} tok/s | {:.1f} ms "
-      "(fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})",
-      steps, m.loss, m.lr, m.lossScale, m.gradNorm, rate(m.tokensPerSec), m.stepMs, m.fwdMs,
-      m.bwdMs, m.commMs, m.optimMs);
+  std::string line =
+      fmt::format("step {:>9} | loss {:.4f} | lr {:.2e} | scale {:g} | gnorm {:.3f} | {} tok/s | ",
+                  steps, m.loss, m.lr, m.lossScale, m.gradNorm, rate(m.tokensPerSec));
+  if (m.stepsPerSec > 0) line += fmt::format("{:.2f} steps/s | ", m.stepsPerSec);
+  if (m.etaSec >= 0 && m.totalSteps > 0) line += "ETA " + formatDuration(m.etaSec) + " | ";
+  line += fmt::format("{:.1f} ms (fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})", m.stepMs,
+                      m.fwdMs, m.bwdMs, m.commMs, m.optimMs);
   if (m.skipped) line += " | SKIPPED (overflow)";
   return line;
 }

@@ -1,6 +1,7 @@
 // Hand-encoded tensorflow.Event protos in TFRecord framing; see tensorboard_writer.h.
 #include "runtime/monitor/tensorboard_writer.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "core/crc32c.h"
 #include "core/error.h"
+#include "core/safe_file.h"
 
 namespace ds::runtime {
 namespace {
@@ -96,10 +98,15 @@ TensorBoardMonitor::TensorBoardMonitor(const MonitorConfig& cfg) {
   double now = nowSeconds();
   path_ = (dir / fmt::format("events.out.tfevents.{:010d}.{}.{}.0", int64_t(now), host, ::getpid()))
               .string();
-  file_ = std::fopen(path_.c_str(), "wb");
-  if (!file_)
-    throw ConfigError(
-        fmt::format("tensorboard: cannot create '{}': {}", path_, std::strerror(errno)));
+  // Never through a planted name (core/safe_file); our own leftover is replaced.
+  const int fd =
+      createFile(path_, O_WRONLY, 0644, ExistingFile::kReplace, "tensorboard event file");
+  file_ = ::fdopen(fd, "wb");
+  if (!file_) {
+    const int err = errno;
+    ::close(fd);
+    throw SystemError(fmt::format("tensorboard: cannot open '{}'", path_), err);
+  }
   append(tfRecord(encodeFileVersionEvent(now)));
   flush();
 }

@@ -31,6 +31,7 @@ class TensorBoardMonitor : public Monitor {
   void write(const std::vector<MonitorEvent>& events) override;
   void flush() override;
   const std::string& path() const { return path_; }
+  std::string where() const override { return "tensorboard " + path_; }
 
  private:
   void append(const std::string& record);

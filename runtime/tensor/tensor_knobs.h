@@ -1,5 +1,5 @@
-// The environment knobs runtime reads (the bf16 linear-layer path). Declarations only: read
-// them with core/knobs.h's accessors.
+// The environment knobs runtime reads (the bf16 linear-layer path; restarts and fault injection,
+// runtime/engine/fault_injection.h). Declarations only: read them with core/knobs.h's accessors.
 #pragma once
 
 #include "core/knobs.h"
@@ -23,7 +23,30 @@ inline constexpr Knob kBf16Linear{
     .readBy = kReadByDsrt,
     .choices = "auto|native|widen"};
 
-inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear};
+// runtime/cmd/train_command.cc: set by dsrun --max_restarts (launcher/restart_loop.h).
+inline constexpr Knob kRestartAttempt{
+    .name = "DS_RESTART_ATTEMPT",
+    .type = KnobType::kInt,
+    .dflt = "0",
+    .doc =
+        "Set by dsrun --max_restarts: which attempt of the job this is (0 the first). Above 0, "
+        "dsrt train resumes from the latest complete checkpoint under train.checkpoint.dir "
+        "(its --resume, or a fresh start, when none exists yet).",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = 1000000};
+// runtime/engine/fault_injection.cc: the fault tests (tests/e2e/fault_test.cc).
+inline constexpr Knob kFaultKill{
+    .name = "DS_FAULT_KILL",
+    .type = KnobType::kString,
+    .doc =
+        "Fault injection for tests: 'rank=R,step=S[,at=step|save][,attempt=A|any]' makes dsrt "
+        "train's rank R SIGKILL itself at the start of step S (at=step, the default) or in the "
+        "checkpoint save after step S, once its own files are written and before `latest` moves "
+        "(at=save), on restart attempt A (default 0; any: every attempt). Unset: nothing.",
+    .readBy = kReadByDsrt};
+
+inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear, &kRestartAttempt, &kFaultKill};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

@@ -91,6 +91,7 @@ TEST_CASE("dsrun binary: --version and --help", "[e2e]") {
                            "--save_pid,--save-pid",
                            "--export",
                            "--comm_backend,--comm-backend",
+                           "--max_restarts,--max-restarts",
                            "--dry_run,--dry-run",
                            "--version",
                            "ssh (default), pdsh, openmpi, mpich, slurm",

@@ -1,5 +1,8 @@
 // ssh_config lookup through libssh's parser: HostName for MASTER_ADDR (Host patterns, negation,
 // %h, first match wins), User/Port/IdentityFile, which files are read, and bad lines.
+#include <pwd.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
@@ -16,6 +19,13 @@ std::optional<std::string> hostNameIn(const std::string& config, const std::stri
   ds::test::TempDir dir;
   ds::test::writeFile(dir.file("cfg"), config);
   return sshHostName(alias, {{"DS_SSH_CONFIG", dir.file("cfg")}});
+}
+
+// This user's home in the password database (what OpenSSH means by ~).
+std::string passwdHome() {
+  struct passwd* pw = ::getpwuid(::getuid());
+  REQUIRE(pw != nullptr);
+  return pw->pw_dir;
 }
 
 }  // namespace
@@ -74,8 +84,11 @@ TEST_CASE("ssh alias: DS_SSH_CONFIG replaces ~/.ssh/config; missing files are sk
   ds::test::TempDir dir;
   CHECK(sshConfigFiles({{"DS_SSH_CONFIG", "/x/cfg"}, {"HOME", "/h"}}) ==
         std::vector<std::string>{"/x/cfg"});
+  // ~ is the password database's home (as OpenSSH and the ssh runner's connection), not $HOME.
+  const std::string sshDir = ssh::sshUserDir("/h");
+  CHECK(sshDir == passwdHome() + "/.ssh");
   CHECK(sshConfigFiles({{"HOME", "/h"}}) ==
-        std::vector<std::string>{"/h/.ssh/config", "/etc/ssh/ssh_config"});
+        std::vector<std::string>{sshDir + "/config", "/etc/ssh/ssh_config"});
   ds::test::writeFile(dir.file("cfg"), "Host n1\n  HostName 127.0.0.5\n");
   CHECK(sshHostName("n1", {{"DS_SSH_CONFIG", dir.file("cfg")}}) ==
         std::optional<std::string>("127.0.0.5"));

@@ -83,7 +83,7 @@ TEST_CASE("Lamb: the optimizer partition gives each parameter its own trust rati
   std::vector<float> both = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 0.001f, -0.002f, 0.003f};
   std::vector<float> grad = {0.2f, -0.4f, 1.0f, 0.0f, 0.6f, 4.0f, -2.0f, 6.0f};
   OptimizerPartition part(both.size(), opt, OffloadOptions{}, 1 << 20, both.data(), 0);
-  part.setSegments({{0, 5}, {5, 3}});
+  part.setSegments({{0, 5, true}, {5, 3, true}});
   part.update(grad.data(), both.size(), 0.5f, opt.lr, 1, {}, nullptr);
   // each extent alone, as lambStep computes it
   std::vector<float> first = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f}, second = {0.001f, -0.002f, 0.003f};

@@ -78,6 +78,30 @@ TEST_CASE("trainer: model.gpt.init_from starts a fresh run from an llm.c checkpo
   CHECK(resumed.step() == 6);
 }
 
+// llm.c (train_gpt2.c) runs a model of maxT positions on T <= maxT tokens, reading wpe's first T
+// rows; init_from does the same: every tensor as in the file, wpe cut to seq_len rows.
+TEST_CASE("trainer: init_from takes the first seq_len positions of a file with a larger maxT",
+          "[unit]") {
+  TempDir dir;
+  Plan p = test::gptPlan(1, 0, 1, 2);  // seq_len 16
+  ModelConfig wide = p.model;
+  wide.seqLen = 40;
+  const std::vector<float> file = weightsFor(wide, 99);
+  writeLlmc(dir.file("gpt2_wide.bin"), wide, file);
+  std::vector<float> want;  // the file with wpe's rows 16..39 removed
+  const size_t wteN = size_t(wide.vocabSize) * size_t(wide.nEmbd);
+  const size_t keep = size_t(p.model.seqLen) * size_t(p.model.nEmbd);
+  const size_t wpeN = size_t(wide.seqLen) * size_t(wide.nEmbd);
+  want.insert(want.end(), file.begin(), file.begin() + long(wteN + keep));
+  want.insert(want.end(), file.begin() + long(wteN + wpeN), file.end());
+  p.initFrom = dir.file("gpt2_wide.bin");
+  Trainer t(p, nullptr, quiet());
+  const auto got = t.fullParams();
+  REQUIRE(got.size() == want.size());
+  CHECK(got == want);
+  CHECK(t.trainStep().loss > 0);
+}
+
 TEST_CASE("trainer: an llm.c checkpoint of another shape is refused naming file and field",
           "[unit]") {
   TempDir dir;
@@ -95,7 +119,8 @@ TEST_CASE("trainer: an llm.c checkpoint of another shape is refused naming file 
       {"padded", [](ModelConfig& m) { m.paddedVocab = 64; },
        "header has Vp = 64 but the plan's model.gpt.padded_vocab_size = 32"},
       {"context", [](ModelConfig& m) { m.seqLen = 8; },
-       "header has maxT = 8 but the plan's model.gpt.seq_len = 16"},
+       "header has maxT = 8 but the plan's model.gpt.seq_len = 16; set the model block to the "
+       "file's shape (seq_len may be smaller than maxT)"},
   };
   for (const auto& c : cases) {
     ModelConfig other = p.model;

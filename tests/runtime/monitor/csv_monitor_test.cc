@@ -63,3 +63,16 @@ TEST_CASE("step line: every field of DESIGN §4.11", "[unit]") {
         "eval step 100 | val loss 1.2500 | floor 1.2425 (+0.0075)");
   CHECK(formatEvalLine(100, 1.25, -1) == "eval step 100 | val loss 1.2500");
 }
+
+TEST_CASE("csv monitor: a symlink planted at a metric file is refused, its target untouched",
+          "[unit]") {
+  ds::test::TempDir dir, elsewhere;
+  ds::test::writeFile(elsewhere.file("victim"), "precious\n");
+  std::filesystem::create_directories(dir.path() + "/run1");
+  const std::string planted = dir.path() + "/run1/Train_Samples_lr.csv";
+  std::filesystem::create_symlink(elsewhere.file("victim"), planted);
+  CsvMonitor m(MonitorConfig{true, dir.path(), "run1"});
+  CHECK_THROWS_WITH(m.write(trainEvents(32, 2.25, 0.001, 1, 0.5)),
+                    Contains("csv_monitor file " + planted) && Contains("symbolic link"));
+  CHECK(ds::test::readFile(elsewhere.file("victim")) == "precious\n");
+}
