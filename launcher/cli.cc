@@ -26,6 +26,8 @@ Examples:
   dsrun -H hosts --launcher pdsh train plan.yaml         same, fanned out by pdsh
   dsrun -H hosts --launcher openmpi train plan.yaml      mpirun does the spawning
   dsrun -H hosts -i 'w1:0,1@w2' --dry_run python3 x.py   print the commands, run nothing
+  dsrun -H hosts --num_gpus 8 train plan.yaml --check    validate the plan for this world size,
+                                                         print the effective config, start nothing
 
 A PROGRAM ending in .py runs as `python3 -u PROGRAM --local_rank=N ARGS`, as under DeepSpeed.
 Hostfile lines: `host [slots=N] [max_slots=M] [# comment]`. Exported to every rank: NCCL*, DS_*,

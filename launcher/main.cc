@@ -16,6 +16,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "launcher/check_mode.h"
 #include "launcher/cli.h"
 #include "launcher/dry_run.h"
 #include "launcher/job_builder.h"
@@ -172,6 +173,7 @@ int dsrunMain(int argc, char** argv) {
     return 0;
   }
   requireDsrt(opts, plan.spec);
+  if (isTrainCheck(opts.program)) execTrainCheck(plan.spec);  // validate only: no rank starts
   std::fflush(stdout);
   return runWithRestarts(plan.spec, opts.maxRestarts,
                          [&](const JobSpec& spec) { return runJob(plan, spec, ctx); });

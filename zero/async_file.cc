@@ -91,7 +91,7 @@ struct AsyncFile::Impl {
   std::map<uint64_t, Req> reqs;
 
 #ifdef DS_HAVE_URING
-  static constexpr unsigned kDepth = 64;
+  unsigned depth = 64;  // requests in flight (Options::queueDepth)
   io_uring ring{};
   std::deque<Piece> queued;            // pieces not yet submitted
   std::map<uint64_t, Piece> inflight;  // by user_data
@@ -180,10 +180,10 @@ struct AsyncFile::Impl {
   }
 
 #ifdef DS_HAVE_URING
-  // Submits queued pieces while fewer than kDepth are in flight (reaping to make room).
+  // Submits queued pieces while fewer than `depth` are in flight (reaping to make room).
   void pump() {
     while (!queued.empty()) {
-      if (inflight.size() >= kDepth) {
+      if (inflight.size() >= depth) {
         reapOne(true);
         continue;
       }
@@ -333,6 +333,9 @@ AsyncFile::AsyncFile(const std::string& path, size_t bytes, Options opts)
   impl_->bytes = bytes;
   impl_->maxReq =
       std::max(kIoAlign, std::min(opts.maxRequestBytes, kMaxIoRequest) / kIoAlign * kIoAlign);
+#ifdef DS_HAVE_URING
+  impl_->depth = std::clamp(opts.queueDepth, 1u, 4096u);
+#endif
   const int descriptor = openSwapFile(path, &impl_->direct);
   impl_->descriptor = descriptor;
   ::unlink(path.c_str());  // anonymous once open: nothing left behind on a crash
@@ -348,7 +351,7 @@ AsyncFile::AsyncFile(const std::string& path, size_t bytes, Options opts)
 void AsyncFile::startIo(bool allowUring) {
 #ifdef DS_HAVE_URING
   if (allowUring) {
-    const int status = io_uring_queue_init(Impl::kDepth, &impl_->ring, 0);
+    const int status = io_uring_queue_init(impl_->depth, &impl_->ring, 0);
     if (status == 0) {
       impl_->uring = true;
     } else {

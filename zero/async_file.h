@@ -45,6 +45,8 @@ class AsyncFile {
     // false: the pread/pwrite thread even where io_uring works. The environment variable
     // DS_ZERO_NO_URING=1 forces the same for every swap file.
     bool allowUring = true;
+    // io_uring requests in flight at once (ring size; 1..4096). The aio block's queue_depth.
+    unsigned queueDepth = 64;
   };
   // Creates (truncates) path of `bytes` bytes (a multiple of kIoAlign).
   AsyncFile(const std::string& path, size_t bytes);

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "zero/cpu_lamb.h"
 
 namespace ds::zero {
 namespace {
@@ -16,9 +17,10 @@ constexpr size_t kTileQuantum = kIoAlign / sizeof(float);  // 1024 floats: O_DIR
 size_t roundUp(size_t value, size_t quantum) { return (value + quantum - 1) / quantum * quantum; }
 
 std::vector<std::string> stateNamesOf(const OptimizerOptions& opt) {
-  if (opt.type == "Adam" || opt.type == "AdamW") return {"fp32", "exp_avg", "exp_avg_sq"};
+  if (opt.type == "Adam" || opt.type == "AdamW" || opt.type == "Lamb")
+    return {"fp32", "exp_avg", "exp_avg_sq"};
   if (opt.type != "SGD")
-    throw ConfigError("optimizer.type '" + opt.type + "': expected Adam, AdamW or SGD");
+    throw ConfigError("optimizer.type '" + opt.type + "': expected Adam, AdamW, Lamb or SGD");
   std::vector<std::string> names{"fp32"};
   if (opt.momentum != 0.f) names.push_back("momentum");
   return names;
@@ -59,7 +61,7 @@ void OptimizerPartition::openSwap(size_t subGroupSize, int rank) {
   for (const auto& name : names_) {
     std::string path =
         fmt::format("{}/zero_rank{}_pid{}_{}.swp", offload_.nvmePath, rank, ::getpid(), name);
-    files_.push_back(std::make_unique<AsyncFile>(path, fileBytes));
+    files_.push_back(std::make_unique<AsyncFile>(path, fileBytes, asyncFileOptions(offload_.aio)));
   }
   for (int k = 0; k < slots_ * int(names_.size()); ++k)
     slotBuf_.emplace_back(tile_ * sizeof(float), offload_.pinMemory);
@@ -149,9 +151,37 @@ void OptimizerPartition::stepRun(float* const* states, const float* grad, size_t
   }
 }
 
+// Lamb: one trust ratio per parameter, so one lambStep per segment (stage 0: the partition is
+// every parameter whole, in memory).
+void OptimizerPartition::stepLamb(float* const* states, const float* grad, size_t first, size_t cnt,
+                                  float gradScale, float learningRate, int64_t step,
+                                  Half16Out out16) {
+  DS_CHECK(!segments_.empty() && files_.empty() && first == 0,
+           "Lamb needs its parameters' extents in memory");
+  for (const auto& segment : segments_) {
+    DS_CHECK(segment.offset + segment.size <= cnt, "Lamb parameter extent past the partition");
+    LambConfig config{learningRate,
+                      opt_.beta1,
+                      opt_.beta2,
+                      opt_.eps,
+                      segment.decay ? opt_.weightDecay : 0.f,
+                      opt_.maxCoeff,
+                      opt_.minCoeff,
+                      opt_.biasCorrection,
+                      opt_.epsInsideSqrt};
+    Half16Out part = out16;
+    if (part.data) part.data += segment.offset;
+    const size_t off = segment.offset;
+    lambStep(config, step, gradScale, states[0] + off, grad + off, states[1] + off, states[2] + off,
+             segment.size, part);
+  }
+}
+
 void OptimizerPartition::stepTile(float* const* states, const float* grad, size_t first, size_t cnt,
                                   float gradScale, float learningRate, int64_t step,
                                   Half16Out out16) {
+  if (opt_.type == "Lamb")
+    return stepLamb(states, grad, first, cnt, gradScale, learningRate, step, out16);
   if (decayAll_ || opt_.weightDecay == 0.f)
     return stepRun(states, grad, cnt, gradScale, learningRate, step, out16, true);
   const size_t end = first + cnt;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zero/async_file.h"
@@ -45,6 +46,13 @@ class OptimizerPartition {
   void update(const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
               Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile);
 
+  // Lamb: the extents (local offset, size) of whole parameters, each with its own trust ratio.
+  struct Segment {
+    size_t offset = 0, size = 0;
+    bool decay = true;  // weight decay applies (the parameter's ParamInfo::decay)
+  };
+  void setSegments(std::vector<Segment> segments) { segments_ = std::move(segments); }
+
   MemPlace place() const;
   size_t stateBytes() const;   // optimizer states held (master counted only when owned)
   size_t bufferBytes() const;  // nvme tile buffers
@@ -75,6 +83,8 @@ class OptimizerPartition {
   // One tile at local offset `first`: split into runs with and without decay.
   void stepTile(float* const* states, const float* grad, size_t first, size_t cnt, float gradScale,
                 float learningRate, int64_t step, Half16Out out16);
+  void stepLamb(float* const* states, const float* grad, size_t first, size_t cnt, float gradScale,
+                float learningRate, int64_t step, Half16Out out16);
   void stepRun(float* const* states, const float* grad, size_t cnt, float gradScale,
                float learningRate, int64_t step, Half16Out out16, bool decay);
   void updateNvme(const float* grad, size_t count, float gradScale, float learningRate,
@@ -85,6 +95,7 @@ class OptimizerPartition {
   OptimizerOptions opt_;
   OffloadOptions offload_;
   std::vector<std::string> names_;
+  std::vector<Segment> segments_;  // Lamb's parameters
   float* alias_;
   bool decayAll_ = true;
   std::vector<Run> decayRuns_;

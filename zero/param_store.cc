@@ -70,7 +70,8 @@ class NvmeParamStore final : public ParamStore {
                  Tracer& tracer)
       : compute_(compute),
         elem_(compute == DType::kF32 ? 4 : 2),
-        swap_(offload.nvmePath, rank, localSize * elem_, offload.pinMemory),
+        swap_(offload.nvmePath, rank, localSize * elem_, offload.pinMemory,
+              asyncFileOptions(offload.aio)),
         tracer_(tracer) {}
 
   void write(size_t offset, size_t count, const float* values) override {

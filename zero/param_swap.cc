@@ -17,7 +17,8 @@ namespace {
 constexpr size_t kBlock = size_t(1) << 20;  // bounce size: a multiple of kIoAlign
 }
 
-ParamSwap::ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin)
+ParamSwap::ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin,
+                     AsyncFile::Options fileOptions)
     : bytes_(bytes), bounce_(kBlock, pin), pin_(pin) {
   if (dir.empty()) throw ConfigError("offload_param.nvme_path: required when device is nvme");
   std::error_code error;
@@ -26,7 +27,8 @@ ParamSwap::ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin)
     throw ConfigError("offload_param.nvme_path '" + dir + "': not a directory we can create");
   const size_t fileBytes = std::max(kBlock, (bytes + kBlock - 1) / kBlock * kBlock);
   file_ = std::make_unique<AsyncFile>(
-      fmt::format("{}/zero_rank{}_pid{}_params.swp", dir, rank, ::getpid()), fileBytes);
+      fmt::format("{}/zero_rank{}_pid{}_params.swp", dir, rank, ::getpid()), fileBytes,
+      fileOptions);
   std::memset(bounce_.data(), 0, kBlock);
   for (size_t off = 0; off < fileBytes; off += kBlock)
     file_->wait(file_->writeAsync(bounce_.data(), kBlock, off));

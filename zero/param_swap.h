@@ -21,7 +21,8 @@ class ParamSwap {
  public:
   // A file of at least `bytes` bytes under dir (created); zero-filled. pin: mlock the bounce and
   // staging buffers (offload_param.pin_memory; best effort).
-  ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin = false);
+  ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin = false,
+            AsyncFile::Options fileOptions = {});
   ~ParamSwap();  // waits for the read-aheads in flight (their buffers outlive the I/O)
   ParamSwap(const ParamSwap&) = delete;
   ParamSwap& operator=(const ParamSwap&) = delete;

@@ -86,6 +86,17 @@ struct ZeroEngine::Impl {
                                                      options.offloadOptimizer, options.subGroupSize,
                                                      alias, comm.rank());
     optimizer->setDecayRuns(decayRuns(index, stage->ranges()));
+    if (optimizerOptions.type == "Lamb") {
+      // The trust ratio is per parameter: only stage 0 holds every parameter whole.
+      if (options.stage != 0)
+        throw ConfigError("optimizer.type Lamb: needs zero_optimization.stage 0 (stage is " +
+                          std::to_string(options.stage) + ")");
+      std::vector<OptimizerPartition::Segment> segments;
+      for (size_t param = 0; param < index.count(); ++param)
+        segments.push_back(
+            {index.offset(param), index.param(param).numel, index.param(param).decay});
+      optimizer->setSegments(std::move(segments));
+    }
   }
 
   void writeMasterFrom(const float* fullFlat);

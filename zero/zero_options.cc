@@ -48,3 +48,14 @@ void validateZeroOptions(const ZeroOptions& options) {
 }
 
 }  // namespace ds::zero
+
+namespace ds::zero {
+
+AsyncFile::Options asyncFileOptions(const AioOptions& aio) {
+  AsyncFile::Options fileOptions;
+  if (aio.blockSize > 0) fileOptions.maxRequestBytes = aio.blockSize;
+  if (aio.queueDepth > 0) fileOptions.queueDepth = unsigned(aio.queueDepth);
+  return fileOptions;
+}
+
+}  // namespace ds::zero

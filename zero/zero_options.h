@@ -8,8 +8,16 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "zero/async_file.h"
 
 namespace ds::zero {
+
+// aio: how the NVMe swap files do their I/O. 0 = dsrun's default when the config has no aio block
+// (requests up to Linux's maximum size, 64 in flight); the aio block gives DeepSpeed's defaults.
+struct AioOptions {
+  size_t blockSize = 0;  // block_size: bytes per read/write request (rounded down to 4 KiB)
+  int queueDepth = 0;    // queue_depth: requests in flight per swap file
+};
 
 // zero_optimization.offload_optimizer / zero_optimization.offload_param
 struct OffloadOptions {
@@ -18,6 +26,7 @@ struct OffloadOptions {
   bool pinMemory = false;       // pin_memory: mlock the host buffers (best effort)
   int bufferCount = 4;          // buffer_count: nvme tiles in flight (>= 3: read k+1, update k,
                                 // write k-1)
+  AioOptions aio;               // the top-level aio block (same in both offload blocks)
   bool enabled() const { return device != "none"; }
 };
 
@@ -48,12 +57,18 @@ struct ZeroOptions {
 
 // optimizer {type, params}
 struct OptimizerOptions {
-  std::string type = "AdamW";  // type: Adam | AdamW | SGD
+  std::string type = "AdamW";  // type: Adam | AdamW | SGD | Lamb
   // params: lr, betas, eps, weight_decay, momentum
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.f, momentum = 0.f;
   bool adamwMode = true;       // adam_w_mode: Adam is L2 (false) unless type == "AdamW"
   bool biasCorrection = true;  // bias_correction
+  // Lamb (DeepSpeed's FusedLamb): trust ratio clamp and where eps goes
+  float maxCoeff = 10.f, minCoeff = 0.01f;  // max_coeff, min_coeff
+  bool epsInsideSqrt = false;               // eps_inside_sqrt
 };
+
+// AsyncFile options for the aio block (AioOptions zeros keep AsyncFile's defaults).
+AsyncFile::Options asyncFileOptions(const AioOptions& aio);
 
 // Throws ConfigError naming the key for a stage, dtype or offload combination no stage supports.
 void validateZeroOptions(const ZeroOptions& options);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "ds/config.h"
+#include "runtime/cmd/check_command.h"
 #include "runtime/cmd/comm_bench_command.h"
 #include "runtime/cmd/command.h"
 #include "runtime/cmd/dsrt_knobs.h"
@@ -20,6 +21,8 @@
 namespace {
 
 const ds::runtime::Command kCommands[] = {
+    {"check", "validate a plan and its DeepSpeed config; print the effective config",
+     ds::runtime::checkCommand},
     {"comm-bench", "collective bandwidth, nccl-tests style, with checked results",
      ds::runtime::commBenchCommand},
     {"export-checkpoint", "one consolidated fp32 safetensors file from a checkpoint",

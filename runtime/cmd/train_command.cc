@@ -20,6 +20,7 @@
 #include "core/knobs.h"
 #include "core/log.h"
 #include "core/rank_env.h"
+#include "runtime/cmd/check_command.h"
 #include "runtime/cmd/train_command.h"
 #include "runtime/config/plan_loader.h"
 #include "runtime/engine/fault_injection.h"
@@ -70,6 +71,7 @@ struct TrainArgs {
   int localRank = -1;
   std::string resume;
   std::string summary;
+  bool check = false;
 };
 
 // CLI11 exits only through us: parse errors become ConfigError (exit 2) with CLI11's message.
@@ -90,6 +92,9 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   app.add_option(
       "--summary", a.summary,
       "write the run summary JSON here (default: <train.checkpoint.dir>/run_summary.json)");
+  app.add_flag("--check", a.check,
+               "validate the plan for this world size, print the effective config and exit "
+               "(as dsrt check; nothing is trained or written)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -112,6 +117,8 @@ int trainCommand(int argc, char** argv) {
   if (a.localRank >= 0 && a.localRank != re.localRank)
     DS_LOG_WARN("train", "--local_rank={} differs from the environment's LOCAL_RANK={}",
                 a.localRank, re.localRank);
+
+  if (a.check) return checkPlan(a.plan, a.overrides, re.worldSize);
 
   PlanRequest req;
   req.path = a.plan;

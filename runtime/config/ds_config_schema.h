@@ -9,7 +9,10 @@
 namespace ds::runtime {
 
 // defaultTotalSteps: train.steps, used when a scheduler needing total_num_steps omits it.
-DsConfig readDsConfig(NodeReader& r, int64_t defaultTotalSteps);
+// errors: when given, every part's first error and every refused or unknown key is added there
+// (the caller throws them together); otherwise the first one throws.
+DsConfig readDsConfig(NodeReader& r, int64_t defaultTotalSteps,
+                      std::vector<std::string>* errors = nullptr);
 
 // The effective config as JSON (every key with its resolved value), for manifests and docs.
 std::string dsConfigToJson(const DsConfig& c);

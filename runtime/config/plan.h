@@ -4,7 +4,9 @@
 // Invariant after loadPlan: the batch triangle holds (train = micro * gas * world), all ranges ok.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,10 @@ struct DsConfig {
   int64_t stepsPerPrint = 10;
   bool wallClockBreakdown = false;
   std::string commBackend;  // "" = the launcher's/default choice | gloo | mpi | nccl
+  zero::AioOptions aio;     // aio block (copied into both offload blocks)
+  // Effective key path -> the key as written, where an alias or legacy form set it
+  // ("deepspeed.bf16.enabled" -> "bfloat16.enabled").
+  std::map<std::string, std::string> aliasOf;
 };
 
 struct Plan {
@@ -93,6 +99,12 @@ struct Plan {
   int worldSize = 1;         // the data-parallel size the batch triangle was resolved for
   std::string source;        // file path, or "<built-in default plan>"
   std::string dsConfigJson;  // the effective deepspeed block as JSON (for checkpoint manifests)
+  // Where each key's value came from, for `dsrt check` (effective_config.h): key path ->
+  // {"plan" | "ds_config" | "--set" | "auto", the value as written} for every key given; keys
+  // not listed have their default.
+  std::map<std::string, std::array<std::string, 2>> origins;
+  // DeepSpeed keys accepted without effect: (key path, value as written, why).
+  std::vector<std::array<std::string, 3>> noEffectKeys;
 
   int64_t logEvery() const { return train.logEvery > 0 ? train.logEvery : deepspeed.stepsPerPrint; }
   int64_t tokensPerStep() const;  // train_batch_size * seq_len (seq_len = model.seqLen)

@@ -1,15 +1,19 @@
 // loadPlan: YAML text -> tree (+ deepspeed_config JSON, + --set) -> strict schema -> Plan.
 #include "runtime/config/plan_loader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "runtime/config/batch_triangle.h"
+#include "runtime/config/ds_config_keys.h"
 #include "runtime/config/ds_config_schema.h"
 #include "runtime/config/plan_overrides.h"
 #include "runtime/config/plan_schema.h"
@@ -36,6 +40,40 @@ YAML::Node parseYaml(const std::string& text, const std::string& name) {
     throw ConfigError(
         fmt::format("{}:{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
+}
+
+// The width "auto" bucket sizes follow (Hugging Face uses the model's hidden size).
+int64_t modelWidth(const ModelConfig& m) {
+  if (m.kind == "mlp") {
+    int64_t w = 0;
+    for (int s : m.sizes) w = std::max<int64_t>(w, s);
+    return w;
+  }
+  return m.nEmbd;
+}
+
+// Every leaf key of the tree with where its value came from: --set (the key or a map above it
+// was set), ds_config (inside the deepspeed block read from deepspeed_config), else plan.
+void recordOrigins(const YAML::Node& node, const std::string& path,
+                   const std::set<std::string>& setPaths, bool dsFromFile,
+                   std::map<std::string, std::array<std::string, 2>>& out) {
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      std::string key = it->first.as<std::string>();
+      recordOrigins(it->second, path.empty() ? key : path + "." + key, setPaths, dsFromFile, out);
+    }
+    return;
+  }
+  if (!node.IsDefined() || node.IsNull()) return;
+  std::string text = node.IsScalar() ? node.Scalar() : YAML::Dump(node);
+  for (std::string p = path;; p = p.substr(0, p.rfind('.'))) {
+    if (setPaths.count(p)) {
+      out[path] = {"--set", text};
+      return;
+    }
+    if (p.find('.') == std::string::npos) break;
+  }
+  out[path] = {dsFromFile && path.rfind("deepspeed.", 0) == 0 ? "ds_config" : "plan", text};
 }
 
 }  // namespace
@@ -68,9 +106,12 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
   }
   setPaths.merge(applyOverrides(root, dsSets));
   ctx.overridden = dsCtx.overridden = setPaths;
+  std::map<std::string, std::array<std::string, 2>> origins;
+  recordOrigins(root, "", setPaths, dsCtx.source != name, origins);
 
   NodeReader top(root, "", &ctx);
   Plan plan;
+  plan.origins = std::move(origins);
   plan.source = name;
   plan.worldSize = worldSize;
   auto model = top.child("model");
@@ -86,8 +127,23 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
     top.accept("deepspeed");
     if (dsNode && !dsNode.IsNull() && !dsNode.IsMap())
       top.fail("deepspeed", "expected a map of DeepSpeed config keys");
+    // Every refused key, unresolvable "auto" and bad value of the block is reported in one run.
+    std::vector<std::string> errors;
+    std::vector<NoEffectKey> noEffect;
+    std::map<std::string, std::string> autoResolved;
+    dsCtx.errors = &errors;
+    applyKeyRules(dsNode, "deepspeed", dsCtx, errors, noEffect);
+    resolveAuto(dsNode, "deepspeed", dsCtx, {modelWidth(plan.model), plan.train.steps}, errors,
+                autoResolved);
     NodeReader ds(dsNode, "deepspeed", &dsCtx);
-    plan.deepspeed = readDsConfig(ds, plan.train.steps);
+    plan.deepspeed = readDsConfig(ds, plan.train.steps, &errors);
+    dsCtx.errors = nullptr;
+    if (errors.size() == 1) throw ConfigError(errors[0]);
+    if (!errors.empty())
+      throw ConfigError(fmt::format("{} problems in the DeepSpeed config:\n{}", errors.size(),
+                                    fmt::join(errors, "\n")));
+    for (const auto& [path, value] : autoResolved) plan.origins[path] = {"auto", "auto"};
+    for (const auto& k : noEffect) plan.noEffectKeys.push_back({k.path, k.value, k.why});
     try {
       auto b = resolveBatchTriangle({plan.deepspeed.trainBatchSize, plan.deepspeed.microBatchPerGpu,
                                      plan.deepspeed.gradientAccumulationSteps},
@@ -96,8 +152,19 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
       plan.deepspeed.microBatchPerGpu = b.micro;
       plan.deepspeed.gradientAccumulationSteps = b.gas;
     } catch (const ConfigError& e) {
-      throw ConfigError(
-          fmt::format("{}: deepspeed: {} (world size {})", dsCtx.source, e.what(), worldSize));
+      std::vector<std::string> autos;
+      for (const char* k :
+           {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
+        if (autoResolved.count(std::string("deepspeed.") + k)) autos.push_back(k);
+      std::string hint = autos.empty()
+                             ? ""
+                             : fmt::format(
+                                   "; \"auto\" {} {} derived from the others (Hugging Face's "
+                                   "Trainer sets them from its arguments): give "
+                                   "train_micro_batch_size_per_gpu or train_batch_size",
+                                   fmt::join(autos, ", "), autos.size() > 1 ? "are" : "is");
+      throw ConfigError(fmt::format("{}: deepspeed: {} (world size {}){}", dsCtx.source, e.what(),
+                                    worldSize, hint));
     }
   }
   top.finish();

@@ -74,14 +74,21 @@ std::string NodeReader::where(const YAML::Node& n, const std::string& keyPath) c
   return fmt::format("{}:{}:{}: ", ctx_->source, m.line + 1, m.column + 1);
 }
 
-void NodeReader::fail(const std::string& key, const std::string& msg) const {
+std::string NodeReader::position(const std::string& key) const {
   if (node_ && node_.IsMap() && !key.empty()) {
     const YAML::Node& c = node_;
-    const YAML::Node n = c[key];
-    throw ConfigError(where(n, keyPath(key)) + keyPath(key) + ": " + msg);
+    return where(c[key], keyPath(key));
   }
-  throw ConfigError(where(YAML::Node(YAML::NodeType::Undefined), keyPath(key)) + keyPath(key) +
-                    ": " + msg);
+  return where(YAML::Node(YAML::NodeType::Undefined), keyPath(key));
+}
+
+void NodeReader::fail(const std::string& key, const std::string& msg) const {
+  throw ConfigError(position(key) + keyPath(key) + ": " + msg);
+}
+
+void NodeReader::refuse(const std::string& key, const std::string& msg) const {
+  if (!ctx_->errors) fail(key, msg);
+  ctx_->errors->push_back(position(key) + keyPath(key) + ": " + msg);
 }
 
 YAML::Node NodeReader::get(const std::string& key) {
@@ -206,8 +213,10 @@ void NodeReader::finish() const {
     }
     std::string names;
     for (const auto& c : known_) names += (names.empty() ? "" : ", ") + c;
-    throw ConfigError(fmt::format("{}{}: unknown key{}; known keys here: {}",
-                                  where(it->first, keyPath(k)), keyPath(k), hint, names));
+    std::string line = fmt::format("{}{}: unknown key{}; known keys here: {}",
+                                   where(it->first, keyPath(k)), keyPath(k), hint, names);
+    if (!ctx_->errors) throw ConfigError(line);
+    ctx_->errors->push_back(line);
   }
 }
 

@@ -17,6 +17,9 @@ namespace ds::runtime {
 struct ReadContext {
   std::string source;                // file name for positions ("<built-in default plan>")
   std::set<std::string> overridden;  // key paths set by --set
+  // When set, refuse() and finish() add their errors here instead of throwing, so one run lists
+  // every refused or unknown key (the ds_config block; the caller throws them together).
+  std::vector<std::string>* errors = nullptr;
 };
 
 class NodeReader {
@@ -43,6 +46,10 @@ class NodeReader {
 
   std::string keyPath(const std::string& key) const;
   [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
+  // A refused key or value: collected when the context collects errors, else thrown as fail().
+  void refuse(const std::string& key, const std::string& msg) const;
+  // "<file>:<line>:<col>: " (or "--set ") for key of this map, as error lines begin.
+  std::string position(const std::string& key) const;
   const std::string& path() const { return path_; }
 
  private:

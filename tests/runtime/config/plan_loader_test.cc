@@ -77,16 +77,11 @@ TEST_CASE("plan: --set overrides are typed by the schema", "[unit]") {
   CHECK(p.model.activationCheckpointing);
   CHECK(p.deepspeed.optimizer.beta1 == Approx(0.8f));
   CHECK(p.deepspeed.zero.reduceBucketSize == 5000000);
-  CHECK(errorOf(kMini, {"deepspeed.zero_optimization.stagee=2"}) ==
-        "--set deepspeed.zero_optimization.stagee: unknown key (did you mean "
-        "'deepspeed.zero_optimization.stage'?); known keys here: allgather_bucket_size, "
-        "allgather_partitions, contiguous_gradients, ignore_unused_parameters, "
-        "load_from_fp32_weights, max_live_parameters, memory_efficient_linear, offload_optimizer, "
-        "offload_param, overlap_comm, param_persistence_threshold, prefetch_bucket_size, "
-        "reduce_bucket_size, reduce_scatter, round_robin_gradients, stage, "
-        "stage3_gather_16bit_weights_on_model_save, stage3_max_live_parameters, "
-        "stage3_max_reuse_distance, stage3_param_persistence_threshold, "
-        "stage3_prefetch_bucket_size, sub_group_size, use_multi_rank_bucket_allreduce");
+  // (the list names every key of the block, DeepSpeed's accepted-without-effect ones included)
+  CHECK_THAT(errorOf(kMini, {"deepspeed.zero_optimization.stagee=2"}),
+             Contains("--set deepspeed.zero_optimization.stagee: unknown key (did you mean "
+                      "'deepspeed.zero_optimization.stage'?); known keys here: "
+                      "allgather_bucket_size, allgather_partitions, allgather_sequential, "));
   CHECK(errorOf(kMini, {"train.steps=many"}) ==
         "--set train.steps: expected an integer, got 'many'");
   CHECK(errorOf(kMini, {"train.steps"}) == "--set train.steps: expected key.path=value");
@@ -120,9 +115,9 @@ TEST_CASE("plan: errors name the key path and file:line:col", "[unit]") {
   CHECK_THAT(errorOf("deepspeed: {train_batch_size: 8}\n"),
              Contains("model: required (model.gpt or model.mlp)"));
   CHECK_THAT(errorOf("model: [1, 2\n"), Contains("plan.yaml:"));
-  y = std::string(kMini) + "  optimizer: {type: Lamb}\n";
-  CHECK_THAT(errorOf(y),
-             Contains("deepspeed.optimizer.type: expected one of Adam, AdamW, SGD, got 'Lamb'"));
+  y = std::string(kMini) + "  optimizer: {type: Adamax}\n";
+  CHECK_THAT(errorOf(y), Contains("deepspeed.optimizer.type: expected one of Adam, AdamW, SGD, "
+                                  "Lamb, got 'Adamax'"));
   y = std::string(kMini) + "  zero_optimization: {stage: 2, offload_param: {device: cpu}}\n";
   CHECK_THAT(errorOf(y), Contains("offload_param is only supported with ZeRO stage 3"));
   y = std::string(kMini) + "  zero_optimization: {stage: 3, offload_optimizer: {device: nvme}}\n";
