@@ -364,6 +364,8 @@ std::optional<std::string> autoValue(const std::string& rel, const YAML::Node& d
     return std::string("0.001");
   }
   if (rel == "scheduler.params.warmup_num_steps") return std::string("0");
+  // Hugging Face's Trainer fills it from max_grad_norm, whose default is 1.0.
+  if (rel == "gradient_clipping") return std::string("1.0");
   if (rel == "scheduler.params.total_num_steps")
     return std::to_string(std::max<int64_t>(1, in.steps));
   if (rel == "zero_optimization.reduce_bucket_size") return std::to_string(w * w);
@@ -395,11 +397,8 @@ void walkAuto(YAML::Node node, const std::string& rel, YAML::Node ds, const std:
     auto to = autoValue(sub, ds, in);
     if (!to) {
       std::string why =
-          sub == "gradient_clipping"
-              ? "\"auto\" is filled in by Hugging Face's Trainer (from max_grad_norm); nothing in "
-                "a dsrun plan determines it: give a number (0 = no clipping)"
-              : "\"auto\" is filled in by Hugging Face's Trainer; nothing in a dsrun plan "
-                "determines this key: give a value";
+          "\"auto\" is filled in by Hugging Face's Trainer; nothing in a dsrun plan "
+          "determines this key: give a value";
       errors.push_back(positionOf(ctx, value, path) + path + ": " + why);
       node[key] = YAML::Node(YAML::NodeType::Null);  // reported once, then read as absent
       continue;
