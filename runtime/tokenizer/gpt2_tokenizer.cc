@@ -90,17 +90,22 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::load(const std::string& path) {
         "tokenizer gpt2: needs a vocabulary: a folder with encoder.json and vocab.bpe, or a "
         "tokenizer.json file");
   if (fs::is_directory(path)) {
-    auto enc = (fs::path(path) / "encoder.json").string();
-    auto bpe = (fs::path(path) / "vocab.bpe").string();
-    if (!fs::exists(enc) && fs::exists(fs::path(path) / "tokenizer.json"))
-      return fromTokenizerJson((fs::path(path) / "tokenizer.json").string());
-    for (const auto& f : {enc, bpe})
+    auto in = [&](const char* name) { return (fs::path(path) / name).string(); };
+    // GPT-2's release names, then a Hugging Face model folder's (the same two formats), then a
+    // Hugging Face tokenizer.json.
+    if (!fs::exists(in("encoder.json"))) {
+      if (fs::exists(in("vocab.json")) && fs::exists(in("merges.txt")))
+        return fromEncoderFiles(in("vocab.json"), in("merges.txt"));
+      if (fs::exists(in("tokenizer.json"))) return fromTokenizerJson(in("tokenizer.json"));
+    }
+    for (const auto& f : {in("encoder.json"), in("vocab.bpe")})
       if (!fs::exists(f))
         throw ConfigError(fmt::format(
-            "tokenizer gpt2: '{}' does not exist; expected the folder '{}' to hold encoder.json "
-            "and vocab.bpe (GPT-2's vocabulary files) or a tokenizer.json",
+            "tokenizer gpt2: '{}' does not exist; expected the folder '{}' to hold GPT-2's "
+            "vocabulary: encoder.json and vocab.bpe (or vocab.json and merges.txt, or "
+            "tokenizer.json)",
             f, path));
-    return fromEncoderFiles(enc, bpe);
+    return fromEncoderFiles(in("encoder.json"), in("vocab.bpe"));
   }
   if (!fs::exists(path))
     throw ConfigError(fmt::format(

@@ -16,8 +16,9 @@ namespace ds::runtime {
 
 class Gpt2Tokenizer : public Tokenizer {
  public:
-  // A folder with encoder.json and vocab.bpe, or a Hugging Face tokenizer.json (a BPE model with
-  // the ByteLevel pre-tokenizer, no normalizer). ConfigError naming the file for anything else.
+  // A folder with encoder.json and vocab.bpe (or their Hugging Face names vocab.json and
+  // merges.txt, or a tokenizer.json), or a Hugging Face tokenizer.json file (a BPE model with the
+  // ByteLevel pre-tokenizer, no normalizer). ConfigError naming the file for anything else.
   static std::unique_ptr<Gpt2Tokenizer> load(const std::string& path);
   // From the two standard files' paths.
   static std::unique_ptr<Gpt2Tokenizer> fromEncoderFiles(const std::string& encoderJson,

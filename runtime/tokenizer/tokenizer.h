@@ -29,8 +29,9 @@ class Tokenizer {
   virtual std::string describe() const = 0;  // "byte" or "gpt2 (<path>)" for messages
 };
 
-// kind "byte" (path must be empty) or "gpt2" (path: a folder with encoder.json and vocab.bpe, or
-// a tokenizer.json file). ConfigError for an unknown kind or a bad file.
+// kind "byte" (path must be empty) or "gpt2" (path: a folder with encoder.json and vocab.bpe,
+// or vocab.json and merges.txt, or tokenizer.json; or a tokenizer.json file). ConfigError for an
+// unknown kind or a bad file.
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string& kind, const std::string& path);
 
 }  // namespace ds::runtime

@@ -123,6 +123,12 @@ TEST_CASE("GPT-2 BPE on a small vocabulary: merges by rank, eos, decode", "[unit
     CHECK(t->decode(t->encode(s)) == s);
   std::vector<int32_t> bad{261};
   CHECK_THROWS_AS(t->decode(bad), ds::ConfigError);
+
+  // A Hugging Face model folder: the same two files named vocab.json and merges.txt.
+  TempDir hf;
+  std::filesystem::copy_file(dir.file("encoder.json"), hf.file("vocab.json"));
+  std::filesystem::copy_file(dir.file("vocab.bpe"), hf.file("merges.txt"));
+  CHECK(makeTokenizer("gpt2", hf.path())->encode("hello world") == t->encode("hello world"));
 }
 
 TEST_CASE("GPT-2 tokenizer: missing or malformed vocabulary files name the file", "[unit]") {
