@@ -34,6 +34,13 @@ class ByteTokenizer : public Tokenizer {
 
 }  // namespace
 
+void requireModelVocab(const Tokenizer& tok, int modelVocab, const std::string& what) {
+  if (modelVocab < tok.vocabSize())
+    throw ConfigError(fmt::format(
+        "{} has vocab_size {}, smaller than the {} tokenizer's {} tokens: its ids would not fit",
+        what, modelVocab, tok.describe(), tok.vocabSize()));
+}
+
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string& kind, const std::string& path) {
   if (kind == "byte") {
     if (!path.empty())

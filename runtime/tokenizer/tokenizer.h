@@ -29,6 +29,11 @@ class Tokenizer {
   virtual std::string describe() const = 0;  // "byte" or "gpt2 (<path>)" for messages
 };
 
+// A model whose vocabulary (vocab_size, possibly padded as llm.c pads GPT-2's to 50304) is
+// smaller than the tokenizer's cannot read its ids: ConfigError naming `what` (the checkpoint or
+// plan) and both sizes.
+void requireModelVocab(const Tokenizer& tok, int modelVocab, const std::string& what);
+
 // kind "byte" (path must be empty) or "gpt2" (path: a folder with encoder.json and vocab.bpe,
 // or vocab.json and merges.txt, or tokenizer.json; or a tokenizer.json file). ConfigError for an
 // unknown kind or a bad file.

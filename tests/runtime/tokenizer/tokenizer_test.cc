@@ -82,6 +82,11 @@ TEST_CASE("byte tokenizer: ids are the bytes, decode round-trips, bad ids refuse
                     "tokenizer byte: token id 256 at position 1 is outside the "
                     "vocabulary [0, 256)");
   CHECK_THROWS_AS(makeTokenizer("byte", "x"), ds::ConfigError);
+  ds::runtime::requireModelVocab(*t, 256, "plan");
+  ds::runtime::requireModelVocab(*t, 50304, "plan");
+  CHECK_THROWS_WITH(ds::runtime::requireModelVocab(*t, 128, "checkpoint 'ck'"),
+                    "checkpoint 'ck' has vocab_size 128, smaller than the byte tokenizer's 256 "
+                    "tokens: its ids would not fit");
   CHECK_THROWS_WITH(makeTokenizer("sentencepiece", ""),
                     "tokenizer: unknown kind 'sentencepiece'; expected byte or gpt2");
 }
