@@ -31,7 +31,7 @@ const ds::runtime::Command kCommands[] = {
      ds::runtime::generateCommand},
     {"hello", "print this rank's environment and join every rank through the store",
      ds::runtime::helloCommand},
-    {"prepare-data", "text to byte-level llm.c token shards (train/val)",
+    {"prepare-data", "text to llm.c token shards (train/val), byte-level or GPT-2 BPE",
      ds::runtime::prepareDataCommand},
     {"train", "run a training plan (the built-in plan without a file)", ds::runtime::trainCommand},
     {"version", "print the version",

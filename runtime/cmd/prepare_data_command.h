@@ -1,5 +1,6 @@
-// `dsrt prepare-data in.txt out_prefix [--val_fraction F] [--shard_tokens N]`: text to byte-level
-// llm.c token shards (vocab 256) for a plan's data.shards / data.val.
+// `dsrt prepare-data in.txt [more.txt ...] out_prefix [--val_fraction F] [--shard_tokens N]
+// [--tokenizer byte|gpt2] [--vocab DIR|tokenizer.json]`: text to llm.c token shards for a
+// plan's data.shards / data.val (docs/tokenizer.md).
 #pragma once
 
 namespace ds::runtime {
