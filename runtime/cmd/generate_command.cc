@@ -18,8 +18,8 @@
 #include "core/error.h"
 #include "runtime/inference/generate.h"
 #include "runtime/inference/inference_model.h"
-#include "runtime/inference/text_codec.h"
 #include "runtime/tensor/threads.h"
+#include "runtime/tokenizer/tokenizer.h"
 
 namespace ds::runtime {
 namespace {
@@ -46,7 +46,7 @@ std::vector<int32_t> parseIds(const std::string& flag, const std::string& text) 
 }
 
 struct Flags {
-  std::string model, tag, tokenizer, format, dtype = "fp32";
+  std::string model, tag, tokenizer, vocab, format, dtype = "fp32";
   std::vector<std::string> promptIds, prompts;
   std::string stop;
   int nHead = 0, vocabSize = 0, threads = 0;
@@ -68,8 +68,11 @@ void addFlags(CLI::App& app, Flags& f) {
       ->type_name("TEXT")
       ->allow_extra_args(false);
   app.add_option("--tokenizer", f.tokenizer,
-                 "text codec for --prompt and text output: byte (id = byte value, as dsrt "
-                 "prepare-data writes)");
+                 "tokenizer for --prompt and text output: byte (id = byte value, as dsrt "
+                 "prepare-data writes) or gpt2 (GPT-2's BPE, from --vocab)");
+  app.add_option("--vocab", f.vocab,
+                 "gpt2's vocabulary: a folder with encoder.json + vocab.bpe (or vocab.json + "
+                 "merges.txt, or tokenizer.json), or a tokenizer.json file");
   app.add_option("--max_new_tokens", f.gen.maxNewTokens, "tokens to generate per prompt")
       ->capture_default_str();
   app.add_option("--temperature", f.gen.sampling.temperature, "softmax temperature; 0 = greedy")
@@ -99,7 +102,7 @@ void addFlags(CLI::App& app, Flags& f) {
 
 // Checks every flag that does not need the model; fills prompts and stop ids.
 void checkFlags(Flags& f, std::vector<std::vector<int32_t>>& prompts,
-                std::unique_ptr<TextCodec>& codec) {
+                std::unique_ptr<Tokenizer>& codec) {
   if (f.greedy) f.gen.sampling.temperature = 0.0f;
   validateSampling(f.gen.sampling);
   if (f.gen.maxNewTokens < 0)
@@ -107,7 +110,11 @@ void checkFlags(Flags& f, std::vector<std::vector<int32_t>>& prompts,
   if (f.dtype != "fp32" && f.dtype != "bf16")
     throw ConfigError(fmt::format("--dtype {}: expected fp32 or bf16", f.dtype));
   if (f.threads < 0) throw ConfigError(fmt::format("--threads {}: expected >= 1", f.threads));
-  if (!f.tokenizer.empty()) codec = makeTextCodec(f.tokenizer);
+  if (!f.tokenizer.empty()) {
+    codec = makeTokenizer(f.tokenizer, f.vocab);
+  } else if (!f.vocab.empty()) {
+    throw ConfigError(fmt::format("--vocab {}: needs --tokenizer gpt2", f.vocab));
+  }
   if (f.format.empty()) f.format = codec ? "text" : "ids";
   if (f.format != "ids" && f.format != "text" && f.format != "json")
     throw ConfigError(fmt::format("--format {}: expected ids, text or json", f.format));
@@ -139,7 +146,7 @@ int generateCommand(int argc, char** argv) {
     throw ConfigError("generate: " + std::string(e.what()));
   }
   std::vector<std::vector<int32_t>> prompts;
-  std::unique_ptr<TextCodec> codec;
+  std::unique_ptr<Tokenizer> codec;
   checkFlags(f, prompts, codec);
   if (f.threads > 0) setComputeThreads(f.threads);
   LoadOptions lo;
