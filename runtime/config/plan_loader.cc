@@ -2,14 +2,13 @@
 #include "runtime/config/plan_loader.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "runtime/config/batch_triangle.h"
+#include "runtime/config/config_text.h"
 #include "runtime/config/ds_config_schema.h"
 #include "runtime/config/plan_overrides.h"
 #include "runtime/config/plan_schema.h"
@@ -17,25 +16,12 @@
 namespace ds::runtime {
 namespace {
 
-std::string readText(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read '{}'", what, path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-YAML::Node parseYaml(const std::string& text, const std::string& name) {
-  try {
-    YAML::Node n = YAML::Load(text);
-    if (!n || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    if (!n.IsMap())
-      throw ConfigError(fmt::format("{}: expected a map of plan blocks at the top", name));
-    return n;
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(
-        fmt::format("{}:{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+YAML::Node parseYaml(const std::string& text, const std::string& name, ConfigFormat format,
+                     const char* top) {
+  YAML::Node n = loadConfigText(text, name, format);
+  if (!n || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+  if (!n.IsMap()) throw ConfigError(fmt::format("{}: expected a map of {} at the top", name, top));
+  return n;
 }
 
 }  // namespace
@@ -45,7 +31,7 @@ int64_t Plan::tokensPerStep() const { return deepspeed.trainBatchSize * int64_t(
 Plan parsePlan(const std::string& yamlText, const std::string& name,
                const std::vector<std::string>& overrides, int worldSize,
                const std::string& baseDir) {
-  YAML::Node root = parseYaml(yamlText, name);
+  YAML::Node root = parseYaml(yamlText, name, ConfigFormat::kYaml, "plan blocks");
   ReadContext ctx{name, {}};
   ReadContext dsCtx{name, {}};
   // Overrides outside the deepspeed block first (one may name deepspeed_config), the deepspeed
@@ -62,7 +48,9 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
       std::filesystem::path p(file);
       if (p.is_relative()) p = std::filesystem::path(baseDir) / p;
       dsCtx.source = p.string();
-      root["deepspeed"] = parseYaml(readText(p.string(), name + ": deepspeed_config"), p.string());
+      root["deepspeed"] =
+          parseYaml(readConfigFile(p.string(), name + ": deepspeed_config"), p.string(),
+                    configFormatFor(p.string()), "DeepSpeed config keys");
       root.remove("deepspeed_config");
     }
   }
@@ -98,8 +86,12 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
       plan.deepspeed.microBatchPerGpu = b.micro;
       plan.deepspeed.gradientAccumulationSteps = b.gas;
     } catch (const ConfigError& e) {
-      throw ConfigError(
-          fmt::format("{}: deepspeed: {} (world size {})", dsCtx.source, e.what(), worldSize));
+      bool set = false;  // name --set when it gave one of the three
+      for (const char* k :
+           {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
+        set = set || fromSet(dsCtx, std::string("deepspeed.") + k);
+      throw ConfigError(fmt::format("{}: deepspeed: {} (world size {})",
+                                    set ? "--set" : dsCtx.source, e.what(), worldSize));
     }
   }
   top.finish();
@@ -113,7 +105,7 @@ Plan loadPlan(const PlanRequest& req) {
   if (req.path.empty())
     return parsePlan(defaultPlanYaml(), "<built-in default plan>", req.overrides, req.worldSize);
   std::string dir = std::filesystem::path(req.path).parent_path().string();
-  return parsePlan(readText(req.path, "plan"), req.path, req.overrides, req.worldSize,
+  return parsePlan(readConfigFile(req.path, "plan"), req.path, req.overrides, req.worldSize,
                    dir.empty() ? "." : dir);
 }
 

@@ -19,6 +19,10 @@ struct ReadContext {
   std::set<std::string> overridden;  // key paths set by --set
 };
 
+// True when keyPath, or a map above it, was set by --set (its errors then name --set, not the
+// plan file: the value has no position there).
+bool fromSet(const ReadContext& ctx, const std::string& keyPath);
+
 class NodeReader {
  public:
   // node must be a map (or null, read as empty). ctx must outlive the reader.
