@@ -1,6 +1,7 @@
 // CheckpointReader (see checkpoint.h): manifest validation, file presence/size/CRC checks, the
 // model tensors, and readRange assembling optimizer states from any set of rank files.
 #include <algorithm>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
@@ -53,11 +54,23 @@ T field(const json& j, const char* key, const std::string& where) {
   }
 }
 
+// j[key] when j is an object holding a value of T's JSON type there, else dflt (a manifest of
+// the wrong shape must be refused by the checks, never by a JSON library exception).
+template <typename T>
+T valueOr(const json& j, const char* key, T dflt) {
+  if (!j.is_object() || !j.contains(key)) return dflt;
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    return dflt;
+  }
+}
+
 }  // namespace
 
 void CheckpointReader::Impl::parseManifest(const json& m) {
   const std::string& w = manifestPath;
-  if (!m.is_object() || m.value("format", "") != ckpt::kFormat) {
+  if (valueOr<std::string>(m, "format", "") != ckpt::kFormat) {
     bad(fmt::format("not a dsrun checkpoint manifest (format != \"{}\")", ckpt::kFormat));
   }
   if (field<int>(m, "version", w) != ckpt::kFormatVersion) {
@@ -77,6 +90,15 @@ void CheckpointReader::Impl::parseManifest(const json& m) {
     pi.name = field<std::string>(p, "name", w + " params[]");
     pi.shape = field<std::vector<int64_t>>(p, "shape", w + " params[" + pi.name + "]");
     pi.numel = field<size_t>(p, "numel", w + " params[" + pi.name + "]");
+    size_t elems = 1;
+    for (int64_t d : pi.shape) {
+      if (d < 0 || (d > 0 && elems > SIZE_MAX / static_cast<size_t>(d)))
+        bad(fmt::format("param '{}' has a bad shape {}", pi.name, json(pi.shape).dump()));
+      elems *= static_cast<size_t>(d);
+    }
+    if (elems != pi.numel || pi.numel > SIZE_MAX - off)
+      bad(fmt::format("param '{}' has numel {} but shape {}", pi.name, pi.numel,
+                      json(pi.shape).dump()));
     if (field<size_t>(p, "offset", w) != off)
       bad(fmt::format("param '{}' offset out of order", pi.name));
     off += pi.numel;
@@ -92,7 +114,7 @@ void CheckpointReader::Impl::openFile(const json& f) {
   if (!ckpt::fileExists(path)) {
     bad(fmt::format("{} file {} is missing{}", kind, path,
                     kind == "optim"
-                        ? fmt::format(" (rank {} of {})", f.value("rank", -1), info.worldSize)
+                        ? fmt::format(" (rank {} of {})", valueOr(f, "rank", -1), info.worldSize)
                         : ""));
   }
   {
@@ -146,7 +168,7 @@ void CheckpointReader::Impl::indexOptim(const json& f, const ckpt::SafetensorsRe
       bad(fmt::format("{} lacks tensor '{}' of {} elements listed in the manifest", r.path(), tname,
                       pc.size));
     }
-    if (pc.offset + pc.size > numel) {
+    if (pc.offset > numel || pc.size > numel - pc.offset) {
       bad(fmt::format("{}: range {} [{}, {}) beyond the {} parameters", r.path(), state, pc.offset,
                       pc.offset + pc.size, numel));
     }
@@ -190,8 +212,8 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& root
   }
   std::vector<bool> rankSeen(static_cast<size_t>(std::max(impl->info.worldSize, 0)), false);
   for (const json& f : field<json>(m, "files", impl->manifestPath)) {
-    if (f.value("kind", "") == "optim") {
-      int rk = f.value("rank", -1);
+    if (valueOr<std::string>(f, "kind", "") == "optim") {
+      int rk = valueOr(f, "rank", -1);
       if (rk < 0 || rk >= impl->info.worldSize)
         impl->bad(fmt::format("file entry with rank {}", rk));
       rankSeen[static_cast<size_t>(rk)] = true;

@@ -71,6 +71,9 @@ class Trainer {
   void barrier();
   void logLine(const std::string& line);
   void writeSummary();
+  // Throws ds::Error "step N: loss is nan (...): training diverged ..." unless loss is finite
+  // (fp16 with the dynamic scaler excepted: its minimum scale is the stop there).
+  void checkFinite(const char* what, double loss, int64_t step, double lr) const;
 
   Plan plan_;
   comm::ProcessGroup* group_;
