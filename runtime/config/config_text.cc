@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -96,6 +97,40 @@ class KeyChecker {
 
 }  // namespace
 
+void checkUtf8(const std::string& text, const std::string& name) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
+    bool ok = len > 0 && i + len <= text.size();
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      ok = (d >> 6) == 0x2;
+      cp = (cp << 6) | (d & 0x3fu);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8 either.
+    ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) &&
+         !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) && !(cp >= 0xd800 && cp <= 0xdfff);
+    if (!ok)
+      throw ConfigError(
+          fmt::format("{}:{}:{}: invalid UTF-8 (byte 0x{:02x}); config text must be "
+                      "UTF-8",
+                      name, line, col, c));
+    if (c == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    i += len;
+  }
+}
+
 ConfigFormat configFormatFor(const std::string& path) {
   if (path.size() < 5) return ConfigFormat::kYaml;
   std::string ext = path.substr(path.size() - 5);
@@ -109,6 +144,7 @@ void checkConfigKeys(const YAML::Node& root, const std::string& name) {
 
 YAML::Node loadConfigText(const std::string& text, const std::string& name, ConfigFormat format) {
   const char* what = format == ConfigFormat::kJson ? "JSON" : "YAML";
+  checkUtf8(text, name);
   if (format == ConfigFormat::kJson) checkJsonSyntax(text, name);
   YAML::Node n;
   try {

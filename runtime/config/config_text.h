@@ -21,6 +21,10 @@ ConfigFormat configFormatFor(const std::string& path);
 // An empty document is a null node.
 YAML::Node loadConfigText(const std::string& text, const std::string& name, ConfigFormat format);
 
+// ConfigError "<name>:L:C: invalid UTF-8 (byte 0x95); config text must be UTF-8" unless text is
+// UTF-8 (strings would otherwise fail later, when the resolved config is written as JSON).
+void checkUtf8(const std::string& text, const std::string& name);
+
 // Every map in the tree (once per node, aliases included): ConfigError when a key is not a plain
 // scalar or when two keys are equal ("<name>:L:C: key 'k' given twice (first at L:C)", both
 // positions in the same text).

@@ -36,6 +36,7 @@ std::set<std::string> applyOverrides(YAML::Node root, const std::vector<std::str
       throw ConfigError(fmt::format(
           "--set {}: empty value (give a value; null removes the key so its default applies)",
           text));
+    checkUtf8(text, "--set");
     YAML::Node parsed;
     try {
       parsed = YAML::Load(value);
