@@ -82,6 +82,8 @@ for src in tests/fuzz/*_fuzz.cc; do
   findings="$BUILD_DIR/fuzz-findings/$name"
   mkdir -p "$work" "$findings" "tests/fuzz/corpus/$name"
   cp -n "tests/fuzz/corpus/$name"/* "$work"/ 2>/dev/null || true
+  # Undefined behaviour (UBSan) stops the run like a crash; ASan's leak check stays on.
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
   limit=(-max_total_time="$SECONDS_EACH")
   [ -n "$RUNS" ] && limit=(-runs="$RUNS")
   echo "fuzz.sh: running $name (${limit[*]})"

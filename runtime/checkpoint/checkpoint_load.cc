@@ -2,6 +2,9 @@
 // model tensors, and readRange assembling optimizer states from any set of rank files.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <optional>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -41,17 +44,54 @@ struct CheckpointReader::Impl {
 
 namespace {
 
+// v as T when v holds a value of T's JSON type that T can represent: integers must be JSON
+// integers within T's range (nlohmann converts 1e300 to int by an undefined cast), so a manifest
+// of the wrong shape is refused by the caller, never by a library exception or UB.
+template <typename T>
+std::optional<T> typed(const json& v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+      return static_cast<T>(u);
+    }
+    if (!v.is_number_integer()) return std::nullopt;
+    const auto x = v.get<int64_t>();
+    if constexpr (std::is_signed_v<T>) {
+      if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
+        return std::nullopt;
+    } else if (x < 0 || static_cast<uint64_t>(x) > std::numeric_limits<T>::max()) {
+      return std::nullopt;
+    }
+    return static_cast<T>(x);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    if (!v.is_array()) return std::nullopt;
+    std::vector<int64_t> out;
+    for (const json& e : v) {
+      auto x = typed<int64_t>(e);
+      if (!x) return std::nullopt;
+      out.push_back(*x);
+    }
+    return out;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      return std::nullopt;
+    }
+  }
+}
+
 template <typename T>
 T field(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key)) {
+  if (!j.is_object() || !j.contains(key)) {
     throw ConfigError(fmt::format("{}: missing key '{}'", where, key));
   }
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
+  auto v = typed<T>(j.at(key));
+  if (!v)
     throw ConfigError(
         fmt::format("{}: key '{}' has the wrong type ({})", where, key, j.at(key).dump()));
-  }
+  return *v;
 }
 
 // j[key] when j is an object holding a value of T's JSON type there, else dflt (a manifest of
@@ -59,11 +99,7 @@ T field(const json& j, const char* key, const std::string& where) {
 template <typename T>
 T valueOr(const json& j, const char* key, T dflt) {
   if (!j.is_object() || !j.contains(key)) return dflt;
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    return dflt;
-  }
+  return typed<T>(j.at(key)).value_or(dflt);
 }
 
 }  // namespace

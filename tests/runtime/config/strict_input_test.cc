@@ -145,3 +145,21 @@ TEST_CASE("strict input: a deepspeed_config that is no regular file is refused",
   CHECK(loadError(plan) == plan + ": deepspeed_config: '/dev/zero' is not a regular file");
   CHECK(loadError(dir.path()) == "plan: '" + dir.path() + "' is not a regular file");
 }
+
+TEST_CASE("strict input: config text that is not UTF-8 is refused with its position", "[unit]") {
+  // Found by plan_fuzz: such a byte in a string passed the schema, then writing the resolved
+  // config as JSON threw from the JSON library (an "unexpected error" without a position).
+  TempDir dir;
+  const std::string plan = dir.file("plan.yaml"), js = dir.file("ds.json");
+  writeFile(plan, std::string(kModel) + "data:\n  shards: \"/d/caf\xe9_*.bin\"\n");
+  CHECK(loadError(plan) == plan + ":4:18: invalid UTF-8 (byte 0xe9); config text must be UTF-8");
+  writeFile(plan, std::string(kModel) + "deepspeed_config: ds.json\n");
+  writeFile(js, "{\"train_batch_size\": 8, \"x\": \"\xc0\xaf\"}");  // overlong '/'
+  CHECK(loadError(plan) == js + ":1:31: invalid UTF-8 (byte 0xc0); config text must be UTF-8");
+  CHECK(loadError("", {"train.steps=\xff"}) ==
+        "--set:1:13: invalid UTF-8 (byte 0xff); config text must be UTF-8");
+  // Real UTF-8 is fine.
+  writeFile(js, "{\"train_batch_size\": 8}");
+  writeFile(plan, std::string(kModel) + "# caf\xc3\xa9 \xe2\x9c\x93\ndeepspeed_config: ds.json\n");
+  CHECK(loadPlan({plan, {}, 1}).deepspeed.trainBatchSize == 8);
+}
