@@ -59,6 +59,11 @@ void checkJsonSyntax(const std::string& text, const std::string& name) {
     const auto colon = at == std::string::npos ? at : msg.find(": ", at);
     if (colon != std::string::npos) msg = msg.substr(colon + 2);
     throw ConfigError(fmt::format("{}:{}:{}: invalid JSON: {}", name, line, col, msg));
+  } catch (const nlohmann::json::exception& e) {  // a number too large for a double
+    std::string msg = e.what();
+    const auto cut = msg.find("] ");
+    if (cut != std::string::npos) msg = msg.substr(cut + 2);
+    throw ConfigError(fmt::format("{}: invalid JSON: {}", name, msg));
   }
 }
 

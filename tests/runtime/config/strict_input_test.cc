@@ -82,6 +82,9 @@ TEST_CASE("strict input: JSON syntax errors say JSON, with line and column", "[u
   writeFile(js, "train_batch_size: 8\n");  // YAML in a .json file
   CHECK(loadError(plan) == js + ":1:3: invalid JSON: syntax error while parsing value - invalid "
                                 "literal; last read: 'tra'");
+  // A number past double's range (found by plan_fuzz: the JSON library's out_of_range escaped).
+  writeFile(js, "{\"train_batch_size\": 1e999}");
+  CHECK(loadError(plan) == js + ": invalid JSON: number overflow parsing '1e999'");
   writeFile(js, "");
   CHECK_THAT(loadError(plan), Catch::Matchers::StartsWith(js + ":1:1: invalid JSON: "));
   // A plan YAML's syntax error still says YAML.
