@@ -31,7 +31,7 @@ int64_t Plan::tokensPerStep() const { return deepspeed.trainBatchSize * int64_t(
 Plan parsePlan(const std::string& yamlText, const std::string& name,
                const std::vector<std::string>& overrides, int worldSize,
                const std::string& baseDir) {
-  YAML::Node root = parseYaml(yamlText, name, ConfigFormat::kYaml, "plan blocks");
+  YAML::Node root = parseYaml(yamlText, name, configFormatFor(name), "plan blocks");
   ReadContext ctx{name, {}};
   ReadContext dsCtx{name, {}};
   // Overrides outside the deepspeed block first (one may name deepspeed_config), the deepspeed

@@ -87,6 +87,10 @@ TEST_CASE("strict input: JSON syntax errors say JSON, with line and column", "[u
   CHECK(loadError(plan) == js + ": invalid JSON: number overflow parsing '1e999'");
   writeFile(js, "");
   CHECK_THAT(loadError(plan), Catch::Matchers::StartsWith(js + ":1:1: invalid JSON: "));
+  // A plan file named .json is read as JSON too.
+  writeFile(dir.file("plan.json"), "{\"model\": {\"gpt\": {\"n_layer\": 1,}}}");
+  CHECK_THAT(loadError(dir.file("plan.json")),
+             Catch::Matchers::StartsWith(dir.file("plan.json") + ":1:33: invalid JSON: "));
   // A plan YAML's syntax error still says YAML.
   writeFile(plan, std::string(kModel) + "train: {steps: 3\n");
   CHECK_THAT(loadError(plan), Catch::Matchers::StartsWith(plan + ":4:") &&
