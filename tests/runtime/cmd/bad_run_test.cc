@@ -122,7 +122,7 @@ TEST_CASE("bad run: fp16 whose dynamic loss scale reaches its minimum exits 1", 
       runCommand(single("train " + plan + " --summary " + dir.file("s.json")) + " 2>&1", &out);
   INFO(out);
   CHECK(rc == 1);
-  // Scale 8 -> 4 -> 2 -> 1 over three overflowing steps, the next overflow stops the run.
+  // Overflow on every step: hysteresis 2 first, then scale 8 -> 4 -> 2 -> 1; the next stops it.
   CHECK(out.find("reducing to 1\n") != std::string::npos);
   CHECK(out.find(": Current loss scale already at minimum - cannot decrease scale anymore. "
                  "Exiting run.") != std::string::npos);
