@@ -52,14 +52,56 @@ inline bf16 floatToBf16(float f) {
   return bf16{static_cast<uint16_t>(u >> 16)};
 }
 
+// Portable conversions, bit for bit what _Float16 does (tests/core/dtype_test.cc compares them
+// over every fp16 value and a sweep of floats). Used where the compiler has no _Float16 (clang 14
+// on x86 without AVX512-FP16: the libFuzzer and lint builds).
+inline float fp16ToFloatSoft(fp16 h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  uint32_t exp = (h.bits >> 10) & 0x1fu, man = h.bits & 0x3ffu, u;
+  if (exp == 0x1fu) {
+    u = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u);  // inf; NaN made quiet
+  } else if (exp != 0) {
+    u = sign | ((exp + 112u) << 23) | (man << 13);
+  } else if (man == 0) {
+    u = sign;
+  } else {  // subnormal: normalize
+    exp = 113u;
+    while ((man & 0x400u) == 0) man <<= 1, --exp;
+    u = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline fp16 floatToFp16Soft(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u)  // NaN: keep the top payload bits, stay quiet
+    return fp16{static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu))};
+  if (a >= 0x477ff000u) return fp16{static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to inf
+  if (a >= 0x38800000u) {  // fp16 normal: drop 13 bits, round to nearest even
+    uint32_t v = a - 0x38000000u;
+    v += 0xfffu + ((v >> 13) & 1u);
+    return fp16{static_cast<uint16_t>(sign | (v >> 13))};
+  }
+  if (a < 0x33000000u) return fp16{sign};  // below half the smallest subnormal: zero
+  // fp16 subnormal: the value in units of 2^-24, rounded to nearest even.
+  const uint32_t man = (a & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126u - (a >> 23);  // 14..24
+  uint32_t q = man >> shift;
+  const uint32_t rem = man & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  if (rem > half || (rem == half && (q & 1u))) ++q;
+  return fp16{static_cast<uint16_t>(sign | q)};
+}
+
+#if defined(__FLT16_MANT_DIG__)
 inline float fp16ToFloat(fp16 h) {
-#if defined(__F16C__) || defined(__x86_64__)
   _Float16 v;
   std::memcpy(&v, &h.bits, 2);
   return static_cast<float>(v);
-#else
-#error "fp16 conversion needs _Float16"
-#endif
 }
 
 inline fp16 floatToFp16(float f) {
@@ -68,5 +110,9 @@ inline fp16 floatToFp16(float f) {
   std::memcpy(&h.bits, &v, 2);
   return h;
 }
+#else
+inline float fp16ToFloat(fp16 h) { return fp16ToFloatSoft(h); }
+inline fp16 floatToFp16(float f) { return floatToFp16Soft(f); }
+#endif
 
 }  // namespace ds

@@ -134,4 +134,5 @@ fi
 (cd "$OLDPWD" && bash scripts/lint.sh zero)
 (cd "$OLDPWD" && bash scripts/test.sh --sanitize address,undefined --short)
 # --- end of lint and sanitizers ---------------------------------------------------------------
-bash "$OLDPWD/scripts/fuzz.sh"  # libFuzzer harnesses, bounded (DS_FUZZ_SECONDS, default 30 s each)
+# Every libFuzzer harness (tests/fuzz), 10 s each here (DS_FUZZ_SECONDS); long runs: fuzz.sh --record
+DS_FUZZ_SECONDS=${DS_FUZZ_SECONDS:-10} bash "$OLDPWD/scripts/fuzz.sh"

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "comm/store/store_util.h"
 #include "core/error.h"
 
@@ -76,7 +78,10 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> g(mu_);
     auto it = data_.find(key);
-    v = (it == data_.end() ? 0 : parseCounter(key, it->second)) + delta;
+    const int64_t now = it == data_.end() ? 0 : parseCounter(key, it->second);
+    if (__builtin_add_overflow(now, delta, &v))  // a client's delta: refused, not wrapped (UB)
+      throw CommError(
+          fmt::format("store add '{}': {} + {} overflows a 64-bit counter", key, now, delta));
     data_[key] = encodeCounter(v);
   }
   cv_.notify_all();

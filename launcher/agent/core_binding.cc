@@ -3,6 +3,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -32,6 +34,31 @@ std::vector<std::vector<int>> coreSlices(const std::vector<int>& cores, int loca
     slices[r].assign(cores.begin() + static_cast<long>(r * per),
                      cores.begin() + static_cast<long>((r + 1) * per));
   return slices;
+}
+
+std::string formatCoreRanges(const std::vector<int>& cores) {
+  std::string out;
+  for (size_t i = 0; i < cores.size();) {
+    size_t j = i;
+    while (j + 1 < cores.size() && cores[j + 1] == cores[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += j == i ? fmt::format("{}", cores[i]) : fmt::format("{}-{}", cores[i], cores[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+void checkCoresAvailable(const std::vector<int>& cores, const std::vector<int>& allowed,
+                         const std::string& source, const std::string& host) {
+  std::vector<int> missing;
+  for (int c : cores)
+    if (!std::binary_search(allowed.begin(), allowed.end(), c)) missing.push_back(c);
+  if (missing.empty()) return;
+  std::sort(missing.begin(), missing.end());
+  throw ConfigError(
+      fmt::format("{}: core{} {} {} not available on host {} (this process may run on cores {})",
+                  source, missing.size() == 1 ? "" : "s", formatCoreRanges(missing),
+                  missing.size() == 1 ? "is" : "are", host, formatCoreRanges(allowed)));
 }
 
 }  // namespace ds::launcher

@@ -17,4 +17,13 @@ std::vector<int> allowedCpus();
 std::vector<std::vector<int>> coreSlices(const std::vector<int>& cores, int localSize,
                                          const std::string& source);
 
+// Throws ConfigError when `cores` names CPUs outside `allowed` (missing on this host, offline, or
+// outside this process's affinity mask): "<source>: cores 2-63 are not available on host H (this
+// process may run on cores 0-1)". Checked before any rank starts.
+void checkCoresAvailable(const std::vector<int>& cores, const std::vector<int>& allowed,
+                         const std::string& source, const std::string& host);
+
+// "0-3,8,10-11" for an ascending list.
+std::string formatCoreRanges(const std::vector<int>& cores);
+
 }  // namespace ds::launcher

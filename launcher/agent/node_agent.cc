@@ -120,6 +120,9 @@ void NodeAgent::spawnAll() {
   std::vector<std::vector<int>> slices(static_cast<size_t>(localSize));
   if (spec_.bindCoresToRank || !spec_.bindCoreList.empty()) {
     bool listed = !spec_.bindCoreList.empty();
+    if (listed)
+      checkCoresAvailable(parseCoreList(spec_.bindCoreList), allowed,
+                          "--bind_core_list " + spec_.bindCoreList, host_);
     slices = coreSlices(listed ? parseCoreList(spec_.bindCoreList) : allowed, localSize,
                         listed ? "--bind_core_list " + spec_.bindCoreList
                                : "--bind_cores_to_rank (the CPUs this agent may use)");

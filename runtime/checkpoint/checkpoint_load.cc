@@ -1,6 +1,10 @@
 // CheckpointReader (see checkpoint.h): manifest validation, file presence/size/CRC checks, the
 // model tensors, and readRange assembling optimizer states from any set of rank files.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -40,24 +44,69 @@ struct CheckpointReader::Impl {
 
 namespace {
 
+// v as T when v holds a value of T's JSON type that T can represent: integers must be JSON
+// integers within T's range (nlohmann converts 1e300 to int by an undefined cast), so a manifest
+// of the wrong shape is refused by the caller, never by a library exception or UB.
+template <typename T>
+std::optional<T> typed(const json& v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+      return static_cast<T>(u);
+    }
+    if (!v.is_number_integer()) return std::nullopt;
+    const auto x = v.get<int64_t>();
+    if constexpr (std::is_signed_v<T>) {
+      if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
+        return std::nullopt;
+    } else if (x < 0 || static_cast<uint64_t>(x) > std::numeric_limits<T>::max()) {
+      return std::nullopt;
+    }
+    return static_cast<T>(x);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    if (!v.is_array()) return std::nullopt;
+    std::vector<int64_t> out;
+    for (const json& e : v) {
+      auto x = typed<int64_t>(e);
+      if (!x) return std::nullopt;
+      out.push_back(*x);
+    }
+    return out;
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      return std::nullopt;
+    }
+  }
+}
+
 template <typename T>
 T field(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key)) {
+  if (!j.is_object() || !j.contains(key)) {
     throw ConfigError(fmt::format("{}: missing key '{}'", where, key));
   }
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
+  auto v = typed<T>(j.at(key));
+  if (!v)
     throw ConfigError(
         fmt::format("{}: key '{}' has the wrong type ({})", where, key, j.at(key).dump()));
-  }
+  return *v;
+}
+
+// j[key] when j is an object holding a value of T's JSON type there, else dflt (a manifest of
+// the wrong shape must be refused by the checks, never by a JSON library exception).
+template <typename T>
+T valueOr(const json& j, const char* key, T dflt) {
+  if (!j.is_object() || !j.contains(key)) return dflt;
+  return typed<T>(j.at(key)).value_or(dflt);
 }
 
 }  // namespace
 
 void CheckpointReader::Impl::parseManifest(const json& m) {
   const std::string& w = manifestPath;
-  if (!m.is_object() || m.value("format", "") != ckpt::kFormat) {
+  if (valueOr<std::string>(m, "format", "") != ckpt::kFormat) {
     bad(fmt::format("not a dsrun checkpoint manifest (format != \"{}\")", ckpt::kFormat));
   }
   if (field<int>(m, "version", w) != ckpt::kFormatVersion) {
@@ -77,6 +126,15 @@ void CheckpointReader::Impl::parseManifest(const json& m) {
     pi.name = field<std::string>(p, "name", w + " params[]");
     pi.shape = field<std::vector<int64_t>>(p, "shape", w + " params[" + pi.name + "]");
     pi.numel = field<size_t>(p, "numel", w + " params[" + pi.name + "]");
+    size_t elems = 1;
+    for (int64_t d : pi.shape) {
+      if (d < 0 || (d > 0 && elems > SIZE_MAX / static_cast<size_t>(d)))
+        bad(fmt::format("param '{}' has a bad shape {}", pi.name, json(pi.shape).dump()));
+      elems *= static_cast<size_t>(d);
+    }
+    if (elems != pi.numel || pi.numel > SIZE_MAX - off)
+      bad(fmt::format("param '{}' has numel {} but shape {}", pi.name, pi.numel,
+                      json(pi.shape).dump()));
     if (field<size_t>(p, "offset", w) != off)
       bad(fmt::format("param '{}' offset out of order", pi.name));
     off += pi.numel;
@@ -92,7 +150,7 @@ void CheckpointReader::Impl::openFile(const json& f) {
   if (!ckpt::fileExists(path)) {
     bad(fmt::format("{} file {} is missing{}", kind, path,
                     kind == "optim"
-                        ? fmt::format(" (rank {} of {})", f.value("rank", -1), info.worldSize)
+                        ? fmt::format(" (rank {} of {})", valueOr(f, "rank", -1), info.worldSize)
                         : ""));
   }
   {
@@ -146,7 +204,7 @@ void CheckpointReader::Impl::indexOptim(const json& f, const ckpt::SafetensorsRe
       bad(fmt::format("{} lacks tensor '{}' of {} elements listed in the manifest", r.path(), tname,
                       pc.size));
     }
-    if (pc.offset + pc.size > numel) {
+    if (pc.offset > numel || pc.size > numel - pc.offset) {
       bad(fmt::format("{}: range {} [{}, {}) beyond the {} parameters", r.path(), state, pc.offset,
                       pc.offset + pc.size, numel));
     }
@@ -190,8 +248,8 @@ std::unique_ptr<CheckpointReader> CheckpointReader::open(const std::string& root
   }
   std::vector<bool> rankSeen(static_cast<size_t>(std::max(impl->info.worldSize, 0)), false);
   for (const json& f : field<json>(m, "files", impl->manifestPath)) {
-    if (f.value("kind", "") == "optim") {
-      int rk = f.value("rank", -1);
+    if (valueOr<std::string>(f, "kind", "") == "optim") {
+      int rk = valueOr(f, "rank", -1);
       if (rk < 0 || rk >= impl->info.worldSize)
         impl->bad(fmt::format("file entry with rank {}", rk));
       rankSeen[static_cast<size_t>(rk)] = true;

@@ -79,7 +79,10 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   CLI::App app{"dsrt train: run a training plan on this rank (the built-in plan without a file)",
                "dsrt train"};
   app.add_option("plan", a.plan, "plan YAML file (default: the built-in plan)");
-  app.add_option("--set", a.overrides, "override a plan key: key.path=value (YAML value)")
+  app.add_option(
+         "--set", a.overrides,
+         "override a plan key: key.path=value (a YAML value; null removes the key, an empty "
+         "value is an error)")
       ->type_name("K=V")
       ->allow_extra_args(false);
   app.add_option("--comm_backend", a.commBackend,

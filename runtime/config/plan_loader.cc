@@ -6,13 +6,13 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "runtime/config/batch_triangle.h"
+#include "runtime/config/config_text.h"
 #include "runtime/config/ds_config_keys.h"
 #include "runtime/config/ds_config_schema.h"
 #include "runtime/config/plan_overrides.h"
@@ -21,25 +21,12 @@
 namespace ds::runtime {
 namespace {
 
-std::string readText(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read '{}'", what, path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-YAML::Node parseYaml(const std::string& text, const std::string& name) {
-  try {
-    YAML::Node n = YAML::Load(text);
-    if (!n || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    if (!n.IsMap())
-      throw ConfigError(fmt::format("{}: expected a map of plan blocks at the top", name));
-    return n;
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(
-        fmt::format("{}:{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+YAML::Node parseYaml(const std::string& text, const std::string& name, ConfigFormat format,
+                     const char* top) {
+  YAML::Node n = loadConfigText(text, name, format);
+  if (!n || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+  if (!n.IsMap()) throw ConfigError(fmt::format("{}: expected a map of {} at the top", name, top));
+  return n;
 }
 
 // The width "auto" bucket sizes follow (Hugging Face uses the model's hidden size).
@@ -83,7 +70,7 @@ int64_t Plan::tokensPerStep() const { return deepspeed.trainBatchSize * int64_t(
 Plan parsePlan(const std::string& yamlText, const std::string& name,
                const std::vector<std::string>& overrides, int worldSize,
                const std::string& baseDir) {
-  YAML::Node root = parseYaml(yamlText, name);
+  YAML::Node root = parseYaml(yamlText, name, configFormatFor(name), "plan blocks");
   ReadContext ctx{name, {}};
   ReadContext dsCtx{name, {}};
   // Overrides outside the deepspeed block first (one may name deepspeed_config), the deepspeed
@@ -100,7 +87,9 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
       std::filesystem::path p(file);
       if (p.is_relative()) p = std::filesystem::path(baseDir) / p;
       dsCtx.source = p.string();
-      root["deepspeed"] = parseYaml(readText(p.string(), name + ": deepspeed_config"), p.string());
+      root["deepspeed"] =
+          parseYaml(readConfigFile(p.string(), name + ": deepspeed_config"), p.string(),
+                    configFormatFor(p.string()), "DeepSpeed config keys");
       root.remove("deepspeed_config");
     }
   }
@@ -153,9 +142,12 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
       plan.deepspeed.gradientAccumulationSteps = b.gas;
     } catch (const ConfigError& e) {
       std::vector<std::string> autos;
+      bool set = false;  // name --set when it gave one of the three
       for (const char* k :
-           {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
+           {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"}) {
         if (autoResolved.count(std::string("deepspeed.") + k)) autos.push_back(k);
+        set = set || fromSet(dsCtx, std::string("deepspeed.") + k);
+      }
       std::string hint = autos.empty()
                              ? ""
                              : fmt::format(
@@ -163,8 +155,8 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
                                    "Trainer sets them from its arguments): give "
                                    "train_micro_batch_size_per_gpu or train_batch_size",
                                    fmt::join(autos, ", "), autos.size() > 1 ? "are" : "is");
-      throw ConfigError(fmt::format("{}: deepspeed: {} (world size {}){}", dsCtx.source, e.what(),
-                                    worldSize, hint));
+      throw ConfigError(fmt::format("{}: deepspeed: {} (world size {}){}",
+                                    set ? "--set" : dsCtx.source, e.what(), worldSize, hint));
     }
   }
   top.finish();
@@ -179,7 +171,7 @@ Plan loadPlan(const PlanRequest& req) {
   if (req.path.empty())
     return parsePlan(defaultPlanYaml(), "<built-in default plan>", req.overrides, req.worldSize);
   std::string dir = std::filesystem::path(req.path).parent_path().string();
-  return parsePlan(readText(req.path, "plan"), req.path, req.overrides, req.worldSize,
+  return parsePlan(readConfigFile(req.path, "plan"), req.path, req.overrides, req.worldSize,
                    dir.empty() ? "." : dir);
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/config/config_text.h"
 
 namespace ds::runtime {
 namespace {
@@ -31,12 +32,18 @@ std::set<std::string> applyOverrides(YAML::Node root, const std::vector<std::str
       throw ConfigError(fmt::format("--set {}: expected key.path=value", text));
     std::string path = text.substr(0, eq), value = text.substr(eq + 1);
     auto parts = splitPath(path, text);
+    if (value.find_first_not_of(" \t\r\n") == std::string::npos)
+      throw ConfigError(fmt::format(
+          "--set {}: empty value (give a value; null removes the key so its default applies)",
+          text));
+    checkUtf8(text, "--set");
     YAML::Node parsed;
     try {
       parsed = YAML::Load(value);
     } catch (const YAML::Exception& e) {
       throw ConfigError(fmt::format("--set {}: value is not valid YAML: {}", text, e.msg));
     }
+    checkConfigKeys(parsed, "--set " + path);
     YAML::Node cur = root;
     std::string sofar;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {

@@ -12,7 +12,8 @@
 namespace ds::runtime {
 
 // Applies each override to root (creating maps on the way); returns the key paths set.
-// ConfigError for malformed text ("expected key.path=value") or a path through a non-map.
+// ConfigError for malformed text ("expected key.path=value"), an empty value (`key=`: write null
+// to remove a key), a key given twice inside the value, or a path through a non-map.
 std::set<std::string> applyOverrides(YAML::Node root, const std::vector<std::string>& overrides);
 
 }  // namespace ds::runtime

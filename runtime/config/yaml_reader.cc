@@ -53,6 +53,16 @@ bool parseNumber(const std::string& s, double* out) {
 
 }  // namespace
 
+bool fromSet(const ReadContext& ctx, const std::string& keyPath) {
+  // The key itself or a map above it was given by --set (`--set deepspeed={...}` sets every
+  // key inside).
+  for (size_t end = keyPath.size(); end != std::string::npos && end > 0;
+       end = keyPath.rfind('.', end - 1)) {
+    if (ctx.overridden.count(keyPath.substr(0, end))) return true;
+  }
+  return false;
+}
+
 NodeReader::NodeReader(YAML::Node node, std::string path, const ReadContext* ctx)
     : node_(node), path_(std::move(path)), ctx_(ctx) {
   if (node_ && !node_.IsNull() && !node_.IsMap())
@@ -66,7 +76,7 @@ std::string NodeReader::keyPath(const std::string& key) const {
 }
 
 std::string NodeReader::where(const YAML::Node& n, const std::string& keyPath) const {
-  if (ctx_->overridden.count(keyPath)) return "--set ";
+  if (fromSet(*ctx_, keyPath)) return "--set ";
   auto m = n.IsDefined() && !n.IsNull() ? n.Mark()
            : node_.IsDefined()          ? node_.Mark()
                                         : YAML::Mark::null_mark();

@@ -22,6 +22,10 @@ struct ReadContext {
   std::vector<std::string>* errors = nullptr;
 };
 
+// True when keyPath, or a map above it, was set by --set (its errors then name --set, not the
+// plan file: the value has no position there).
+bool fromSet(const ReadContext& ctx, const std::string& keyPath);
+
 class NodeReader {
  public:
   // node must be a map (or null, read as empty). ctx must outlive the reader.

@@ -3,6 +3,7 @@
 #include "runtime/engine/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "core/log.h"
 #include "core/safe_file.h"
 #include "runtime/engine/init_from.h"
+#include "runtime/engine/preflight.h"
 #include "runtime/engine/run_report.h"
 #include "runtime/engine/train_semantics.h"
 #include "runtime/monitor/progress_bar.h"
@@ -51,6 +53,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   if (plan_.model.seqLen <= 0)
     throw ConfigError(
         fmt::format("{}: model.seq_len must be > 0 (got {})", plan_.source, plan_.model.seqLen));
+  // Before anything is allocated or written: a run that cannot keep its results stops here.
+  checkOutputsWritable(plan_, opts_.summaryPath, rank_);
   ModelConfig mc = plan_.model;
   mc.compute = computeDtype(plan_);
   mc.activationCheckpointing = plan_.deepspeed.activationCheckpointing;
@@ -163,6 +167,18 @@ std::vector<float> Trainer::fullParams() {
   return flat;
 }
 
+void Trainer::checkFinite(const char* what, double loss, int64_t step, double lr) const {
+  // fp16's dynamic scaler owns overflow (it skips the step and lowers the scale, and stops the
+  // run at its minimum); anywhere else a loss that is not finite means the run has diverged, and
+  // every later step would be NaN too. Every rank sees the same all-reduced value.
+  if (std::isfinite(loss) || scaler_->dynamic()) return;
+  const char* value = std::isnan(loss) ? "NaN" : loss > 0 ? "+inf" : "-inf";
+  throw Error(fmt::format(
+      "step {}: {} is {} ({}, lr {:.3g}): training diverged; stopped without saving a checkpoint "
+      "or run summary (lower the learning rate, or set gradient_clipping)",
+      step, what, value, summary_.dtype, lr));
+}
+
 StepRecord Trainer::trainStep() {
   const auto t0 = Clock::now();
   if (stepsThisRun_ == 0) runStart_ = t0;
@@ -191,9 +207,14 @@ StepRecord Trainer::trainStep() {
   }
   zero::StepResult res =
       eng_->step(float(lr), float(scale), float(plan_.deepspeed.gradientClipping));
-  scaler_->update(res.skipped);
+  try {
+    scaler_->update(res.skipped);
+  } catch (const Error& e) {  // fp16: overflow at the minimum scale
+    throw Error(fmt::format("step {}: {}", step_ + 1, e.what()));
+  }
   auto tc = Clock::now();
   rec.loss = allreduceMean(lossSum / gas);
+  checkFinite("loss", rec.loss, step_ + 1, lr);
   rec.commMs = hookMs + res.commMs + msSince(tc);
   rec.optimMs = res.optimMs;
   ++step_;
@@ -270,6 +291,7 @@ double Trainer::evaluate() {
   }
   hooks_->take();
   double loss = allreduceMean(sum / double(n));
+  checkFinite("validation loss", loss, step_, schedule_->lrForStep(eng_->stepCount()));
   summary_.evals.push_back({step_, loss});
   monitors_->write({{"Train/Samples/eval_loss", loss, samples_}});
   logLine(formatEvalLine(step_, loss, corpora_.entropyFloor));

@@ -82,6 +82,9 @@ class Trainer {
   void reportMemory();   // rank 0 prints the max-over-ranks startup memory table (collective)
   void drawProgress();   // the progress bar (rank 0, TrainerOptions::progressBar)
   void reportOutputs();  // rank 0: where the checkpoints, monitors and summary went
+  // Throws ds::Error "step N: loss is nan (...): training diverged ..." unless loss is finite
+  // (fp16 with the dynamic scaler excepted: its minimum scale is the stop there).
+  void checkFinite(const char* what, double loss, int64_t step, double lr) const;
 
   Plan plan_;
   comm::ProcessGroup* group_;

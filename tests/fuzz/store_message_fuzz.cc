@@ -1,3 +1,5 @@
+// fuzz-sources: comm/store/*.cc
+// fuzz-deps: ds_comm_store
 // Fuzz harness for the TcpStore server's message handling: the input is byte 0 (mode bits) then
 // a byte stream cut into frames exactly as the server's reader does, each fed to a StoreSession
 // (the server's per-connection logic) over a fresh HashStore; also the request and reply

@@ -51,6 +51,18 @@ TEST_CASE("HashStore add is a counter readable as text", "[unit]") {
   }
 }
 
+TEST_CASE("HashStore add refuses a counter that would overflow int64", "[unit]") {
+  // Found by store_message_fuzz: a client's delta overflowed the counter (undefined behaviour).
+  HashStore s;
+  CHECK(s.add("n", INT64_MAX) == INT64_MAX);
+  CHECK_THROWS_WITH(s.add("n", 1), Catch::Contains("store add 'n': 9223372036854775807 + 1 "
+                                                   "overflows a 64-bit counter"));
+  CHECK(s.getString("n", 1s) == "9223372036854775807");  // unchanged
+  CHECK(s.add("m", INT64_MIN) == INT64_MIN);
+  CHECK_THROWS_AS(s.add("m", -1), ds::CommError);
+  CHECK(s.add("m", INT64_MAX) == -1);
+}
+
 TEST_CASE("HashStore compareSet", "[unit]") {
   HashStore s;
   CHECK(s.compareSet("k", b(""), b("v1")) == b("v1"));      // absent matches empty expected

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -356,6 +357,37 @@ TEST_CASE("corrupt, truncated and incomplete checkpoints are refused naming the 
     saveSynthetic(dir.path(), "t", 2, 1);
     fs::resize_file(tagDir + "/manifest.json", 40);
     REQUIRE_THAT(errorOf(open), Contains("manifest.json: manifest is not valid JSON"));
+  }
+  SECTION("manifest of the wrong JSON types (found by checkpoint_manifest_fuzz)") {
+    saveSynthetic(dir.path(), "t", 2, 1);
+    const std::string mf = tagDir + "/manifest.json";
+    const auto good = nlohmann::json::parse(ds::test::readFile(mf));
+    auto edit = [&](const std::function<void(nlohmann::json&)>& f) {
+      auto m = good;
+      f(m);
+      ds::test::writeFile(mf, m.dump());
+      return errorOf(open);
+    };
+    // Before: a nlohmann exception escaped (format a number) or an undefined float-to-int cast.
+    REQUIRE_THAT(edit([](auto& m) { m["format"] = 11; }),
+                 Contains("not a dsrun checkpoint manifest"));
+    REQUIRE_THAT(edit([](auto& m) { m["world_size"] = 1e300; }),
+                 Contains("key 'world_size' has the wrong type (1e+300)"));
+    REQUIRE_THAT(edit([](auto& m) { m["step"] = -1.5e22; }),
+                 Contains("key 'step' has the wrong type"));
+    REQUIRE_THAT(edit([](auto& m) { m["zero_stage"] = 4294967297ull; }),
+                 Contains("key 'zero_stage' has the wrong type"));
+    REQUIRE_THAT(edit([](auto& m) { m["files"][1]["rank"] = "x"; }),
+                 Contains("file entry with rank -1"));
+    // A numel that disagrees with its shape would have sized reads past the caller's buffer.
+    REQUIRE_THAT(edit([](auto& m) { m["params"][0]["numel"] = 1000; }),
+                 Contains("param 'a.w' has numel 1000 but shape [3,4]"));
+    // A range whose end wraps around past the parameters.
+    REQUIRE_THAT(edit([](auto& m) {
+                   auto& r = m["files"][1]["ranges"][0];
+                   r["offset"] = std::numeric_limits<uint64_t>::max() - 2;
+                 }),
+                 Contains("lacks tensor") || Contains("beyond the"));
   }
   SECTION("latest missing or empty") {
     REQUIRE_THAT(errorOf(open), Contains(dir.path() + "/latest: missing"));
