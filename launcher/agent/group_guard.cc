@@ -6,6 +6,7 @@
 // the watchdog).
 #include "launcher/agent/group_guard.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -140,5 +141,18 @@ void GroupGuard::send(char op, pid_t pgid) {
 
 void GroupGuard::add(pid_t pgid) { send('+', pgid); }
 void GroupGuard::remove(pid_t pgid) { send('-', pgid); }
+
+std::optional<int> reapGroupIfExited(pid_t leader, GroupGuard& guard) {
+  siginfo_t si{};
+  if (::waitid(P_PID, static_cast<id_t>(leader), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+      si.si_pid != leader)
+    return std::nullopt;
+  ::kill(-leader, SIGKILL);
+  guard.remove(leader);
+  int st = 0;
+  while (::waitpid(leader, &st, 0) < 0 && errno == EINTR) {
+  }
+  return st;
+}
 
 }  // namespace ds::launcher

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,10 @@ class GroupGuard {
   UniqueFd write_;
   pid_t pid_ = -1;
 };
+
+// A group leader's wait status once it has exited, else nullopt (never blocks): what its group
+// left behind is SIGKILLed and the group unregistered from `guard` while the leader is still an
+// unreaped zombie (the invariant above), then the leader is reaped.
+std::optional<int> reapGroupIfExited(pid_t leader, GroupGuard& guard);
 
 }  // namespace ds::launcher

@@ -146,18 +146,7 @@ class RankExec {
   }
 
   // The rank's wait status once it has exited (what its group left behind is killed first).
-  std::optional<int> tryReap(GroupGuard& guard) {
-    siginfo_t si{};
-    if (::waitid(P_PID, static_cast<id_t>(pid_), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-        si.si_pid != pid_)
-      return std::nullopt;
-    ::kill(-pid_, SIGKILL);
-    guard.remove(pid_);
-    int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-    return st;
-  }
+  std::optional<int> tryReap(GroupGuard& guard) { return reapGroupIfExited(pid_, guard); }
 
   std::vector<std::string> program_;
   const AgentOptions opt_;

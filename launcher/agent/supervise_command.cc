@@ -149,18 +149,7 @@ class Supervisor {
   }
 
   // Reaps the child if it has exited (after killing what its group left behind).
-  std::optional<int> tryReap(GroupGuard& guard) {
-    siginfo_t si{};
-    if (::waitid(P_PID, static_cast<id_t>(pid_), &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-        si.si_pid != pid_)
-      return std::nullopt;
-    ::kill(-pid_, SIGKILL);
-    guard.remove(pid_);
-    int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-    return st;
-  }
+  std::optional<int> tryReap(GroupGuard& guard) { return reapGroupIfExited(pid_, guard); }
 
   int finish(int waitStatus) {
     for (auto& st : streams_) drain(st);

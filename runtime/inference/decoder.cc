@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/model/gpt2_layout.h"
 #include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/elementwise.h"
 #include "runtime/tensor/layernorm.h"
@@ -18,21 +19,7 @@
 namespace ds::runtime {
 namespace {
 
-// Per-layer parameter kinds in Gpt2Model's (llm.c's) order.
-enum {
-  kLn1w,
-  kLn1b,
-  kQkvw,
-  kQkvb,
-  kAttprojw,
-  kAttprojb,
-  kLn2w,
-  kLn2b,
-  kFcw,
-  kFcb,
-  kFcprojw,
-  kFcprojb
-};
+using namespace gpt2;  // LayerKind: per-layer parameter kinds in Gpt2Model's (llm.c's) order
 
 size_t sz(int v) { return static_cast<size_t>(v); }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/model/gpt2_layout.h"
 #include "runtime/model/param_init.h"
 #include "runtime/tensor/attention.h"
 #include "runtime/tensor/bf16_convert.h"
@@ -20,22 +21,7 @@
 namespace ds::runtime {
 namespace {
 
-// Per-layer tensors in llm.c order.
-enum LayerKind {
-  kLn1w,
-  kLn1b,
-  kQkvw,
-  kQkvb,
-  kAttprojw,
-  kAttprojb,
-  kLn2w,
-  kLn2b,
-  kFcw,
-  kFcb,
-  kFcprojw,
-  kFcprojb,
-  kLayerKinds
-};
+using namespace gpt2;  // LayerKind: per-layer tensors in llm.c order
 const char* const kLayerNames[kLayerKinds] = {"ln1w",     "ln1b",     "qkvw",    "qkvb",
                                               "attprojw", "attprojb", "ln2w",    "ln2b",
                                               "fcw",      "fcb",      "fcprojw", "fcprojb"};
