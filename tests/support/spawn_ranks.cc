@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ds/config.h"
 
 namespace ds::test {
 
@@ -87,6 +88,11 @@ void writeFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   DS_CHECK(out.good(), "write {}", path);
+}
+
+std::string dsrtCommand() {
+  return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT " +
+         std::string(DS_BINARY_DIR) + "/dsrt ";
 }
 
 std::string readFile(const std::string& path) {

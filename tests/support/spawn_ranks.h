@@ -35,6 +35,10 @@ class TempDir {
 void writeFile(const std::string& path, const std::string& text);
 std::string readFile(const std::string& path);
 
+// The built dsrt as a shell command prefix ("env -u RANK ... <build>/dsrt "), with the rank
+// variables a surrounding launcher may have set removed, so it runs as a single process.
+std::string dsrtCommand();
+
 // Runs a shell command with a timeout; returns its exit status (128+signal if killed) and
 // captures stdout+stderr into *output when given. Kills the command's process group on timeout
 // and returns 124.

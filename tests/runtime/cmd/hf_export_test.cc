@@ -23,10 +23,7 @@ using ds::test::TempDir;
 
 namespace {
 
-std::string dsrt() {
-  return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT " +
-         std::string(DS_BINARY_DIR) + "/dsrt ";
-}
+std::string dsrt() { return ds::test::dsrtCommand(); }
 std::string script() {
   return std::string(DS_SOURCE_DIR) + "/tests/runtime/cmd/hf_gpt2_forward.py";
 }

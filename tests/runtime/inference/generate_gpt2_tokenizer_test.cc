@@ -16,10 +16,7 @@ using ds::test::TempDir;
 
 namespace {
 
-std::string dsrt() {
-  return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT " +
-         std::string(DS_BINARY_DIR) + "/dsrt ";
-}
+std::string dsrt() { return ds::test::dsrtCommand(); }
 
 const std::string kVocab = DS_GPT2_TESTDATA;
 
