@@ -140,16 +140,17 @@ TEST_CASE("ds_config: Hugging Face \"auto\" values resolve from the plan", "[uni
                     {"deepspeed.scheduler.type=WarmupDecayLR",
                      "deepspeed.scheduler.params.total_num_steps=auto"});
   CHECK(decay.deepspeed.scheduler.totalNumSteps == 10);
-  // every member of the batch triangle "auto": DeepSpeed's message, and what to give
+  // every member of the batch triangle "auto" (two of them from --set, so the error names
+  // --set): DeepSpeed's message, and what to give
   CHECK(errorOf("hf_zero3_auto.json", 2,
                 {"deepspeed.train_micro_batch_size_per_gpu=auto",
                  "deepspeed.gradient_accumulation_steps=auto"}) ==
-        kDir +
-            "hf_zero3_auto.json: deepspeed: Either train_batch_size or "
+        std::string(
+            "--set: deepspeed: Either train_batch_size or "
             "train_micro_batch_size_per_gpu needs to be provided (world size 2); \"auto\" "
             "train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps are "
             "derived from the others (Hugging Face's Trainer sets them from its arguments): give "
-            "train_micro_batch_size_per_gpu or train_batch_size");
+            "train_micro_batch_size_per_gpu or train_batch_size"));
 }
 
 TEST_CASE("ds_config: an \"auto\" nothing determines is refused, every one in one run", "[unit]") {
