@@ -101,8 +101,8 @@ std::string dryRunText(const JobPlan& plan, const std::string& dsrunPath, const 
       break;
     }
     case RunnerKind::kOpenMpi: {
-      Invocation inv = openMpiInvocation(wrapRanks(spec, dsrunPath),
-                                         openMpiHostfilePath(spec, env), ::geteuid() == 0);
+      Invocation inv = openMpiInvocation(wrapRanks(spec, dsrunPath), openMpiHostfilePath(spec, env),
+                                         ::geteuid() == 0);
       out += "mpirun: " + describeInvocation(inv) + "\n";
       out += "# hostfile " + inv.hostfilePath + ":\n";
       std::istringstream in(inv.hostfileText);
