@@ -195,7 +195,7 @@ std::vector<int64_t> NodeReader::getIntList(const std::string& key, int64_t lo, 
     if (!e.IsScalar() || !parseNumber(e.Scalar(), &d) || d != std::floor(d))
       fail(key, fmt::format("expected a list of integers, got element '{}'", show(e)));
     if (d < double(lo) || d > double(hi))
-      fail(key, fmt::format("elements must be in [{}, {}], got {}", lo, hi, int64_t(d)));
+      fail(key, fmt::format("elements must be in [{}, {}], got {}", lo, hi, show(e)));
     out.push_back(int64_t(d));
   }
   return out;
