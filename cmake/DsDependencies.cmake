@@ -55,4 +55,32 @@ if(DS_HAVE_CUDA)
   endif()
 endif()
 ds_resolve_feature(DS_WITH_NCCL ds_nccl_found)
-message(STATUS "dsrun features: CUDA=${DS_HAVE_CUDA} NCCL=${DS_HAVE_NCCL} MPI=${DS_HAVE_MPI}")
+# CUDA kernels (comm/nccl's staging, runtime/tensor/cuda) need nvcc as well as the toolkit. The
+# language is enabled here, at the top level, because every target that links CUDA objects must
+# see it. DS_HAVE_CUDA_KERNELS: 1 when nvcc builds them; ds_cuda_target() gives a target the
+# flags every .cu file is built with.
+set(DS_HAVE_CUDA_KERNELS 0)
+if(DS_HAVE_CUDA)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80-real 90)  # A100 and H100/H200, plus PTX for newer GPUs
+    endif()
+    enable_language(CUDA)
+    set(DS_HAVE_CUDA_KERNELS 1)
+  endif()
+endif()
+function(ds_cuda_target name)
+  set_target_properties(${name} PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON
+                        POSITION_INDEPENDENT_CODE ON)
+  # -Wall -Wextra [-Werror] are host-compiler flags: pass them through nvcc for .cu files.
+  set(warn -Xcompiler=-Wall,-Wextra)
+  if(DS_WERROR)
+    list(APPEND warn -Werror=all-warnings -Xcompiler=-Werror)
+  endif()
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${warn} --expt-relaxed-constexpr>)
+  if(DS_CCACHE)
+    set_property(TARGET ${name} PROPERTY CUDA_COMPILER_LAUNCHER ${DS_CCACHE})
+  endif()
+endfunction()
+message(STATUS "dsrun features: CUDA=${DS_HAVE_CUDA} (kernels ${DS_HAVE_CUDA_KERNELS}) NCCL=${DS_HAVE_NCCL} MPI=${DS_HAVE_MPI}")

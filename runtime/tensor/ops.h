@@ -1,0 +1,178 @@
+// Ops: the one interface the device-agnostic model (runtime/model/ops_gpt2) and the device
+// engine call for memory and compute. CpuOps (runtime/tensor/cpu/) runs the host kernels of
+// runtime/tensor; CudaOps (runtime/tensor/cuda/) runs CUDA kernels and cuBLASLt on one device and
+// one compute stream. Not an owner of model state: callers own every buffer they alloc().
+// Conventions, the same in every implementation (tests/runtime/tensor/cuda compare them):
+// - Pointers are in the Ops' memory (host for CpuOps, device for CudaOps); only upload/download
+//   cross between host and that memory. Calls are ordered on one stream; synchronize() waits.
+// - `dt` is the element type of activations and of the weights a call reads: kF32 or kBF16
+//   (16-bit storage, fp32 arithmetic and accumulation). Parameter gradients, LayerNorm
+//   mean/rstd, losses and optimizer states are always fp32.
+// - Backward calls ACCUMULATE (+=) into every gradient they are given (any may be null where the
+//   signature says so), as the CPU kernels of runtime/tensor do.
+// - Layouts are llm.c's: rows of C channels; linear weights [OC, C]; qkv [B, T, 3C].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace ds::runtime {
+
+// alloc() could not get the bytes; the message names what was asked for, how much, and what the
+// device has (a caller may append its memory table).
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
+// One run of a flat optimizer buffer and whether weight decay applies to it.
+struct OptimRange {
+  size_t offset = 0, size = 0;
+  bool decay = true;
+};
+
+// Adam / AdamW on device (the CPU engine's zero/cpu_adam formulas). grad is multiplied by
+// gradScale first (unscale and clip folded into one factor).
+struct AdamStep {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.f;
+  bool adamw = true;           // decoupled decay (AdamW) or L2 added to the gradient (Adam)
+  bool biasCorrection = true;  // divide by 1 - beta^step
+  int64_t step = 1;            // 1-based count of this update
+  float gradScale = 1.f;
+};
+
+struct SgdStep {
+  float lr = 1e-3f, momentum = 0.f, weightDecay = 0.f;
+  float gradScale = 1.f;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+
+  // "cpu", or "cuda:0 (NVIDIA H200, 139.8 GiB)".
+  virtual std::string name() const = 0;
+  // Memory is device memory, not addressable by the host.
+  virtual bool onDevice() const = 0;
+
+  // --- memory -----------------------------------------------------------------------------
+  // Throws OutOfMemoryError naming `what`, the bytes asked for and the bytes free.
+  virtual void* alloc(size_t bytes, const std::string& what) = 0;
+  virtual void release(void* ptr) noexcept = 0;
+  virtual void upload(void* dst, const void* hostSrc, size_t bytes) = 0;
+  virtual void download(void* hostDst, const void* src, size_t bytes) = 0;  // waits
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void zero(void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // --- layers (forward WRITES its outputs; backward ACCUMULATES) -----------------------------
+  // out[b,t,:] = wte[tokens[b,t]] + wpe[t]; tokens in Ops memory, already range-checked.
+  virtual void encoderForward(void* out, const int32_t* tokens, const void* wte, const void* wpe,
+                              int B, int T, int C, DType dt) = 0;
+  virtual void encoderBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
+                               int B, int T, int C, DType dt) = 0;
+  // LayerNorm, eps 1e-5. mean/rstd [N] fp32 are saved for backward.
+  virtual void layernormForward(void* out, float* mean, float* rstd, const void* inp,
+                                const void* weight, const void* bias, int N, int C, DType dt) = 0;
+  virtual void layernormBackward(void* dinp, float* dweight, float* dbias, const void* dout,
+                                 const void* inp, const void* weight, const float* mean,
+                                 const float* rstd, int N, int C, DType dt) = 0;
+  // out[N, OC] = inp[N, C] . weight[OC, C]^T + bias[OC] (bias may be null).
+  virtual void matmulForward(void* out, const void* inp, const void* weight, const void* bias,
+                             int N, int C, int OC, DType dt) = 0;
+  // dinp[N, C] (dt, may be null), dweight[OC, C] and dbias[OC] (fp32, dbias may be null).
+  virtual void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout,
+                              const void* inp, const void* weight, int N, int C, int OC,
+                              DType dt) = 0;
+  // Causal self-attention. aux is what backward needs besides qkv and out; its size is
+  // attentionAuxBytes() (CPU: the [B, NH, T, T] probabilities; CUDA: the [B, NH, T] fp32
+  // log-sum-exp of a flash-style kernel, no T x T buffer).
+  virtual size_t attentionAuxBytes(int B, int T, int NH) const = 0;
+  virtual void attentionForward(void* out, void* aux, const void* qkv, int B, int T, int C,
+                                int NH, DType dt) = 0;
+  virtual void attentionBackward(void* dqkv, const void* dout, const void* qkv, const void* out,
+                                 const void* aux, int B, int T, int C, int NH, DType dt) = 0;
+  // GPT-2's tanh GELU.
+  virtual void geluForward(void* out, const void* inp, size_t n, DType dt) = 0;
+  virtual void geluBackward(void* dinp, const void* inp, const void* dout, size_t n,
+                            DType dt) = 0;
+  // out = a + b; backward: da += dout, db += dout.
+  virtual void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) = 0;
+  virtual void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) = 0;
+  // Softmax cross-entropy over rows of logits[N, V]: logits become probabilities in place and
+  // losses[n] = -log p[target] (0 where target < 0). targets in Ops memory.
+  virtual void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets,
+                                   int N, int V, DType dt) = 0;
+  // probs become dlogits = (p - onehot(target)) * scale in place (rows with target < 0: zeros).
+  virtual void crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V,
+                                    float scale, DType dt) = 0;
+
+  // --- reductions and the optimizer (fp32 buffers) -----------------------------------------
+  // Sum of x[0..n), in double on the host (waits). NaN/inf propagate.
+  virtual double sum(const float* x, size_t n) = 0;
+  // Sum of squares of x[0..n) (the squared L2 norm), on the host (waits). NaN/inf propagate.
+  virtual double sumSquares(const float* x, size_t n) = 0;
+  virtual void scale(float* x, size_t n, float factor) = 0;
+  // dst16[i] = bf16(src[i]), round to nearest even.
+  virtual void toBf16(bf16* dst16, const float* src, size_t n) = 0;
+  // One Adam step over every range of the flat buffers (one launch where the device allows);
+  // out16 (may be null) receives bf16 of the updated params in the same pass.
+  virtual void adam(float* params, float* expAvg, float* expAvgSq, const float* grads,
+                    bf16* out16, const OptimRange* ranges, int count, const AdamStep& step) = 0;
+  virtual void sgd(float* params, float* momentum, const float* grads, bf16* out16,
+                   const OptimRange* ranges, int count, const SgdStep& step) = 0;
+};
+
+// The host implementation (always built).
+std::unique_ptr<Ops> makeCpuOps();
+// The CUDA implementation on `device` (an index among the visible devices; fp32 products use TF32
+// where allowTf32); throws NotSupported
+// in a build without CUDA.
+std::unique_ptr<Ops> makeCudaOps(int device, bool allowTf32 = false);
+
+// An Ops allocation owned by RAII (the Ops must outlive it).
+class OpsBuffer {
+ public:
+  OpsBuffer() = default;
+  OpsBuffer(Ops& ops, size_t bytes, const std::string& what)
+      : ops_(&ops), ptr_(bytes ? ops.alloc(bytes, what) : nullptr), bytes_(bytes) {}
+  ~OpsBuffer() { reset(); }
+  OpsBuffer(OpsBuffer&& other) noexcept { *this = std::move(other); }
+  OpsBuffer& operator=(OpsBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ops_ = other.ops_;
+      ptr_ = other.ptr_;
+      bytes_ = other.bytes_;
+      other.ptr_ = nullptr;
+      other.bytes_ = 0;
+    }
+    return *this;
+  }
+  OpsBuffer(const OpsBuffer&) = delete;
+  OpsBuffer& operator=(const OpsBuffer&) = delete;
+
+  void reset() noexcept {
+    if (ptr_ != nullptr) ops_->release(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Ops* ops_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace ds::runtime
