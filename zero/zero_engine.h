@@ -28,7 +28,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "zero/engine_types.h"
 #include "zero/param_table.h"
+#include "zero/training_engine.h"
 #include "zero/zero_options.h"
 
 namespace ds::comm {
@@ -36,26 +38,6 @@ class ProcessGroup;
 }
 
 namespace ds::zero {
-
-struct StepResult {
-  bool skipped = false;  // inf/nan in gradients: no update happened
-  float gradNorm = 0;    // global L2 norm of the averaged, unscaled gradients (before clipping)
-  double commMs = 0;     // time waiting for / issuing collectives inside step()
-  double optimMs = 0;    // optimizer update (incl. nvme I/O)
-};
-
-enum class MemKind { kParams = 0, kGrads = 1, kOptimizerStates = 2, kBuffers = 3 };
-enum class MemPlace { kDevice = 0, kHost = 1, kNvme = 2 };
-
-// Bytes held by this rank per kind x place (peak-style: what is allocated now, plus the transient
-// buffers' capacity). On a CPU-only machine "device" is host memory not offloaded.
-struct MemoryReport {
-  size_t bytes[4][3] = {};
-  size_t at(MemKind kind, MemPlace place) const { return bytes[int(kind)][int(place)]; }
-  size_t total() const;
-  std::string toString() const;  // a small table, one line per kind
-  std::string toJson() const;    // {"params":{"device":..,"host":..,"nvme":..},...}
-};
 
 // Diagnostics (tests, logs): the order in which the engine issued and waited for collectives,
 // interleaved with the hooks. Recorded only after enableTrace(true) (a push_back on the training
@@ -95,7 +77,7 @@ struct PipelineState {
   size_t swapReadsAheadCompleted = 0;       // of those, finished by the file layer
 };
 
-class ZeroEngine : public BlockHooks {
+class ZeroEngine final : public TrainingEngine {
  public:
   // params in the model's order (the flat space is their concatenation); numBlocks = the number
   // of forward blocks named in ParamInfo::blocks. group == nullptr: single rank.
@@ -106,22 +88,22 @@ class ZeroEngine : public BlockHooks {
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
   // Every rank passes the same full fp32 vector; the engine keeps what its stage needs.
-  void setParams(const float* fullFlat);
+  void setParams(const float* fullFlat) override;
   // Collective for stage 3 (allgather); fills the full fp32 master params on every rank.
-  void getParams(float* fullFlat);
-  size_t numel() const;  // Ψ: elements of the flat space (no padding)
+  void getParams(float* fullFlat) override;
+  size_t numel() const override;  // Ψ: elements of the flat space (no padding)
 
-  ParamTable& table();  // valid inside the hooks of a block using the param (stage 3)
+  ParamTable& table() override;  // valid inside the hooks of a block using the param (stage 3)
 
   void beforeForward(int block) override;
   void afterForward(int block) override;
   void beforeBackward(int block) override;
   void afterBackward(int block) override;
 
-  void beginStep(bool lastMicroStep);
-  StepResult step(float learningRate, float lossScale, float clipNorm);
+  void beginStep(bool lastMicroStep) override;
+  StepResult step(float learningRate, float lossScale, float clipNorm) override;
 
-  MemoryReport memory() const;
+  MemoryReport memory() const override;
 
   void enableTrace(bool enabled);
   std::vector<TraceEvent> takeTrace();  // the events since the last take, in order
@@ -134,16 +116,11 @@ class ZeroEngine : public BlockHooks {
   // "momentum" for SGD). A stage-3 rank has one range per parameter; ranges never include
   // padding. loadOptimizerState reads the same names for the ranges this rank owns, so a
   // checkpoint from any world size / stage loads into any other.
-  struct ShardTensor {
-    std::string name;
-    size_t offset = 0, size = 0;  // in the full flat space
-    std::vector<float> data;
-  };
-  std::vector<ShardTensor> optimizerShard() const;
+  std::vector<ShardTensor> optimizerShard() const override;
   void loadOptimizerState(const std::function<void(size_t offset, size_t size,
                                                    const std::string& name, float* out)>& readRange,
-                          int64_t stepCount);
-  int64_t stepCount() const;
+                          int64_t stepCount) override;
+  int64_t stepCount() const override;
 
   struct Impl;
 

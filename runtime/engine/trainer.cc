@@ -12,12 +12,15 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/safe_file.h"
+#include "runtime/engine/device_engine.h"
 #include "runtime/engine/init_from.h"
 #include "runtime/engine/preflight.h"
 #include "runtime/engine/run_report.h"
+#include "runtime/engine/training_device.h"
 #include "runtime/engine/train_semantics.h"
 #include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"
+#include "zero/zero_engine.h"
 
 namespace ds::runtime {
 
@@ -58,14 +61,31 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   ModelConfig mc = plan_.model;
   mc.compute = computeDtype(plan_);
   mc.activationCheckpointing = plan_.deepspeed.activationCheckpointing;
-  model_ = makeModel(mc);
+  TrainingDevice device = openTrainingDevice(plan_, rank_, opts_.localRank, opts_.localSize);
+  ops_ = std::move(device.ops);
+  summary_.device = device.info;
+  model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
 
   zero::ZeroOptions z = plan_.deepspeed.zero;
   z.compute = mc.compute;
   DecayChoice decay = applyDecayChoice(model_->params(), plan_);
   logLine(decay.line);
-  eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_, z,
-                                            plan_.deepspeed.optimizer);
+  // On a device, stages 0-2 without offload keep everything there (DeviceEngine); the rest runs
+  // the host ZeroEngine with a DeviceMirror that moves parameters and gradients per block. A
+  // backend that cannot take device buffers (gloo, mpi) also goes through the mirror.
+  const bool deviceCollectives =
+      !ops_ || world_ == 1 || (group_ && group_->backendName() == "nccl");
+  if (ops_ && deviceCollectives && DeviceEngine::handles(z, plan_.deepspeed.optimizer)) {
+    eng_ = std::make_unique<DeviceEngine>(*ops_, std::move(decay.params), group_, z,
+                                          plan_.deepspeed.optimizer);
+    logLine(fmt::format("device engine: ZeRO stage {} on {}", z.stage, ops_->name()));
+  } else {
+    eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_,
+                                              z, plan_.deepspeed.optimizer);
+    if (ops_)
+      logLine(fmt::format("host engine + device mirror: ZeRO stage {} on the host, compute on {}",
+                          z.stage, ops_->name()));
+  }
   // A resume overwrites them; a fresh start takes model.gpt.init_from's weights when set.
   std::vector<float> flat;
   if (!plan_.initFrom.empty() && opts_.resume.empty()) {
@@ -77,6 +97,10 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   }
   eng_->setParams(flat.data());
   hooks_ = std::make_unique<TimedHooks>(*eng_);
+  if (ops_ && dynamic_cast<zero::ZeroEngine*>(eng_.get()) != nullptr)
+    mirror_ = std::make_unique<DeviceMirror>(
+        *ops_, model_->params(), mc.compute, *hooks_,
+        [e = eng_.get()]() -> zero::ParamTable& { return e->table(); });
   if (plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
     fp16Hooks_ = std::make_unique<Fp16Hooks>(
         *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, model_->params(),
@@ -193,20 +217,21 @@ StepRecord Trainer::trainStep() {
     eng_->beginStep(k == gas - 1);
     auto ta = Clock::now();
     lossSum += model_->forward(batch_.inputs.data(), batch_.targets.data(), batch_.B, batch_.T,
-                               eng_->table(), modelHooks());
+                               modelTable(), modelHooks());
     double h = hooks_->take();
     rec.fwdMs += msSince(ta) - h;
     hookMs += h;
     auto tb = Clock::now();
     // DeepSpeed scales the loss by 1/gas so the accumulated gradient is the step's mean. (A scale
     // beyond fp32's range stays inf here, so its gradients overflow and the step is skipped.)
-    model_->backward(float(scale) / float(gas), eng_->table(), modelHooks());
+    model_->backward(float(scale) / float(gas), modelTable(), modelHooks());
     h = hooks_->take();
     rec.bwdMs += msSince(tb) - h;
     hookMs += h;
   }
   zero::StepResult res =
       eng_->step(float(lr), float(scale), float(plan_.deepspeed.gradientClipping));
+  if (mirror_) mirror_->invalidate();
   try {
     scaler_->update(res.skipped);
   } catch (const Error& e) {  // fp16: overflow at the minimum scale
@@ -287,7 +312,7 @@ double Trainer::evaluate() {
   for (int64_t i = 0; i < n; ++i) {
     valLoader_->next(b);
     sum +=
-        model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, eng_->table(), modelHooks());
+        model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, modelTable(), modelHooks());
   }
   hooks_->take();
   double loss = allreduceMean(sum / double(n));

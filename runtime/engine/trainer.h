@@ -18,6 +18,7 @@
 #include "runtime/config/plan.h"
 #include "runtime/data/corpora.h"
 #include "runtime/data/data_loader.h"
+#include "runtime/engine/device_mirror.h"
 #include "runtime/engine/fault_injection.h"
 #include "runtime/engine/fp16_hooks.h"
 #include "runtime/engine/run_summary.h"
@@ -26,7 +27,7 @@
 #include "runtime/monitor/monitor.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
-#include "zero/zero_engine.h"
+#include "zero/training_engine.h"
 
 namespace ds::comm {
 class ProcessGroup;
@@ -42,6 +43,9 @@ struct TrainerOptions {
   // Rank 0 redraws a progress bar on `out` after every step (dsrt train: when stdout is a
   // terminal). Ordinary lines clear it first.
   bool progressBar = false;
+  // Where this rank sits on its host (the rank environment): picks cuda:<localRank> when the
+  // plan's train.device allows a GPU (runtime/engine/training_device.h).
+  int localRank = 0, localSize = 1;
   // Fault tests only (DS_FAULT_KILL): this rank SIGKILLs itself at the named step or save.
   std::optional<FaultKill> faultKill;
 };
@@ -70,7 +74,7 @@ class Trainer {
   int64_t step() const { return step_; }  // optimizer steps done (skipped ones included)
   const Plan& plan() const { return plan_; }
   const RunSummary& summary() const { return summary_; }
-  zero::ZeroEngine& engine() { return *eng_; }
+  zero::TrainingEngine& engine() { return *eng_; }
   Model& model() { return *model_; }
   std::vector<float> fullParams();  // fp32 master params, flat (collective)
 
@@ -90,14 +94,19 @@ class Trainer {
   comm::ProcessGroup* group_;
   TrainerOptions opts_;
   int rank_ = 0, world_ = 1;
+  std::unique_ptr<Ops> ops_;  // the training device's ops; null: host kernels (Gpt2Model)
   std::unique_ptr<Model> model_;
-  std::unique_ptr<zero::ZeroEngine> eng_;
+  std::unique_ptr<zero::TrainingEngine> eng_;  // DeviceEngine, or the host ZeroEngine
+  std::unique_ptr<DeviceMirror> mirror_;  // device compute: params up, grads back per block
   std::unique_ptr<TimedHooks> hooks_;
   std::unique_ptr<Fp16Hooks> fp16Hooks_;  // fp16 mode: around hooks_ (fp16_hooks.h)
   zero::BlockHooks& modelHooks() {
+    if (mirror_) return *mirror_;
     if (fp16Hooks_) return *fp16Hooks_;
     return *hooks_;
   }
+  // The parameters the model reads: the device copies, or the engine's own.
+  zero::ParamTable& modelTable() { return mirror_ ? mirror_->table() : eng_->table(); }
   Corpora corpora_;
   std::unique_ptr<DataLoader> loader_, valLoader_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -142,6 +142,7 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
   std::vector<float> flat(model_->numParamsTotal());
   reader->readModel(params, flat.data());
   eng_->setParams(flat.data());
+  if (mirror_) mirror_->invalidate();
   const int64_t optSteps = cs.value("optimizer_steps", info.step);
   eng_->loadOptimizerState(reader->rangeReader(), optSteps);
 

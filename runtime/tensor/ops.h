@@ -31,7 +31,7 @@ class OutOfMemoryError : public Error {
 };
 
 // One run of a flat optimizer buffer and whether weight decay applies to it.
-struct OptimRange {
+struct DecayRange {
   size_t offset = 0, size = 0;
   bool decay = true;
 };
@@ -123,9 +123,9 @@ class Ops {
   // One Adam step over every range of the flat buffers (one launch where the device allows);
   // out16 (may be null) receives bf16 of the updated params in the same pass.
   virtual void adam(float* params, float* expAvg, float* expAvgSq, const float* grads,
-                    bf16* out16, const OptimRange* ranges, int count, const AdamStep& step) = 0;
+                    bf16* out16, const DecayRange* ranges, int count, const AdamStep& step) = 0;
   virtual void sgd(float* params, float* momentum, const float* grads, bf16* out16,
-                   const OptimRange* ranges, int count, const SgdStep& step) = 0;
+                   const DecayRange* ranges, int count, const SgdStep& step) = 0;
 };
 
 // The host implementation (always built).

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -62,7 +63,10 @@ struct ToyModel {
     return float(h & 0xffff) / 65536.f - 0.5f;
   }
 
-  float value(zero::ZeroEngine& eng, int p, size_t i) const {
+  // Engine: zero::ZeroEngine, or any zero::TrainingEngine whose table holds host pointers (the
+  // device engine over CpuOps in tests/runtime/engine).
+  template <class Engine>
+  float value(Engine& eng, int p, size_t i) const {
     auto& t = eng.table();
     if (!bf16) return t.value[size_t(p)][i];
     if (half == DType::kF16) return fp16ToFloat(fp16{t.value16[size_t(p)][i].bits});
@@ -71,7 +75,8 @@ struct ToyModel {
 
   // One micro-step on rows [row0, row0+rows) of the global batch; returns the mean loss over
   // these rows. Grads are added (+=) into the table, scaled by lossScale.
-  double microStep(zero::ZeroEngine& eng, int step, int micro, int row0, int rows,
+  template <class Engine>
+  double microStep(Engine& eng, int step, int micro, int row0, int rows,
                    float lossScale = 1.f) const {
     const size_t D = size_t(d), B = size_t(rows);
     std::vector<std::vector<float>> a(static_cast<size_t>(L) + 1, std::vector<float>(B * D));
@@ -92,7 +97,8 @@ struct ToyModel {
             z += u[size_t(b)][r * D + j] * value(eng, 1 + 2 * b, i * D + j);
           a[size_t(b) + 1][r * D + i] = std::tanh(z);
         }
-      if (inBlock) inBlock(eng, b, false);
+      if constexpr (std::is_same_v<Engine, zero::ZeroEngine>)
+        if (inBlock) inBlock(eng, b, false);
       eng.afterForward(b);
     }
     // loss = 0.5 * sum((a_L * E - t)^2) / B; the last block computes it (it reads E)
@@ -135,7 +141,8 @@ struct ToyModel {
           }
       }
       da = du;
-      if (inBlock) inBlock(eng, b, true);
+      if constexpr (std::is_same_v<Engine, zero::ZeroEngine>)
+        if (inBlock) inBlock(eng, b, true);
       eng.afterBackward(b);
     }
     return loss;

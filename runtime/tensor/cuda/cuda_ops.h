@@ -73,9 +73,9 @@ class CudaOps final : public Ops {
   void scale(float* x, size_t n, float factor) override;
   void toBf16(bf16* dst16, const float* src, size_t n) override;
   void adam(float* params, float* expAvg, float* expAvgSq, const float* grads, bf16* out16,
-            const OptimRange* ranges, int count, const AdamStep& step) override;
+            const DecayRange* ranges, int count, const AdamStep& step) override;
   void sgd(float* params, float* momentum, const float* grads, bf16* out16,
-           const OptimRange* ranges, int count, const SgdStep& step) override;
+           const DecayRange* ranges, int count, const SgdStep& step) override;
 
  private:
   // A scratch buffer of at least `bytes` (grown, never shrunk; one user at a time).

@@ -1,0 +1,247 @@
+// DeviceEngine (see device_engine.h): flat device buffers, one reduction and one fused optimizer
+// launch per step.
+#include "runtime/engine/device_engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "comm/process_group.h"
+#include "core/error.h"
+#include "zero/grad_check.h"
+
+namespace ds::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+bool isAdam(const std::string& type) { return type == "Adam" || type == "AdamW"; }
+
+}  // namespace
+
+bool DeviceEngine::handles(const zero::ZeroOptions& zopts, const zero::OptimizerOptions& oopts) {
+  return zopts.stage <= 2 && !zopts.offloadOptimizer.enabled() && !zopts.offloadParam.enabled() &&
+         zopts.compute != DType::kF16 && (isAdam(oopts.type) || oopts.type == "SGD");
+}
+
+DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params,
+                           comm::ProcessGroup* group, const zero::ZeroOptions& zopts,
+                           const zero::OptimizerOptions& oopts)
+    : ops_(ops), params_(std::move(params)), group_(group), zopts_(zopts), oopts_(oopts) {
+  if (!handles(zopts_, oopts_))
+    throw NotSupported(fmt::format(
+        "device engine: ZeRO stage {} with offload_optimizer '{}', offload_param '{}', {} and "
+        "optimizer {} runs on the host engine, not this one",
+        zopts_.stage, zopts_.offloadOptimizer.device, zopts_.offloadParam.device,
+        dtypeName(zopts_.compute), oopts_.type));
+  if (group_ != nullptr) {
+    rank_ = group_->rank();
+    world_ = group_->size();
+  }
+  bf16_ = zopts_.compute == DType::kBF16;
+  adam_ = isAdam(oopts_.type);
+  for (const auto& p : params_) numel_ += p.numel;
+  shard_ = zopts_.stage == 0 ? numel_ : (numel_ + size_t(world_) - 1) / size_t(world_);
+  partIndex_ = zopts_.stage == 0 ? 0 : rank_;  // stage 0: every rank updates everything
+
+  params32_ = OpsBuffer(ops_, numel_ * sizeof(float),
+                        bf16_ ? "fp32 master parameters" : "fp32 parameters");
+  if (bf16_) params16_ = OpsBuffer(ops_, numel_ * sizeof(bf16), "bf16 parameters");
+  grads_ = OpsBuffer(ops_, numel_ * sizeof(float), "fp32 gradients");
+  ops_.zero(grads_.get(), grads_.bytes());
+  const size_t part = partEnd() - partBegin();
+  const size_t nstates = adam_ ? 2 : (oopts_.momentum != 0.f ? 1 : 0);
+  if (zopts_.stage > 0 && world_ > 1)
+    gatherIn_ = OpsBuffer(ops_, part * (bf16_ ? sizeof(bf16) : sizeof(float)),
+                          "parameter all-gather input");
+  if (nstates > 0) {
+    states_ = OpsBuffer(ops_, nstates * part * sizeof(float), "optimizer states");
+    ops_.zero(states_.get(), states_.bytes());
+  }
+
+  // The partition as runs of equal decay, relative to partBegin().
+  size_t offset = 0;
+  for (const auto& p : params_) {
+    const size_t lo = std::max(offset, partBegin()), hi = std::min(offset + p.numel, partEnd());
+    if (lo < hi) {
+      if (!ranges_.empty() && ranges_.back().decay == p.decay &&
+          ranges_.back().offset + ranges_.back().size == lo - partBegin())
+        ranges_.back().size += hi - lo;
+      else ranges_.push_back({lo - partBegin(), hi - lo, p.decay});
+    }
+    offset += p.numel;
+  }
+
+  const size_t n = params_.size();
+  table_.value.assign(n, nullptr);
+  table_.value16.assign(n, nullptr);
+  table_.grad.assign(n, nullptr);
+  offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (bf16_) table_.value16[i] = params16_.as<const bf16>() + offset;
+    else table_.value[i] = params32_.as<float>() + offset;
+    table_.grad[i] = grads_.as<float>() + offset;
+    offset += params_[i].numel;
+  }
+}
+
+DeviceEngine::~DeviceEngine() = default;
+
+float* DeviceEngine::master() const { return params32_.as<float>(); }
+
+float* DeviceEngine::state(size_t k) const {
+  return states_.as<float>() + k * (partEnd() - partBegin());
+}
+
+std::vector<std::string> DeviceEngine::stateNames() const {
+  if (adam_) return {"fp32", "exp_avg", "exp_avg_sq"};
+  return {"fp32", "momentum"};
+}
+
+void DeviceEngine::setParams(const float* fullFlat) {
+  ops_.upload(master(), fullFlat, numel_ * sizeof(float));
+  if (bf16_) ops_.toBf16(params16_.as<bf16>(), master(), numel_);
+  ops_.synchronize();
+}
+
+void DeviceEngine::getParams(float* fullFlat) {
+  // bf16 at stages 1-2: only this rank's part of the fp32 master is current; gather the rest.
+  if (bf16_ && gatherIn_.get() != nullptr) gather(master(), DType::kF32);
+  ops_.download(fullFlat, master(), numel_ * sizeof(float));
+}
+
+void DeviceEngine::reduceGrads() {
+  if (group_ == nullptr || world_ == 1) return;
+  const comm::Device where = ops_.onDevice() ? comm::Device::kCuda : comm::Device::kCpu;
+  ops_.synchronize();  // the backward's kernels have written every gradient
+  group_->allreduce({grads_.get(), numel_, DType::kF32, where}, comm::ReduceOp::kSum)->wait();
+}
+
+void DeviceEngine::gather(void* full, DType dt) {
+  const comm::Device where = ops_.onDevice() ? comm::Device::kCuda : comm::Device::kCpu;
+  std::vector<size_t> counts(size_t(world_));
+  for (int r = 0; r < world_; ++r)
+    counts[size_t(r)] =
+        std::min(numel_, size_t(r + 1) * shard_) - std::min(numel_, size_t(r) * shard_);
+  const size_t elem = dtypeSize(dt), lo = partBegin();
+  ops_.copy(gatherIn_.get(), static_cast<char*>(full) + lo * elem, counts[size_t(rank_)] * elem);
+  ops_.synchronize();
+  group_->allgather({gatherIn_.get(), counts[size_t(rank_)], dt, where},
+                    {full, numel_, dt, where}, counts)
+      ->wait();
+}
+
+void DeviceEngine::allgatherParams() {
+  if (gatherIn_.get() == nullptr) return;
+  // bf16: the 16-bit copy is what the model reads; the fp32 master stays partitioned.
+  if (bf16_) gather(params16_.get(), DType::kBF16);
+  else gather(master(), DType::kF32);
+}
+
+zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float clipNorm) {
+  zero::StepResult result;
+  auto t0 = Clock::now();
+  reduceGrads();
+  const size_t lo = partBegin(), part = partEnd() - lo;
+  double sumSquares = ops_.sumSquares(grads_.as<float>() + lo, part);
+  if (zopts_.stage > 0 && group_ != nullptr && world_ > 1) {
+    float local = float(sumSquares);  // NaN/inf survive the narrowing
+    group_->allreduce(comm::view(&local, 1), comm::ReduceOp::kSum)->wait();
+    sumSquares = double(local);
+  }
+  result.commMs = msSince(t0);
+  zero::GradCheck check;
+  check.sumSquares = sumSquares;
+  check.norm = float(std::sqrt(sumSquares) / double(world_) / double(lossScale));
+  result.gradNorm = check.norm;
+  auto t1 = Clock::now();
+  if (!check.finite()) {
+    result.skipped = true;
+  } else {
+    ++steps_;
+    const float multiplier = zero::gradientMultiplier(check, clipNorm, world_, lossScale);
+    bf16* out16 = bf16_ ? params16_.as<bf16>() + lo : nullptr;
+    if (adam_) {
+      AdamStep s;
+      s.lr = learningRate;
+      s.beta1 = oopts_.beta1;
+      s.beta2 = oopts_.beta2;
+      s.eps = oopts_.eps;
+      s.weightDecay = oopts_.weightDecay;
+      s.adamw = oopts_.adamwMode;
+      s.biasCorrection = oopts_.biasCorrection;
+      s.step = steps_;
+      s.gradScale = multiplier;
+      ops_.adam(master() + lo, state(0), state(1), grads_.as<float>() + lo, out16, ranges_.data(),
+                int(ranges_.size()), s);
+    } else {
+      SgdStep s;
+      s.lr = learningRate;
+      s.momentum = oopts_.momentum;
+      s.weightDecay = oopts_.weightDecay;
+      s.gradScale = multiplier;
+      ops_.sgd(master() + lo, oopts_.momentum != 0.f ? state(0) : nullptr, grads_.as<float>() + lo,
+               out16, ranges_.data(), int(ranges_.size()), s);
+    }
+  }
+  result.optimMs = msSince(t1);
+  auto t2 = Clock::now();
+  if (!result.skipped) allgatherParams();
+  ops_.zero(grads_.get(), grads_.bytes());
+  ops_.synchronize();
+  result.commMs += msSince(t2);
+  return result;
+}
+
+zero::MemoryReport DeviceEngine::memory() const {
+  zero::MemoryReport report;
+  const auto dev = int(zero::MemPlace::kDevice);
+  report.bytes[int(zero::MemKind::kParams)][dev] =
+      bf16_ ? params16_.bytes() : params32_.bytes();
+  report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes();
+  // The fp32 master counts as an optimizer state in bf16 mode (zero.md's K = 12 per element).
+  report.bytes[int(zero::MemKind::kOptimizerStates)][dev] =
+      states_.bytes() + (bf16_ ? params32_.bytes() : 0);
+  return report;
+}
+
+std::vector<DeviceEngine::ShardTensor> DeviceEngine::optimizerShard() const {
+  const size_t lo = partBegin(), part = partEnd() - lo;
+  std::vector<ShardTensor> shard;
+  const auto names = stateNames();
+  for (size_t k = 0; k < names.size(); ++k) {
+    ShardTensor tensor{names[k], lo, part, std::vector<float>(part)};
+    if (part > 0) {
+      if (k == 0) ops_.download(tensor.data.data(), master() + lo, part * sizeof(float));
+      else if (states_.get() != nullptr)
+        ops_.download(tensor.data.data(), state(k - 1), part * sizeof(float));
+    }
+    shard.push_back(std::move(tensor));
+  }
+  return shard;
+}
+
+void DeviceEngine::loadOptimizerState(
+    const std::function<void(size_t, size_t, const std::string&, float*)>& readRange,
+    int64_t stepCount) {
+  const size_t lo = partBegin(), part = partEnd() - lo;
+  const auto names = stateNames();
+  std::vector<float> values(part);
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (part == 0 || (k > 0 && states_.get() == nullptr)) continue;
+    readRange(lo, part, names[k], values.data());
+    ops_.upload(k == 0 ? master() + lo : state(k - 1), values.data(), part * sizeof(float));
+  }
+  steps_ = stepCount;
+  if (bf16_) ops_.toBf16(params16_.as<bf16>() + lo, master() + lo, part);
+  allgatherParams();
+  ops_.synchronize();
+}
+
+}  // namespace ds::runtime
