@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "comm/backend.h"
+#include "comm/device_staging.h"
 #include "core/error.h"
 
 namespace ds::comm {
@@ -40,8 +41,13 @@ void checkRank(const char* what, int r, int size) {
 
 }  // namespace
 
-ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend) : backend_(std::move(backend)) {
+ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend)
+    : backend_(std::move(backend)), staging_(std::make_unique<DeviceStaging>()) {
   DS_CHECK(backend_ != nullptr, "ProcessGroup needs a backend");
+}
+
+bool ProcessGroup::staged(const std::vector<BufferView>& views) const {
+  return anyOnDevice(views) && !backend_->supports(Device::kCuda);
 }
 
 ProcessGroup::~ProcessGroup() = default;
@@ -51,28 +57,45 @@ int ProcessGroup::size() const { return backend_->size(); }
 const std::string& ProcessGroup::backendName() const { return backend_->name(); }
 
 WorkPtr ProcessGroup::allreduce(BufferView buf, ReduceOp op) {
+  if (staged({buf}))
+    return staging_->run("allreduce", {buf}, {true}, {true},
+                         [&](const auto& h) { return backend_->allreduce(h[0], op); });
   return backend_->allreduce(buf, op);
 }
 
 WorkPtr ProcessGroup::reduceScatter(BufferView input, BufferView output,
                                     const std::vector<size_t>& counts, ReduceOp op) {
   checkCounts("reduce_scatter", counts, size(), input, output, rank());
+  if (staged({input, output}))
+    return staging_->run("reduce_scatter", {input, output}, {true, false}, {false, true},
+                         [&](const auto& h) {
+                           return backend_->reduceScatter(h[0], h[1], counts, op);
+                         });
   return backend_->reduceScatter(input, output, counts, op);
 }
 
 WorkPtr ProcessGroup::allgather(BufferView input, BufferView output,
                                 const std::vector<size_t>& counts) {
   checkCounts("allgather", counts, size(), output, input, rank());
+  if (staged({input, output}))
+    return staging_->run("allgather", {input, output}, {true, false}, {false, true},
+                         [&](const auto& h) { return backend_->allgather(h[0], h[1], counts); });
   return backend_->allgather(input, output, counts);
 }
 
 WorkPtr ProcessGroup::broadcast(BufferView buf, int root) {
   checkRank("broadcast root", root, size());
+  if (staged({buf}))
+    return staging_->run("broadcast", {buf}, {rank() == root}, {true},
+                         [&](const auto& h) { return backend_->broadcast(h[0], root); });
   return backend_->broadcast(buf, root);
 }
 
 WorkPtr ProcessGroup::reduce(BufferView buf, int root, ReduceOp op) {
   checkRank("reduce root", root, size());
+  if (staged({buf}))
+    return staging_->run("reduce", {buf}, {true}, {rank() == root},
+                         [&](const auto& h) { return backend_->reduce(h[0], root, op); });
   return backend_->reduce(buf, root, op);
 }
 
@@ -81,12 +104,18 @@ WorkPtr ProcessGroup::barrier() { return backend_->barrier(); }
 WorkPtr ProcessGroup::send(BufferView buf, int dstRank, int tag) {
   checkRank("send destination", dstRank, size());
   if (dstRank == rank()) throw ConfigError("send: a rank cannot send to itself");
+  if (staged({buf}))
+    return staging_->run("send", {buf}, {true}, {false},
+                         [&](const auto& h) { return backend_->send(h[0], dstRank, tag); });
   return backend_->send(buf, dstRank, tag);
 }
 
 WorkPtr ProcessGroup::recv(BufferView buf, int srcRank, int tag) {
   checkRank("recv source", srcRank, size());
   if (srcRank == rank()) throw ConfigError("recv: a rank cannot receive from itself");
+  if (staged({buf}))
+    return staging_->run("recv", {buf}, {false}, {true},
+                         [&](const auto& h) { return backend_->recv(h[0], srcRank, tag); });
   return backend_->recv(buf, srcRank, tag);
 }
 

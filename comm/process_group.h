@@ -3,6 +3,8 @@
 // alive and untouched until the returned Work's wait() returns. Element counts need not be
 // multiples of the group size. fp16/bf16 reductions accumulate in fp32.
 // Thread-safety: one issuing thread at a time per group; Work may be waited on from any thread.
+// Device buffers on a backend without device support (gloo, mpi) are staged through pinned host
+// memory (comm/device_staging.h): such a call returns a completed Work.
 #pragma once
 
 #include <memory>
@@ -16,6 +18,7 @@
 namespace ds::comm {
 
 class Backend;
+class DeviceStaging;
 
 struct GroupOptions {
   std::string backend;                   // "gloo", "mpi", "nccl"; empty = default
@@ -52,7 +55,10 @@ class ProcessGroup {
   std::unique_ptr<ProcessGroup> newSubgroup(const std::vector<int>& ranks);
 
  private:
+  bool staged(const std::vector<BufferView>& views) const;  // device views, host-only backend
+
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<DeviceStaging> staging_;
 };
 
 // Names of the backends compiled into this build ("gloo" always; "mpi", "nccl" when built).

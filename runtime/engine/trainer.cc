@@ -64,6 +64,7 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   TrainingDevice device = openTrainingDevice(plan_, rank_, opts_.localRank, opts_.localSize);
   ops_ = std::move(device.ops);
   summary_.device = device.info;
+  logLine(fmt::format("device: {}; {}", device.why, device.info));
   model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
 
   zero::ZeroOptions z = plan_.deepspeed.zero;
@@ -177,6 +178,16 @@ void Trainer::reportMemory() {
   size_t largestTotal = 0;
   const zero::MemoryReport maxima = largestOverRanks(group_, eng_->memory(), &largestTotal);
   logLine(formatMemoryTable(maxima, largestTotal, world_));
+  if (ops_ && mirror_)
+    logLine(fmt::format(
+        "device memory on {} (rank {}): parameter copies {:.1f} MiB, gradients {:.1f} MiB, "
+        "activations and workspace {:.1f} MiB; the table above is the host engine's",
+        ops_->name(), rank_, double(mirror_->valueBytes()) / 1048576.0,
+        double(mirror_->gradBytes()) / 1048576.0, double(model_->deviceBytes()) / 1048576.0));
+  else if (ops_)
+    logLine(fmt::format("device memory on {} (rank {}): activations and workspace {:.1f} MiB "
+                        "besides the table's device column",
+                        ops_->name(), rank_, double(model_->deviceBytes()) / 1048576.0));
 }
 
 void Trainer::reportOutputs() {

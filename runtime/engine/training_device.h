@@ -14,7 +14,8 @@ namespace ds::runtime {
 
 struct TrainingDevice {
   std::unique_ptr<Ops> ops;  // null: train on the host kernels
-  std::string info;          // one line for the startup log and the run summary
+  std::string info;          // what the device is: the startup log and the run summary
+  std::string why;           // why this device ("cuda:1 (train.device auto, LOCAL_RANK 1)")
 };
 
 // Throws ConfigError (no device where the plan asks for cuda, more local ranks than devices,

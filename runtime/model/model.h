@@ -57,6 +57,8 @@ class Model {
   virtual size_t activationBytes() const = 0;
   // Bytes of other transient working memory (gradient scratch, bf16 weight widening).
   virtual size_t workspaceBytes() const { return 0; }
+  // Bytes the model holds in an Ops device's memory (activations, workspace); 0 on the host.
+  virtual size_t deviceBytes() const { return 0; }
   // fwd+bwd FLOPs per token at sequence length seqLen: 6N (N without wpe) + attention 6*L*C*T.
   virtual double flopsPerToken() const = 0;
 };

@@ -1,0 +1,45 @@
+// openTrainingDevice (see training_device.h): the plan's request, the rank's site, the ops.
+#include "runtime/engine/training_device.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "runtime/device/rank_device.h"
+
+namespace ds::runtime {
+namespace {
+
+std::string hostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int localSize) {
+  DeviceRequest req;
+  req.mode = plan.train.device;
+  req.allowSharing = plan.train.deviceSharing;
+  req.allowTf32 = plan.train.tf32;
+  DeviceSite site;
+  site.rank = rank;
+  site.localRank = localRank;
+  site.localSize = localSize;
+  site.host = hostName();
+  RankDevice got = openRankDevice(req, site);
+  TrainingDevice out;
+  out.info = got.info.summary();
+  out.why = got.choice.why;
+  if (!got.choice.cuda) return out;
+  if (plan.deepspeed.fp16.enabled && !plan.deepspeed.bf16)
+    throw ConfigError(fmt::format(
+        "{}: fp16.enabled on {} ({}): the GPU path computes in fp32 or bf16; use bf16.enabled "
+        "or train.device: cpu (fp16 is emulated on the CPU)",
+        plan.source, got.choice.name(), siteText(site)));
+  out.ops = makeCudaOps(got.choice.index, plan.train.tf32);
+  return out;
+}
+
+}  // namespace ds::runtime
