@@ -1,0 +1,287 @@
+// GPT-2 forward/backward over Ops (see ops_gpt2.h). The op sequence is Gpt2Model's fp32 path
+// call for call, so over CpuOps the gradients are Gpt2Model's bit for bit. Two differences:
+// the head is never recomputed (its logits buffer is needed in forward anyway) and the
+// cross-entropy backward turns the probabilities into dlogits in place.
+#include "runtime/model/ops_gpt2.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "runtime/model/gpt2_layout.h"
+
+namespace ds::runtime {
+namespace {
+
+using namespace gpt2;  // LayerKind
+
+// A layer's activation fields (Gpt2Model's order) and the head's.
+enum LayerField {
+  fLn1,
+  fLn1Mean,
+  fLn1Rstd,
+  fQkv,
+  fAtt,
+  fAtty,
+  fRes2,
+  fLn2,
+  fLn2Mean,
+  fLn2Rstd,
+  fFch,
+  fFchGelu,
+  kLayerFields
+};
+enum HeadField { fLnf, fLnfMean, fLnfRstd, fLogits, fLosses, fTokens, fTargets, kHeadFields };
+enum ScratchField { sTmp, sDres, sDln, sDqkv, sDatty, sDfch, sDfchGelu, kScratchFields };
+
+}  // namespace
+
+struct OpsGpt2Model::LayerActs {
+  void *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fchGelu;
+  float *ln1Mean, *ln1Rstd, *ln2Mean, *ln2Rstd;
+};
+struct OpsGpt2Model::HeadActs {
+  void *lnf, *logits;
+  float *mean, *rstd, *losses;
+  int32_t *tokens, *targets;
+};
+
+OpsGpt2Model::OpsGpt2Model(const ModelConfig& cfg, Ops& ops)
+    : cfg_(cfg),
+      ops_(ops),
+      meta_(cfg),
+      dt_(cfg.compute == DType::kBF16 ? DType::kBF16 : DType::kF32),
+      es_(dtypeSize(dt_)),
+      V_(cfg.vocabSize),
+      ckpt_(cfg.activationCheckpointing) {
+  if (cfg.compute != DType::kF32 && cfg.compute != DType::kBF16) {
+    throw ConfigError(fmt::format("model compute dtype {} not supported; use fp32 or bf16",
+                                  dtypeName(cfg.compute)));
+  }
+}
+
+// Gpt2Model's checks and messages; returns the number of targets >= 0.
+int OpsGpt2Model::checkBatch(const int32_t* inputs, const int32_t* targets, int B, int T) const {
+  if (B < 1 || T < 1 || T > cfg_.seqLen) {
+    throw ConfigError(
+        fmt::format("gpt2 forward: batch {}x{} invalid; need B >= 1 and "
+                    "1 <= T <= seq_len ({})",
+                    B, T, cfg_.seqLen));
+  }
+  const size_t BT = static_cast<size_t>(B) * T;
+  int valid = 0;
+  for (size_t i = 0; i < BT; ++i) {
+    if (inputs[i] < 0 || inputs[i] >= V_) {
+      throw ConfigError(
+          fmt::format("gpt2 forward: token id {} at [b={}, t={}] outside the "
+                      "vocabulary [0, {})",
+                      inputs[i], i / T, i % T, V_));
+    }
+    if (targets[i] >= V_) {
+      throw ConfigError(
+          fmt::format("gpt2 forward: target id {} at [b={}, t={}] outside the "
+                      "vocabulary [0, {}) (negative ids are ignored)",
+                      targets[i], i / T, i % T, V_));
+    }
+    valid += targets[i] >= 0 ? 1 : 0;
+  }
+  return valid;
+}
+
+void OpsGpt2Model::allocate(int B, int T) {
+  const size_t BT = static_cast<size_t>(B) * T, C = cfg_.nEmbd, f32 = sizeof(float);
+  const size_t act = BT * C * es_, stat = BT * f32;
+  const size_t aux = ops_.attentionAuxBytes(B, T, cfg_.nHead);
+  const std::vector<size_t> layer = {act, stat, stat, 3 * act, aux,     act,
+                                     act, act,  stat, stat,    4 * act, 4 * act};
+  std::vector<size_t> layers;
+  const int sets = ckpt_ ? 1 : cfg_.nLayer;
+  for (int s = 0; s < sets; ++s) layers.insert(layers.end(), layer.begin(), layer.end());
+  layers_.layout(ops_, layers, "gpt2 layer activations");
+  resid_.layout(ops_, std::vector<size_t>(cfg_.nLayer + 1, act), "gpt2 residual stream");
+  head_.layout(ops_,
+               {act, stat, stat, BT * V_ * es_, stat, BT * sizeof(int32_t), BT * sizeof(int32_t)},
+               "gpt2 head activations");
+  scratch_.layout(ops_, {act, act, act, 3 * act, act, 4 * act, 4 * act}, "gpt2 workspace");
+  B_ = B;
+  T_ = T;
+}
+
+OpsGpt2Model::LayerActs OpsGpt2Model::layerActs(int l) const {
+  const size_t base = static_cast<size_t>(ckpt_ ? 0 : l) * kLayerFields;
+  auto v = [&](int f) { return layers_.field(base + f); };
+  auto s = [&](int f) { return layers_.as<float>(base + f); };
+  return {v(fLn1), v(fQkv),     v(fAtt),     v(fAtty),    v(fRes2),    v(fLn2),
+          v(fFch), v(fFchGelu), s(fLn1Mean), s(fLn1Rstd), s(fLn2Mean), s(fLn2Rstd)};
+}
+
+OpsGpt2Model::HeadActs OpsGpt2Model::headActs() const {
+  return {head_.field(fLnf),          head_.field(fLogits),     head_.as<float>(fLnfMean),
+          head_.as<float>(fLnfRstd),  head_.as<float>(fLosses), head_.as<int32_t>(fTokens),
+          head_.as<int32_t>(fTargets)};
+}
+
+// ParamAccess's and Gpt2Model's messages for a missing pointer.
+const void* OpsGpt2Model::value(const zero::ParamTable& p, int i, int block) const {
+  const size_t k = static_cast<size_t>(i);
+  if (dt_ == DType::kBF16) {
+    if (k >= p.value16.size() || p.value16[k] == nullptr) {
+      throw InternalError(fmt::format(
+          "model: parameter '{}' has no bf16 value (ParamTable.value16) in block {}; bf16 compute "
+          "reads value16 between beforeForward/beforeBackward and after*",
+          params()[k].name, block));
+    }
+    return p.value16[k];
+  }
+  if (k >= p.value.size() || p.value[k] == nullptr) {
+    throw InternalError(
+        fmt::format("model: parameter '{}' has no fp32 value (ParamTable.value) in block {}",
+                    params()[k].name, block));
+  }
+  return p.value[k];
+}
+
+float* OpsGpt2Model::grad(const zero::ParamTable& p, int i, int block) const {
+  const size_t k = static_cast<size_t>(i);
+  if (k >= p.grad.size() || p.grad[k] == nullptr) {
+    throw InternalError(
+        fmt::format("model: parameter '{}' has no gradient buffer "
+                    "(ParamTable.grad) in backward of block {}",
+                    params()[k].name, block));
+  }
+  return p.grad[k];
+}
+
+void OpsGpt2Model::zeroAct(void* p, size_t elems) { ops_.zero(p, elems * es_); }
+
+float OpsGpt2Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
+                            zero::ParamTable& p, zero::BlockHooks& hooks) {
+  const int valid = checkBatch(inputs, targets, B, T);
+  haveForward_ = false;
+  allocate(B, T);
+  const size_t BT = static_cast<size_t>(B) * T;
+  const HeadActs h = headActs();
+  ops_.upload(h.tokens, inputs, BT * sizeof(int32_t));
+  ops_.upload(h.targets, targets, BT * sizeof(int32_t));
+  valid_ = valid;
+  const int L = cfg_.nLayer;
+
+  hooks.beforeForward(0);
+  ops_.encoderForward(resid(0), h.tokens, value(p, 0, 0), value(p, 1, 0), B, T, cfg_.nEmbd, dt_);
+  hooks.afterForward(0);
+  for (int l = 0; l < L; ++l) {
+    hooks.beforeForward(l + 1);
+    layerForward(l, p, false);
+    hooks.afterForward(l + 1);
+  }
+  hooks.beforeForward(L + 1);
+  const double sum = headForward(p);
+  hooks.afterForward(L + 1);
+  haveForward_ = true;
+  return valid_ > 0 ? static_cast<float>(sum / valid_) : 0.0f;
+}
+
+// recompute (checkpointing's backward): stop once the internals backward reads are rebuilt.
+void OpsGpt2Model::layerForward(int l, const zero::ParamTable& p, bool recompute) {
+  const int B = B_, T = T_, C = cfg_.nEmbd, NH = cfg_.nHead, blk = l + 1, BT = B * T;
+  const size_t BTC = static_cast<size_t>(BT) * C;
+  auto w = [&](int kind) { return value(p, meta_.layerParam(kind, l), blk); };
+  const LayerActs a = layerActs(l);
+  const void* x = resid(l);
+  void* tmp = scratch(sTmp);
+
+  ops_.layernormForward(a.ln1, a.ln1Mean, a.ln1Rstd, x, w(kLn1w), w(kLn1b), BT, C, dt_);
+  ops_.matmulForward(a.qkv, a.ln1, w(kQkvw), w(kQkvb), BT, C, 3 * C, dt_);
+  ops_.attentionForward(a.atty, a.att, a.qkv, B, T, C, NH, dt_);
+  ops_.matmulForward(tmp, a.atty, w(kAttprojw), w(kAttprojb), BT, C, C, dt_);
+  ops_.residualForward(a.res2, x, tmp, BTC, dt_);
+  ops_.layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, w(kLn2w), w(kLn2b), BT, C, dt_);
+  ops_.matmulForward(a.fch, a.ln2, w(kFcw), w(kFcb), BT, C, 4 * C, dt_);
+  ops_.geluForward(a.fchGelu, a.fch, 4 * BTC, dt_);
+  if (recompute) return;
+  ops_.matmulForward(tmp, a.fchGelu, w(kFcprojw), w(kFcprojb), BT, 4 * C, C, dt_);
+  ops_.residualForward(resid(l + 1), a.res2, tmp, BTC, dt_);
+}
+
+double OpsGpt2Model::headForward(const zero::ParamTable& p) {
+  const int L = cfg_.nLayer, C = cfg_.nEmbd, BT = B_ * T_, blk = L + 1;
+  const int iLnfw = 2 + kLayerKinds * L;
+  const HeadActs h = headActs();
+  ops_.layernormForward(h.lnf, h.mean, h.rstd, resid(L), value(p, iLnfw, blk),
+                        value(p, iLnfw + 1, blk), BT, C, dt_);
+  ops_.matmulForward(h.logits, h.lnf, value(p, 0, blk), nullptr, BT, C, V_, dt_);
+  ops_.crossEntropyForward(h.logits, h.losses, h.targets, BT, V_, dt_);
+  return ops_.sum(h.losses, static_cast<size_t>(BT));
+}
+
+void OpsGpt2Model::backward(float lossScale, zero::ParamTable& p, zero::BlockHooks& hooks) {
+  if (!haveForward_) throw InternalError("gpt2 backward called without a forward");
+  haveForward_ = false;  // the probabilities become dlogits in place: one backward per forward
+  const int L = cfg_.nLayer;
+  zeroAct(scratch(sDres), static_cast<size_t>(B_) * T_ * cfg_.nEmbd);
+  hooks.beforeBackward(L + 1);
+  headBackward(lossScale, p);
+  hooks.afterBackward(L + 1);
+  for (int l = L - 1; l >= 0; --l) {
+    hooks.beforeBackward(l + 1);
+    layerBackward(l, p);
+    hooks.afterBackward(l + 1);
+  }
+  hooks.beforeBackward(0);
+  ops_.encoderBackward(grad(p, 0, 0), grad(p, 1, 0), scratch(sDres), headActs().tokens, B_, T_,
+                       cfg_.nEmbd, dt_);
+  hooks.afterBackward(0);
+}
+
+void OpsGpt2Model::headBackward(float lossScale, const zero::ParamTable& p) {
+  const int L = cfg_.nLayer, C = cfg_.nEmbd, BT = B_ * T_, blk = L + 1;
+  const int iLnfw = 2 + kLayerKinds * L, iLnfb = iLnfw + 1;
+  const HeadActs h = headActs();
+  const float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
+  ops_.crossEntropyBackward(h.logits, h.targets, BT, V_, scale, dt_);
+  void* dln = scratch(sDln);
+  zeroAct(dln, static_cast<size_t>(BT) * C);
+  ops_.matmulBackward(dln, grad(p, 0, blk), nullptr, h.logits, h.lnf, value(p, 0, blk), BT, C, V_,
+                      dt_);
+  ops_.layernormBackward(scratch(sDres), grad(p, iLnfw, blk), grad(p, iLnfb, blk), dln, resid(L),
+                         value(p, iLnfw, blk), h.mean, h.rstd, BT, C, dt_);
+}
+
+void OpsGpt2Model::layerBackward(int l, const zero::ParamTable& p) {
+  const int B = B_, T = T_, C = cfg_.nEmbd, NH = cfg_.nHead, blk = l + 1, BT = B * T;
+  const size_t BTC = static_cast<size_t>(BT) * C;
+  if (ckpt_) layerForward(l, p, true);
+  const LayerActs a = layerActs(l);
+  auto w = [&](int kind) { return value(p, meta_.layerParam(kind, l), blk); };
+  auto g = [&](int kind) { return grad(p, meta_.layerParam(kind, l), blk); };
+  void *dres = scratch(sDres), *dln = scratch(sDln), *dqkv = scratch(sDqkv);
+  void *datty = scratch(sDatty), *dfch = scratch(sDfch), *dfchGelu = scratch(sDfchGelu);
+
+  // dres holds d(out). out = res2 + fcproj(gelu(fc(ln2(res2)))).
+  zeroAct(dfchGelu, 4 * BTC);
+  ops_.matmulBackward(dfchGelu, g(kFcprojw), g(kFcprojb), dres, a.fchGelu, w(kFcprojw), BT, 4 * C,
+                      C, dt_);
+  zeroAct(dfch, 4 * BTC);
+  ops_.geluBackward(dfch, a.fch, dfchGelu, 4 * BTC, dt_);
+  zeroAct(dln, BTC);
+  ops_.matmulBackward(dln, g(kFcw), g(kFcb), dfch, a.ln2, w(kFcw), BT, C, 4 * C, dt_);
+  ops_.layernormBackward(dres, g(kLn2w), g(kLn2b), dln, a.res2, w(kLn2w), a.ln2Mean, a.ln2Rstd, BT,
+                         C, dt_);
+  // dres holds d(res2). res2 = x + attproj(attention(qkv(ln1(x)))).
+  zeroAct(datty, BTC);
+  ops_.matmulBackward(datty, g(kAttprojw), g(kAttprojb), dres, a.atty, w(kAttprojw), BT, C, C, dt_);
+  zeroAct(dqkv, 3 * BTC);
+  ops_.attentionBackward(dqkv, datty, a.qkv, a.atty, a.att, B, T, C, NH, dt_);
+  zeroAct(dln, BTC);
+  ops_.matmulBackward(dln, g(kQkvw), g(kQkvb), dqkv, a.ln1, w(kQkvw), BT, C, 3 * C, dt_);
+  ops_.layernormBackward(dres, g(kLn1w), g(kLn1b), dln, resid(l), w(kLn1w), a.ln1Mean, a.ln1Rstd,
+                         BT, C, dt_);
+  // dres holds d(x), the gradient of the previous block's output.
+}
+
+size_t OpsGpt2Model::activationBytes() const {
+  return resid_.bytes() + layers_.bytes() + head_.bytes();
+}
+
+size_t OpsGpt2Model::workspaceBytes() const { return scratch_.bytes(); }
+
+}  // namespace ds::runtime
