@@ -190,10 +190,10 @@ zero::Half16Out half16(bf16* out16, size_t offset) {
 }  // namespace
 
 void CpuOps::adam(float* params, float* expAvg, float* expAvgSq, const float* grads, bf16* out16,
-                  const OptimRange* ranges, int count, const AdamStep& step) {
+                  const DecayRange* ranges, int count, const AdamStep& step) {
   const zero::Isa isa = zero::bestIsa();
   for (int r = 0; r < count; ++r) {
-    const OptimRange& range = ranges[r];
+    const DecayRange& range = ranges[r];
     zero::AdamConfig cfg;
     cfg.lr = step.lr;
     cfg.beta1 = step.beta1;
@@ -209,10 +209,10 @@ void CpuOps::adam(float* params, float* expAvg, float* expAvgSq, const float* gr
 }
 
 void CpuOps::sgd(float* params, float* momentum, const float* grads, bf16* out16,
-                 const OptimRange* ranges, int count, const SgdStep& step) {
+                 const DecayRange* ranges, int count, const SgdStep& step) {
   const zero::Isa isa = zero::bestIsa();
   for (int r = 0; r < count; ++r) {
-    const OptimRange& range = ranges[r];
+    const DecayRange& range = ranges[r];
     zero::SgdConfig cfg;
     cfg.lr = step.lr;
     cfg.momentum = step.momentum;

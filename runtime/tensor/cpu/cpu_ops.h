@@ -56,9 +56,9 @@ class CpuOps final : public Ops {
   void scale(float* x, size_t n, float factor) override;
   void toBf16(bf16* dst16, const float* src, size_t n) override;
   void adam(float* params, float* expAvg, float* expAvgSq, const float* grads, bf16* out16,
-            const OptimRange* ranges, int count, const AdamStep& step) override;
+            const DecayRange* ranges, int count, const AdamStep& step) override;
   void sgd(float* params, float* momentum, const float* grads, bf16* out16,
-           const OptimRange* ranges, int count, const SgdStep& step) override;
+           const DecayRange* ranges, int count, const SgdStep& step) override;
 
  private:
   std::vector<float> scratchTT_;  // attention backward's T x T scratch, grown on demand

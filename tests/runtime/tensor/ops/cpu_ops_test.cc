@@ -208,7 +208,7 @@ TEST_CASE("CpuOps adam and sgd equal zero::adamStep / sgdStep per range, decay p
           "[unit]") {
   rt::CpuOps ops;
   const size_t n = 70000;  // more than one cpu_adam chunk
-  const std::vector<rt::OptimRange> ranges = {{0, 40000, true}, {40000, 29000, false}};
+  const std::vector<rt::DecayRange> ranges = {{0, 40000, true}, {40000, 29000, false}};
   Vec p0 = uniformVec(n, 1.f, 60), g = uniformVec(n, 1.f, 61);
   Vec m0 = uniformVec(n, .01f, 62), v0 = plus(uniformVec(n, .001f, 63), .001f);
   for (bool adamw : {true, false}) {
@@ -222,7 +222,7 @@ TEST_CASE("CpuOps adam and sgd equal zero::adamStep / sgdStep per range, decay p
     Vec p1 = p0, m1 = m0, v1 = v0, p2 = p0, m2 = m0, v2 = v0;
     std::vector<uint16_t> h1(n, 0), h2(n, 0);
     const ds::zero::Isa isa = ds::zero::bestIsa();
-    for (const rt::OptimRange& r : ranges) {
+    for (const rt::DecayRange& r : ranges) {
       ds::zero::AdamConfig c;
       c.lr = st.lr;
       c.weightDecay = r.decay ? st.weightDecay : 0.f;
@@ -243,7 +243,7 @@ TEST_CASE("CpuOps adam and sgd equal zero::adamStep / sgdStep per range, decay p
   sg.weightDecay = 0.01f;
   sg.gradScale = 2.f;
   Vec p1 = p0, b1 = m0, p2 = p0, b2 = m0;
-  for (const rt::OptimRange& r : ranges) {
+  for (const rt::DecayRange& r : ranges) {
     ds::zero::SgdConfig c;
     c.lr = sg.lr;
     c.momentum = sg.momentum;
