@@ -1,35 +1,19 @@
 // GELU and residual kernels (see elementwise.h).
+// The per-element formulas are runtime/tensor/math/gelu_math.h, shared with the CUDA kernels.
 #include "runtime/tensor/elementwise.h"
+#include "runtime/tensor/math/gelu_math.h"
 #include "runtime/tensor/threads.h"
 
-#include <cmath>
-
 namespace ds::runtime {
-namespace {
-constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
-}
 
 void geluForward(float* out, const float* inp, size_t n) {
 #pragma omp parallel for schedule(static) if (long(n) >= kMinParallelWork)
-  for (size_t i = 0; i < n; ++i) {
-    float x = inp[i];
-    float cube = 0.044715f * x * x * x;
-    out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + cube)));
-  }
+  for (size_t i = 0; i < n; ++i) out[i] = math::geluF32(inp[i]);
 }
 
 void geluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
 #pragma omp parallel for schedule(static) if (long(n) >= kMinParallelWork)
-  for (size_t i = 0; i < n; ++i) {
-    float x = inp[i];
-    float cube = 0.044715f * x * x * x;
-    float arg = kGeluScale * (x + cube);
-    float th = std::tanh(arg);
-    float sech2 = 1.0f - th * th;
-    float grad =
-        0.5f * (1.0f + th) + x * 0.5f * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] += grad * dout[i];
-  }
+  for (size_t i = 0; i < n; ++i) dinp[i] += math::geluGradF32(inp[i]) * dout[i];
 }
 
 void residualForward(float* out, const float* a, const float* b, size_t n) {

@@ -9,11 +9,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 
 #include "runtime/tensor/ops.h"
 
 namespace ds::runtime::cuda {
+
+struct LtPlanCache;  // cuBLASLt descriptors and algorithms per matmul shape (matmul_lt.h)
 
 struct CudaOpsOptions {
   bool allowTf32 = false;             // fp32 products may use TF32 tensor cores
@@ -80,6 +83,8 @@ class CudaOps final : public Ops {
  private:
   // A scratch buffer of at least `bytes` (grown, never shrunk; one user at a time).
   void* scratch(size_t bytes);
+  // Frees everything the constructor made; used by the destructor and a failed constructor.
+  void freeAll() noexcept;
 
   int device_;
   CudaOpsOptions options_;
@@ -89,6 +94,7 @@ class CudaOps final : public Ops {
   void* ltWorkspace_ = nullptr;
   void* scratch_ = nullptr;
   size_t scratchBytes_ = 0;
+  std::unique_ptr<LtPlanCache> ltPlans_;
 };
 
 }  // namespace ds::runtime::cuda

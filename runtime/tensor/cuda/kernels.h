@@ -1,0 +1,47 @@
+// Launchers shared between the files of runtime/tensor/cuda (host-callable, defined in .cu
+// files). Not part of the Ops interface; each enqueues on the given stream and checks the launch.
+// Invariant: every reduction here has a fixed grid and summation order (deterministic).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace ds::runtime::cuda {
+
+inline constexpr int kThreads = 256;  // block size of the elementwise and reduction kernels
+
+// Blocks for a grid-stride loop over n elements (capped; the loop covers the rest).
+inline unsigned gridFor(size_t n) {
+  const size_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < (size_t{1} << 20) ? (blocks ? blocks : 1) : (1u << 20));
+}
+
+// Calls f(T{}) with T the storage type of dt: float for kF32, uint16_t (bf16 bits) for kBF16;
+// any other type is NotSupported naming the op.
+template <class F>
+void dispatchStorage(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::kF32: f(float{}); return;
+    case DType::kBF16: f(uint16_t{}); return;
+    default:
+      throw NotSupported(
+          fmt::format("cuda {}: element type {} (only fp32 and bf16)", op, dtypeName(dt)));
+  }
+}
+
+// dst[c] += sum over rows n of src[n, c], src [N, C] of dt (kF32 or kBF16), dst fp32.
+// partials: scratch of columnSumScratchBytes(N, C) bytes.
+size_t columnSumScratchBytes(int N, int C);
+void launchColumnSumAdd(float* dst, const void* src, int N, int C, DType dt, void* partials,
+                        cudaStream_t stream);
+// out[n, c] += bias[c] for out [N, C] of dt (bias also dt).
+void launchAddBias(void* out, const void* bias, int N, int C, DType dt, cudaStream_t stream);
+
+}  // namespace ds::runtime::cuda
