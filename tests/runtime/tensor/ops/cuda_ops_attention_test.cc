@@ -1,0 +1,288 @@
+// CudaOps' flash attention and softmax cross-entropy [gpu] against the host kernels of
+// runtime/tensor (attention.h, cross_entropy.h) on fresh random inputs, outputs poisoned first.
+// Error is ||got - ref|| / ||ref||: fp32 <= 1e-5, bf16 <= 1e-2 (host inputs rounded to bf16 so
+// both sides see the same values). Backward starts from non-zero gradients to prove it adds.
+// Skips without a CUDA device.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "ds/config.h"
+#include "runtime/tensor/attention.h"
+#include "runtime/tensor/cross_entropy.h"
+#include "runtime/tensor/ops.h"
+#include "tests/support/skip.h"
+
+#if DS_HAVE_CUDA_KERNELS
+#include <cuda_runtime.h>
+#endif
+
+namespace {
+
+using ds::DType;
+using ds::runtime::Ops;
+using ds::runtime::OpsBuffer;
+
+bool haveCudaDevice() {
+#if DS_HAVE_CUDA_KERNELS
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+
+std::vector<float> randomVec(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+float roundBf16(float x) { return ds::bf16ToFloat(ds::floatToBf16(x)); }
+
+// Rounds in place to bf16 when dt is bf16 (the values both sides then see exactly).
+void roundFor(std::vector<float>& v, DType dt) {
+  if (dt == DType::kBF16)
+    for (float& x : v) x = roundBf16(x);
+}
+
+double tolerance(DType dt) { return dt == DType::kF32 ? 1e-5 : 1e-2; }
+
+// A device buffer of n elements of dt holding host (or poison bytes when host is null).
+OpsBuffer deviceBuffer(Ops& ops, size_t n, DType dt, const std::vector<float>* host,
+                       const char* what) {
+  OpsBuffer buf(ops, n * ds::dtypeSize(dt), what);
+  if (host == nullptr) {
+    std::vector<unsigned char> poison(buf.bytes(), 0xff);  // NaN in fp32 and bf16
+    ops.upload(buf.get(), poison.data(), poison.size());
+  } else if (dt == DType::kF32) {
+    ops.upload(buf.get(), host->data(), buf.bytes());
+  } else {
+    std::vector<ds::bf16> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = ds::floatToBf16((*host)[i]);
+    ops.upload(buf.get(), h.data(), buf.bytes());
+  }
+  return buf;
+}
+
+std::vector<float> downloadAs(Ops& ops, const OpsBuffer& buf, size_t n, DType dt) {
+  std::vector<float> out(n);
+  if (dt == DType::kF32) {
+    ops.download(out.data(), buf.get(), n * 4);
+  } else {
+    std::vector<ds::bf16> h(n);
+    ops.download(h.data(), buf.get(), n * 2);
+    for (size_t i = 0; i < n; ++i) out[i] = ds::bf16ToFloat(h[i]);
+  }
+  return out;
+}
+
+// ||got - ref|| / ||ref|| over the elements where keep(i); NaN in got gives NaN.
+template <class Keep>
+double relError(const std::vector<float>& got, const std::vector<float>& ref, Keep keep) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!keep(i)) continue;
+    const double d = double(got[i]) - double(ref[i]);
+    num += d * d;
+    den += double(ref[i]) * double(ref[i]);
+  }
+  return std::sqrt(num) / std::sqrt(den);
+}
+double relError(const std::vector<float>& got, const std::vector<float>& ref) {
+  return relError(got, ref, [](size_t) { return true; });
+}
+
+std::string dtName(DType dt) { return std::string(ds::dtypeName(dt)); }
+
+void checkAttention(Ops& ops, int B, int T, int NH, int hs, DType dt, uint32_t seed) {
+  const int C = NH * hs;
+  const size_t nqkv = size_t(B) * T * 3 * C, nout = size_t(B) * T * C;
+  INFO("B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs << " dt=" << dtName(dt));
+  auto qkv = randomVec(nqkv, seed, -1.f, 1.f);
+  auto dout = randomVec(nout, seed + 1, -1.f, 1.f);
+  auto dqkv0 = randomVec(nqkv, seed + 2, -0.1f, 0.1f);
+  roundFor(qkv, dt);
+  roundFor(dout, dt);
+  roundFor(dqkv0, dt);
+
+  // Host reference.
+  std::vector<float> outRef(nout), att(size_t(B) * NH * T * T), scratch(size_t(T) * T);
+  ds::runtime::attentionForward(outRef.data(), att.data(), qkv.data(), B, T, C, NH);
+  std::vector<float> dqkvRef = dqkv0;
+  ds::runtime::attentionBackward(dqkvRef.data(), scratch.data(), dout.data(), qkv.data(),
+                                 att.data(), B, T, C, NH);
+
+  // Device.
+  OpsBuffer dQkv = deviceBuffer(ops, nqkv, dt, &qkv, "qkv");
+  OpsBuffer dOut = deviceBuffer(ops, nout, dt, nullptr, "out");
+  OpsBuffer dAux(ops, ops.attentionAuxBytes(B, T, NH), "aux");
+  REQUIRE(dAux.bytes() == sizeof(float) * size_t(B) * NH * T);
+  std::vector<unsigned char> poison(dAux.bytes(), 0xff);
+  ops.upload(dAux.get(), poison.data(), poison.size());
+  ops.attentionForward(dOut.get(), dAux.get(), dQkv.get(), B, T, C, NH, dt);
+  const auto out = downloadAs(ops, dOut, nout, dt);
+  const double errOut = relError(out, outRef);
+  INFO("forward rel error " << errOut);
+  CHECK(errOut <= tolerance(dt));
+
+  // The saved lse against ln(sum_j exp(score_j)) in double, spot rows.
+  std::vector<float> lse(size_t(B) * NH * T);
+  ops.download(lse.data(), dAux.get(), lse.size() * 4);
+  const double scale = 1.0 / std::sqrt(double(hs));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t : {0, T / 2, T - 1}) {
+        const float* q = qkv.data() + (size_t(b) * T + t) * 3 * C + h * hs;
+        double mx = -1e300;
+        std::vector<double> s(t + 1);
+        for (int j = 0; j <= t; ++j) {
+          const float* k = qkv.data() + (size_t(b) * T + j) * 3 * C + C + h * hs;
+          double dot = 0;
+          for (int d = 0; d < hs; ++d) dot += double(q[d]) * k[d];
+          s[j] = dot * scale;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double x : s) sum += std::exp(x - mx);
+        const double ref = mx + std::log(sum);
+        INFO("lse b=" << b << " h=" << h << " t=" << t);
+        CHECK(std::fabs(lse[(size_t(b) * NH + h) * T + t] - ref) <= 1e-4 * (1 + std::fabs(ref)));
+      }
+
+  OpsBuffer dDout = deviceBuffer(ops, nout, dt, &dout, "dout");
+  OpsBuffer dDqkv = deviceBuffer(ops, nqkv, dt, &dqkv0, "dqkv");
+  ops.attentionBackward(dDqkv.get(), dDout.get(), dQkv.get(), dOut.get(), dAux.get(), B, T, C, NH,
+                        dt);
+  const auto dqkv = downloadAs(ops, dDqkv, nqkv, dt);
+  const char* part[3] = {"dq", "dk", "dv"};
+  for (int p = 0; p < 3; ++p) {
+    const double err = relError(dqkv, dqkvRef, [&](size_t i) { return int(i % (3 * C)) / C == p; });
+    INFO(part[p] << " rel error " << err);
+    CHECK(err <= tolerance(dt));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda attention forward/backward match the host kernels", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  uint32_t seed = 100;
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (int T : {1, 7, 64, 200}) {
+      checkAttention(*ops, 2, T, 2, 64, dt, seed += 10);
+      checkAttention(*ops, 2, T, 4, 64, dt, seed += 10);
+    }
+    checkAttention(*ops, 1, 100, 2, 32, dt, seed += 10);
+    checkAttention(*ops, 1, 130, 2, 128, dt, seed += 10);
+  }
+}
+
+TEST_CASE("cuda attention at T=1024 matches the host kernels", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  checkAttention(*ops, 2, 1024, 4, 64, DType::kF32, 7);
+  checkAttention(*ops, 2, 1024, 4, 64, DType::kBF16, 8);
+}
+
+TEST_CASE("cuda attention refuses head sizes and dtypes it has no kernel for", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  OpsBuffer buf(*ops, 4 * 3 * 96 * 4, "buf");
+  OpsBuffer aux(*ops, ops->attentionAuxBytes(1, 4, 2), "aux");
+  // hs = 48
+  CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 4, 96, 2, DType::kF32),
+                  ds::NotSupported);
+  CHECK_THROWS_AS(ops->attentionBackward(buf.get(), buf.get(), buf.get(), buf.get(), aux.get(), 1,
+                                         4, 96, 2, DType::kF32),
+                  ds::NotSupported);
+  // fp16 storage
+  CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 4, 64, 1, DType::kF16),
+                  ds::NotSupported);
+}
+
+namespace {
+
+void checkCrossEntropy(Ops& ops, int N, int V, DType dt, uint32_t seed) {
+  INFO("N=" << N << " V=" << V << " dt=" << dtName(dt));
+  auto logits = randomVec(size_t(N) * V, seed, -4.f, 4.f);
+  roundFor(logits, dt);
+  std::vector<int32_t> targets(N);
+  std::mt19937 rng(seed + 1);
+  for (int n = 0; n < N; ++n) targets[n] = n % 3 == 1 ? -1 : int32_t(rng() % V);
+
+  // Host reference: per-row losses in double from the logits, then the host kernels.
+  std::vector<double> lossRef(N, 0.0);
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] < 0) continue;
+    const float* row = logits.data() + size_t(n) * V;
+    double mx = row[0], sum = 0;
+    for (int j = 1; j < V; ++j) mx = std::max(mx, double(row[j]));
+    for (int j = 0; j < V; ++j) sum += std::exp(row[j] - mx);
+    lossRef[n] = std::log(sum) - (row[targets[n]] - mx);
+  }
+  std::vector<float> probsRef = logits;
+  int valid = 0;
+  const double total =
+      ds::runtime::softmaxCrossEntropyForward(probsRef.data(), targets.data(), N, V, &valid);
+  const float scale = 1.f / float(valid);
+  std::vector<float> dRef(probsRef.size());
+  ds::runtime::softmaxCrossEntropyBackward(dRef.data(), probsRef.data(), targets.data(), N, V,
+                                           scale);
+
+  OpsBuffer dLogits = deviceBuffer(ops, logits.size(), dt, &logits, "logits");
+  OpsBuffer dTargets(ops, N * sizeof(int32_t), "targets");
+  ops.upload(dTargets.get(), targets.data(), dTargets.bytes());
+  OpsBuffer dLosses = deviceBuffer(ops, N, DType::kF32, nullptr, "losses");
+  ops.crossEntropyForward(dLogits.get(), dLosses.as<float>(), dTargets.as<int32_t>(), N, V, dt);
+  const auto probs = downloadAs(ops, dLogits, logits.size(), dt);
+  std::vector<float> losses(N);
+  ops.download(losses.data(), dLosses.get(), N * 4);
+
+  const double errP = relError(probs, probsRef);
+  INFO("probabilities rel error " << errP);
+  CHECK(errP <= tolerance(dt));
+  double sum = 0;
+  for (int n = 0; n < N; ++n) {
+    INFO("row " << n << " target " << targets[n]);
+    if (targets[n] < 0) CHECK(losses[n] == 0.f);
+    else CHECK(std::fabs(losses[n] - lossRef[n]) <= 1e-5 * (1 + lossRef[n]));
+    sum += losses[n];
+  }
+  CHECK(std::fabs(sum - total) <= 1e-5 * (1 + std::fabs(total)));
+
+  ops.crossEntropyBackward(dLogits.get(), dTargets.as<int32_t>(), N, V, scale, dt);
+  const auto d = downloadAs(ops, dLogits, logits.size(), dt);
+  const double errD = relError(d, dRef);
+  INFO("dlogits rel error " << errD);
+  CHECK(errD <= tolerance(dt));
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] >= 0) continue;
+    bool allZero = true;
+    for (int j = 0; j < V; ++j) allZero = allZero && d[size_t(n) * V + j] == 0.f;
+    INFO("ignored row " << n);
+    CHECK(allZero);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda cross-entropy matches the host kernels, GPT-2 and small vocabularies", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    checkCrossEntropy(*ops, 8, 50257, dt, 11);
+    checkCrossEntropy(*ops, 13, 37, dt, 12);
+    checkCrossEntropy(*ops, 5, 3, dt, 13);
+  }
+}
