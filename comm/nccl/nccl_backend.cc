@@ -19,6 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <unistd.h>
+
 #include "comm/nccl/half_staging.h"
 #include "comm/nccl/nccl_check.h"
 #include "comm/nccl/nccl_comm.h"
@@ -417,20 +419,52 @@ class NcclBackend final : public Backend {
 
 int cudaDeviceCount() {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
   return n;
 }
 
+namespace {
+
+std::string hostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+// The group's device: LOCAL_RANK (checked by the knob registry: digits, in range; the global
+// rank when unset) modulo the visible devices, made current. Errors name the rank, the host,
+// LOCAL_RANK, the visible count and CUDA_VISIBLE_DEVICES (which decides what is visible).
+int useRankDevice(int rank) {
+  auto localRank = knobInt(knobs::kLocalRank);
+  std::string who = fmt::format("rank {} on {} (LOCAL_RANK={})", rank, hostName(),
+                                localRank ? std::to_string(*localRank) : "unset");
+  int n = 0;
+  if (cudaError_t rc = cudaGetDeviceCount(&n); rc != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    throw ConfigError(fmt::format(
+        "comm backend 'nccl' needs a CUDA device and {} sees none ({}; CUDA_VISIBLE_DEVICES "
+        "selects the visible ones); use --comm_backend gloo",
+        who, rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices"));
+  }
+  int device = static_cast<int>(localRank.value_or(rank) % n);
+  if (cudaError_t rc = cudaSetDevice(device); rc != cudaSuccess) {
+    cudaGetLastError();
+    throw CommError(fmt::format(
+        "nccl: {} cannot use cuda:{} (of {} visible device(s); CUDA_VISIBLE_DEVICES selects "
+        "them): {}",
+        who, device, n, cudaGetErrorString(rc)));
+  }
+  return device;
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> createNcclBackend(std::shared_ptr<Store> store, int rank, int size,
                                            const GroupOptions& opts) {
-  int devices = cudaDeviceCount();
-  if (devices == 0) {
-    throw ConfigError(
-        "comm backend 'nccl' needs a CUDA device and none is visible; use "
-        "--comm_backend gloo");
-  }
-  int device = static_cast<int>(knobInt(knobs::kLocalRank).value_or(rank) % devices);
-  cudaCheck(cudaSetDevice(device), "cudaSetDevice");
+  int device = useRankDevice(rank);
   auto timeout = opts.timeout.count() > 0 ? opts.timeout : defaultTimeout();
   ncclUniqueId id;
   if (rank == 0) {

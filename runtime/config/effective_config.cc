@@ -40,6 +40,9 @@ json planBlocks(const Plan& plan) {
                 {"weight_decay_on", t.weightDecayOn},
                 {"seed", t.seed},
                 {"log_every", t.logEvery},
+                {"device", t.device},
+                {"device_sharing", t.deviceSharing},
+                {"tf32", t.tf32},
                 {"checkpoint", {{"dir", t.checkpointDir}, {"every", t.checkpointEvery}}}};
   j["deepspeed"] = json::parse(plan.dsConfigJson);
   return j;

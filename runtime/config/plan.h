@@ -38,6 +38,10 @@ struct TrainPlan {
   int64_t checkpointEvery = 0;             // 0: only at the end (when checkpointDir is set)
   uint64_t seed = 1234;                    // init + data order
   int64_t logEvery = 0;                    // step-line cadence; 0 means deepspeed.steps_per_print
+  // The rank's device (runtime/device/device_select.h, docs/gpu.md).
+  std::string device = "auto";  // train.device: "auto" (cuda:<LOCAL_RANK> if any) | "cpu" | "cuda"
+  bool deviceSharing = false;   // train.device_sharing: more local ranks than GPUs may share them
+  bool tf32 = false;            // train.tf32: fp32 matrix products may use TF32 on the GPU
 };
 
 // fp16 block; loss_scale 0 = dynamic (reference/zero.md §5: documented defaults applied).

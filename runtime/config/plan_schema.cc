@@ -93,6 +93,9 @@ TrainPlan readTrain(NodeReader& r) {
                        t.weightDecayOn));
   t.seed = uint64_t(r.getInt("seed", 1234, 0));
   t.logEvery = r.getInt("log_every", 0, 0);
+  t.device = r.getEnum("device", t.device, {"auto", "cpu", "cuda"});
+  t.deviceSharing = r.getBool("device_sharing", t.deviceSharing);
+  t.tf32 = r.getBool("tf32", t.tf32);
   if (auto c = r.child("checkpoint")) {
     t.checkpointDir = c->getString("dir", "");
     t.checkpointEvery = c->getInt("every", 0, 0);

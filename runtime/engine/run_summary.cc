@@ -24,6 +24,13 @@ RunSummary::Totals RunSummary::totals(int warmup) const {
   return t;
 }
 
+void RunSummary::setDevice(const DeviceInfo& info) {
+  device = info.summary();
+  deviceMemoryBytes = info.totalBytes;
+  cudaVersion = cudaVersionText(info.cudaRuntimeVersion);
+  ncclVersion = ncclVersionText(info.ncclVersion);
+}
+
 std::string RunSummary::toJson() const {
   using nlohmann::json;
   json j;
@@ -35,6 +42,10 @@ std::string RunSummary::toJson() const {
   j["first_step"] = firstStep;
   j["tokens_per_step"] = tokensPerStep;
   if (entropyFloor >= 0) j["entropy_floor"] = entropyFloor;
+  j["device"] = device;
+  j["device_memory_bytes"] = deviceMemoryBytes;
+  j["cuda_version"] = cudaVersion;
+  j["nccl_version"] = ncclVersion;
   json losses = json::array(), lrs = json::array(), norms = json::array(), scales = json::array();
   json skipped = json::array();
   for (const auto& s : steps) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device/cuda_device.h"
 #include "zero/zero_engine.h"
 
 namespace ds::runtime {
@@ -38,6 +39,13 @@ struct RunSummary {
   size_t activationBytes = 0;  // model activations held for backward (this rank)
   double flopsPerToken = 0;
   std::string checkpointTag;  // last checkpoint written ("" none)
+  // The rank's device (runtime/device/rank_device.h): DeviceInfo::summary(), its memory
+  // (host memory on the CPU), and the CUDA runtime / NCCL versions ("" without them). Set by
+  // setDevice(); "" and 0 until then.
+  std::string device;
+  size_t deviceMemoryBytes = 0;
+  std::string cudaVersion, ncclVersion;
+  void setDevice(const DeviceInfo& info);
 
   // Totals over `steps`, skipping the first `warmup` steps when more than that many exist.
   struct Totals {

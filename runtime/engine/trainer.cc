@@ -63,8 +63,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   mc.activationCheckpointing = plan_.deepspeed.activationCheckpointing;
   TrainingDevice device = openTrainingDevice(plan_, rank_, opts_.localRank, opts_.localSize);
   ops_ = std::move(device.ops);
-  summary_.device = device.info;
-  logLine(fmt::format("device: {}; {}", device.why, device.info));
+  summary_.setDevice(device.info);
+  logLine(fmt::format("device: {}; {}", device.why, device.info.summary()));
   model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
 
   zero::ZeroOptions z = plan_.deepspeed.zero;

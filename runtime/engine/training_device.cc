@@ -30,7 +30,7 @@ TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int
   site.host = hostName();
   RankDevice got = openRankDevice(req, site);
   TrainingDevice out;
-  out.info = got.info.summary();
+  out.info = got.info;
   out.why = got.choice.why;
   if (!got.choice.cuda) return out;
   if (plan.deepspeed.fp16.enabled && !plan.deepspeed.bf16)

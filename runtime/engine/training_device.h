@@ -8,13 +8,14 @@
 #include <string>
 
 #include "runtime/config/plan.h"
+#include "runtime/device/cuda_device.h"
 #include "runtime/tensor/ops.h"
 
 namespace ds::runtime {
 
 struct TrainingDevice {
   std::unique_ptr<Ops> ops;  // null: train on the host kernels
-  std::string info;          // what the device is: the startup log and the run summary
+  DeviceInfo info;           // what the device is: the startup log and the run summary
   std::string why;           // why this device ("cuda:1 (train.device auto, LOCAL_RANK 1)")
 };
 

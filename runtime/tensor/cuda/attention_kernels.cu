@@ -3,11 +3,6 @@
 // with an online softmax; backward recomputes the probabilities from the saved log-sum-exp.
 // Not a T x T algorithm: aux is only the fp32 lse [B, NH, T]; no buffer grows with T^2.
 // Invariant: every product and accumulator is fp32; bf16 is a storage format only.
-// fmt 9 (via core/error.h) turns its constexpr off under nvcc but then fails the host pass;
-// keeping it on compiles. Remove once ds_cuda_target passes -DFMT_USE_CONSTEXPR=1.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 

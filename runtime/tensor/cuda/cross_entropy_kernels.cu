@@ -2,11 +2,6 @@
 // (max, sum of exp) pass, then probabilities written in place. Backward rewrites probabilities
 // as (p - onehot) * scale. Not a mean: losses stay per row (0 where the target is negative).
 // Invariant: arithmetic is fp32 whatever the storage type; the loss never takes log of p.
-// fmt 9 (via core/error.h) turns its constexpr off under nvcc but then fails the host pass;
-// keeping it on compiles. Remove once ds_cuda_target passes -DFMT_USE_CONSTEXPR=1.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 

@@ -1,11 +1,6 @@
 // CudaOps' pointwise layers: GELU (tanh form, runtime/tensor/math/gelu_math.h) and the residual
 // add, forward and backward, for fp32 and bf16 storage (fp32 arithmetic). Not fused with
 // anything. Invariant: backward ACCUMULATES (dinp, da, db +=), one rounding per stored element.
-// fmt 9 (via core/error.h) turns its constexpr off under nvcc but then fails the host pass;
-// keeping it on compiles. Remove once ds_cuda_target passes -DFMT_USE_CONSTEXPR=1.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"

@@ -2,11 +2,6 @@
 // out[b,t,:] = wte[tokens[b,t]] + wpe[t]; backward adds into fp32 dwte (atomicAdd: rows of a
 // repeated token collide) and dwpe (one thread per (t, c), summing b in order). Not range-checked:
 // tokens are in range (callers check). Invariant: backward ACCUMULATES.
-// fmt 9 (via core/error.h) turns its constexpr off under nvcc but then fails the host pass;
-// keeping it on compiles. Remove once ds_cuda_target passes -DFMT_USE_CONSTEXPR=1.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"

@@ -2,11 +2,6 @@
 // for dinp; the parameter gradients as per-column sums over fixed row chunks, then one pass adding
 // the chunks in order. Not fused with the residual. Invariant: mean/rstd are fp32 and saved;
 // backward ACCUMULATES into dinp (dt), dweight and dbias (fp32); results are deterministic.
-// fmt 9 (via core/error.h) turns its constexpr off under nvcc but then fails the host pass;
-// keeping it on compiles. Remove once ds_cuda_target passes -DFMT_USE_CONSTEXPR=1.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"

@@ -1,12 +1,7 @@
-// CudaOps Adam/AdamW and SGD over lists of OptimRange, one launch per 64 ranges, with the bf16
+// CudaOps Adam/AdamW and SGD over lists of DecayRange, one launch per 64 ranges, with the bf16
 // copy of the updated params written in the same pass. Not a second definition of the update:
 // the arithmetic is zero/cpu_adam_math.h's adamAt/sgdAt, step for step, with explicit rounding
 // intrinsics. Invariant: results are bit-identical to zero::adamStep/sgdStep with Isa::kScalar.
-// fmt 9 (via core/error.h) turns its constexpr off under nvcc but then fails the host pass;
-// keeping it on compiles. Remove once ds_cuda_target passes -DFMT_USE_CONSTEXPR=1.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 
@@ -170,13 +165,13 @@ SgdCoeffs sgdCoeffs(const SgdStep& step) {
 
 // Splits ranges into tables of at most kMaxRanges and calls launch(table, blocks) for each.
 template <class Launch>
-void forEachTable(const OptimRange* ranges, int count, Launch&& launch) {
+void forEachTable(const DecayRange* ranges, int count, Launch&& launch) {
   for (int first = 0; first < count; first += kMaxRanges) {
     RangeTable table{};
     table.count = std::min(kMaxRanges, count - first);
     size_t total = 0;
     for (int r = 0; r < table.count; ++r) {
-      const OptimRange& range = ranges[first + r];
+      const DecayRange& range = ranges[first + r];
       table.offset[r] = range.offset;
       table.begin[r] = total;
       table.decay[r] = range.decay;
@@ -192,7 +187,7 @@ void forEachTable(const OptimRange* ranges, int count, Launch&& launch) {
 }  // namespace
 
 void CudaOps::adam(float* params, float* expAvg, float* expAvgSq, const float* grads, bf16* out16,
-                   const OptimRange* ranges, int count, const AdamStep& step) {
+                   const DecayRange* ranges, int count, const AdamStep& step) {
   if (step.step < 1)
     throw InternalError("CudaOps::adam: step count " + std::to_string(step.step) +
                         " (must count this step, from 1)");
@@ -205,7 +200,7 @@ void CudaOps::adam(float* params, float* expAvg, float* expAvgSq, const float* g
 }
 
 void CudaOps::sgd(float* params, float* momentum, const float* grads, bf16* out16,
-                  const OptimRange* ranges, int count, const SgdStep& step) {
+                  const DecayRange* ranges, int count, const SgdStep& step) {
   if (step.momentum != 0.f && momentum == nullptr)
     throw InternalError("CudaOps::sgd: momentum " + std::to_string(step.momentum) +
                         " needs a momentum buffer");

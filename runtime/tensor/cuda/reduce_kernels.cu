@@ -2,11 +2,6 @@
 // column sums / bias add that matmul_lt.cc uses (kernels.h). Not the layer kernels.
 // Invariant: every reduction has a grid fixed by its sizes and a fixed summation order, so a
 // result is bit-reproducible; NaN and inf propagate (no max/min tricks, no skipped elements).
-// fmt 9 (via core/error.h) turns its constexpr off under nvcc but then fails the host pass;
-// keeping it on compiles. Remove once ds_cuda_target passes -DFMT_USE_CONSTEXPR=1.
-#ifndef FMT_USE_CONSTEXPR
-#define FMT_USE_CONSTEXPR 1
-#endif
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"

@@ -23,7 +23,7 @@ namespace {
 using ds::runtime::AdamStep;
 using ds::runtime::Ops;
 using ds::runtime::OpsBuffer;
-using ds::runtime::OptimRange;
+using ds::runtime::DecayRange;
 using ds::runtime::SgdStep;
 
 bool haveCudaDevice() {
@@ -44,8 +44,8 @@ std::vector<float> randomVec(size_t n, std::mt19937& rng, float lo, float hi) {
 
 // A few ranges with gaps between them, decay alternating; or many small ones (more than one
 // launch's table).
-std::vector<OptimRange> makeRanges(bool many, size_t* total) {
-  std::vector<OptimRange> ranges;
+std::vector<DecayRange> makeRanges(bool many, size_t* total) {
+  std::vector<DecayRange> ranges;
   size_t at = 3;  // a gap before the first range too
   const int count = many ? 150 : 5;
   for (int r = 0; r < count; ++r) {
@@ -101,7 +101,7 @@ void checkAdam(Ops& ops, AdamStep step, bool many, bool withOut16, uint32_t seed
     OpsBuffer dG = uploaded(ops, grads, "grads");
     ops.adam(dP.as<float>(), dM.as<float>(), dV.as<float>(), dG.as<float>(),
              withOut16 ? d16.as<ds::bf16>() : nullptr, ranges.data(), int(ranges.size()), step);
-    for (const OptimRange& r : ranges) {
+    for (const DecayRange& r : ranges) {
       ds::zero::AdamConfig cfg;
       cfg.lr = step.lr;
       cfg.beta1 = step.beta1;
@@ -145,7 +145,7 @@ void checkSgd(Ops& ops, SgdStep step, bool many, bool withOut16, uint32_t seed) 
     OpsBuffer dG = uploaded(ops, grads, "grads");
     ops.sgd(dP.as<float>(), useBuf ? dB.as<float>() : nullptr, dG.as<float>(),
             withOut16 ? d16.as<ds::bf16>() : nullptr, ranges.data(), int(ranges.size()), step);
-    for (const OptimRange& r : ranges) {
+    for (const DecayRange& r : ranges) {
       ds::zero::SgdConfig cfg;
       cfg.lr = step.lr;
       cfg.momentum = step.momentum;
