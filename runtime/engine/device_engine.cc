@@ -58,7 +58,7 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params,
   const size_t part = partEnd() - partBegin();
   const size_t nstates = adam_ ? 2 : (oopts_.momentum != 0.f ? 1 : 0);
   if (zopts_.stage > 0 && world_ > 1)
-    gatherIn_ = OpsBuffer(ops_, part * (bf16_ ? sizeof(bf16) : sizeof(float)),
+    gatherIn_ = OpsBuffer(ops_, part * sizeof(float),  // fp32: getParams gathers the master
                           "parameter all-gather input");
   if (nstates > 0) {
     states_ = OpsBuffer(ops_, nstates * part * sizeof(float), "optimizer states");
@@ -125,7 +125,7 @@ void DeviceEngine::reduceGrads() {
 
 void DeviceEngine::gather(void* full, DType dt) {
   const comm::Device where = ops_.onDevice() ? comm::Device::kCuda : comm::Device::kCpu;
-  std::vector<size_t> counts(size_t(world_));
+  std::vector<size_t> counts(static_cast<size_t>(world_));
   for (int r = 0; r < world_; ++r)
     counts[size_t(r)] =
         std::min(numel_, size_t(r + 1) * shard_) - std::min(numel_, size_t(r) * shard_);

@@ -17,6 +17,7 @@
 #include "runtime/engine/preflight.h"
 #include "runtime/engine/run_report.h"
 #include "runtime/engine/training_device.h"
+#include "runtime/model/ops_model.h"
 #include "runtime/engine/train_semantics.h"
 #include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"

@@ -36,7 +36,7 @@ Curve train(bool device, int world, int stage, bool bf16, int steps = 6) {
   z.compute = bf16 ? DType::kBF16 : DType::kF32;
   z.reduceBucketSize = 40;  // several buckets on the host engine
   auto store = std::make_shared<comm::HashStore>();
-  std::vector<Curve> per(size_t(world));
+  std::vector<Curve> per(static_cast<size_t>(world));
   test::runRanks(world, [&](int r) {
     comm::GroupOptions go;
     go.backend = "gloo";

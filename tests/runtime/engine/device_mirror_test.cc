@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/engine/device_mirror.h"
 #include "runtime/engine/timed_hooks.h"
 #include "runtime/model/model.h"
+#include "runtime/model/ops_model.h"
 #include "runtime/tensor/ops.h"
 #include "zero/zero_engine.h"
 
@@ -82,6 +84,7 @@ Run train(bool mirrored, const zero::ZeroOptions& z, int steps = 4) {
 TEST_CASE("device mirror over cpu ops equals the host model on the host engine", "[unit]") {
   for (int stage : {0, 1, 2, 3}) {
     for (const char* offload : {"none", "cpu"}) {
+      if (stage == 0 && std::string(offload) == "cpu") continue;  // offload needs stage >= 1
       INFO("stage " << stage << " offload_optimizer " << offload);
       zero::ZeroOptions z;
       z.stage = stage;
