@@ -201,7 +201,7 @@ chmod +x "$DEST/run"
 size_kib=$(du -sk "$DEST" | awk '{print $1}')
 echo "gpu_bundle.sh: $DEST from $BUILD: ${#bins[@]} binaries (${tests[*]}), ${#carried[@]} libraries"
 (cd "$DEST" && du -h bin/* lib/* lib/compat/* | sort -h | tail -8 | sed 's/^/  /')
-echo "gpu_bundle.sh: total $((size_kib / 1024)).$(((size_kib % 1024) * 10 / 1024)) MiB (limit $LIMIT_MIB MiB); $(cat "$DEST/REQUIRES" | tr '\n' ' ')"
+echo "gpu_bundle.sh: total $((size_kib / 1024)).$(((size_kib % 1024) * 10 / 1024)) MiB (limit $LIMIT_MIB MiB); $(tr '\n' ' ' <"$DEST/REQUIRES")"
 if ((size_kib > LIMIT_MIB * 1024)); then
   die "the bundle is $((size_kib / 1024)) MiB, over the $LIMIT_MIB MiB limit (carried folders travel" \
     "in 64 MiB); strip harder (strip -s) or leave a test binary out"
