@@ -110,16 +110,31 @@ for b in "${bins[@]}"; do
   done <<<"$out"
 done
 
-# The newest symbol versions anything in the bundle needs (the machine's glibc must have GLIBC_x;
-# the run wrapper picks lib/compat unless the machine's libstdc++ has GLIBCXX_y).
-newest() {
-  find "$DEST/bin" "$DEST/lib" -type f -exec objdump -T {} + 2>/dev/null |
-    grep -oE "\b$1_[0-9]+(\.[0-9]+)+\b" | sort -uV | tail -1
+# The newest symbol versions the bundle needs: the machine's glibc must have GLIBC_x (lib/compat
+# left out: it is loaded only where the machine's libstdc++ is older, and then so is its glibc
+# anyway); the run wrapper picks lib/compat unless the machine's libstdc++ has GLIBCXX_y.
+newest() {  # newest VERSION_PREFIX FILE...
+  local p=$1
+  shift
+  objdump -T "$@" 2>/dev/null | grep -oE "\b${p}_[0-9]+(\.[0-9]+)+\b" | sort -uV | tail -1
 }
+mapfile -t own < <(find "$DEST/bin" "$DEST/lib" -path "$DEST/lib/compat" -prune -o -type f -print | sort)
+glibc=$(newest GLIBC "${own[@]}")
 {
-  echo "GLIBC $(newest GLIBC)"
-  echo "GLIBCXX $(newest GLIBCXX)"
+  echo "GLIBC $glibc"
+  echo "GLIBCXX $(newest GLIBCXX "${own[@]}")"
 } >"$DEST/REQUIRES"
+# Name what pins glibc above Ubuntu 22.04's 2.35 (Debian 12 has 2.36): the usual one is Open MPI's
+# libevent (arc4random, GLIBC_2.36); a build configured with -DDS_WITH_MPI=OFF does not load it.
+if [[ $(printf '%s\n' GLIBC_2.35 "$glibc" | sort -V | tail -1) != GLIBC_2.35 ]]; then
+  pinned=()
+  for f in "${own[@]}"; do
+    [[ $(newest GLIBC "$f") == "$glibc" ]] && pinned+=("${f#"$DEST/"}")
+  done
+  echo "gpu_bundle.sh: warning: ${pinned[*]} need $glibc: the bundle will not load on a machine" \
+    "with an older glibc (Ubuntu 22.04 has 2.35; check there with: run --ldd). Open MPI's" \
+    "libevent is the usual one: configure the build with -DDS_WITH_MPI=OFF to leave it out." >&2
+fi
 
 # The commit the build came from: its CMake source folder's HEAD, "-dirty" with local changes.
 src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
@@ -200,7 +215,7 @@ chmod +x "$DEST/run"
 
 size_kib=$(du -sk "$DEST" | awk '{print $1}')
 echo "gpu_bundle.sh: $DEST from $BUILD: ${#bins[@]} binaries (${tests[*]}), ${#carried[@]} libraries"
-(cd "$DEST" && du -h bin/* lib/* lib/compat/* | sort -h | tail -8 | sed 's/^/  /')
+(cd "$DEST" && find bin lib -type f -exec du -h {} + | sort -h | tail -8 | sed 's/^/  /')
 echo "gpu_bundle.sh: total $((size_kib / 1024)).$(((size_kib % 1024) * 10 / 1024)) MiB (limit $LIMIT_MIB MiB); $(tr '\n' ' ' <"$DEST/REQUIRES")"
 if ((size_kib > LIMIT_MIB * 1024)); then
   die "the bundle is $((size_kib / 1024)) MiB, over the $LIMIT_MIB MiB limit (carried folders travel" \
