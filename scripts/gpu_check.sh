@@ -129,12 +129,13 @@ fi
 DSRT=$BIN_DIR/dsrt
 
 # ---- (a) device ------------------------------------------------------------------------------------
-GPU_NAME="no GPU found"
+GPU_NAME="no GPU found" NGPU=0
 smi_log=$LOGS/nvidia-smi.txt
 smi_ok=0
 if command -v nvidia-smi >/dev/null; then
   if bounded 30 "$smi_log" nvidia-smi -L && grep -q '^GPU ' "$smi_log"; then
     smi_ok=1
+    NGPU=$(grep -c '^GPU ' "$smi_log")
     GPU_NAME=$(grep '^GPU 0' "$smi_log" | sed 's/^GPU 0: //; s/ (UUID.*//')
     q=$(timeout 30 nvidia-smi --query-gpu=driver_version,memory.total,compute_cap,clocks.max.sm,power.limit \
       --format=csv,noheader 2>/dev/null | head -1 || true)
@@ -157,7 +158,7 @@ fi
 cat "$REPORT"
 
 if ((smi_ok)); then
-  result device "nvidia-smi -L" OK "$(grep -c '^GPU ' "$smi_log") GPU(s); GPU 0: ${GPU_NAME%% (*}"
+  result device "nvidia-smi -L" OK "$NGPU GPU(s); GPU 0: ${GPU_NAME%% (*}"
 else
   result device "nvidia-smi -L" FAIL "no GPU listed" "$smi_log"
 fi
@@ -209,18 +210,28 @@ if want tests; then
       result tests "$t [gpu]" FAIL "--ds-list-cases failed" "$list.err"
       continue
     fi
-    pass=0 fail=0 skip=0 t0=$(now_ms) details=()
+    pass=0 fail=0 skip=0 multi=0 t0=$(now_ms) details=()
     while IFS=$'\t' read -r name spec _tags; do
       [[ -n $name && -n $spec ]] || continue  # an empty spec would run every case
-      n=$((pass + fail + skip + 1))
+      n=$((pass + fail + skip + multi + 1))
       log=$LOGS/tests/$t.$n.txt
       rc=0
       (cd "$WORK/tests" && bounded 300 "$log" "${RUN[@]}" "$bin" "$spec" --durations yes) || rc=$?
       if ((rc == 0)); then
         pass=$((pass + 1))
       elif ((rc == 77)); then
-        skip=$((skip + 1))
-        details+=("SKIPPED $name: $(sed -n 's/^SKIPPED: [^:]*: //p' "$log" | head -1)")
+        why=$(grep -m1 '^SKIPPED: ' "$log" || true)
+        why=${why#"SKIPPED: $name: "}
+        # A case for more GPUs than this machine has is not runnable here: SKIPPED, not FAIL.
+        need=0
+        [[ $why =~ needs\ (two|[0-9]+)\ CUDA\ devices ]] && need=${BASH_REMATCH[1]/two/2}
+        if ((need > NGPU)); then
+          multi=$((multi + 1))
+          details+=("SKIPPED (needs more GPUs than the $NGPU here) $name: $why")
+        else
+          skip=$((skip + 1))
+          details+=("SKIPPED (counts as FAIL on a GPU machine) $name: $why")
+        fi
       else
         fail=$((fail + 1))
         why=$( ( ((rc == 124 || rc == 137)) && echo "timed out (300 s)") ||
@@ -228,8 +239,10 @@ if want tests; then
         details+=("FAILED $name: rc=$rc ${why:-see $log}")
       fi
     done <"$list"
-    total=$((pass + fail + skip))
-    detail="$total cases: $pass passed, $fail failed, $skip skipped, $(secs_since "$t0") s"
+    total=$((pass + fail + skip + multi))
+    detail="$total cases: $pass passed, $fail failed, $skip skipped"
+    ((multi)) && detail+=", $multi not runnable on $NGPU GPU(s)"
+    detail+=", $(secs_since "$t0") s"
     if ((total == 0)); then
       result tests "$t [gpu]" FAIL "no [gpu] cases in the binary (source has some)"
     elif ((fail + skip > 0)); then
