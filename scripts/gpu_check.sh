@@ -16,6 +16,7 @@
 # the end when anything failed (2: bad usage or no usable binaries).
 #
 # Usage: scripts/gpu_check.sh [--bundle DIR] [--out DIR] [--quick] [--only LIST] [--steps N]
+#                             [--budget SECS]
 #   --bundle DIR  use the binaries scripts/gpu_bundle.sh packed (through DIR/run); without it,
 #                 build into build-gpu (needs every build dependency on this machine)
 #   --out DIR     where gpu_report.txt and gpu_check_logs.tar.gz go (default: $OUT, else
@@ -23,6 +24,8 @@
 #   --quick       10 training steps, stages 0 and 3 only (3 with both offloads), shorter benches
 #   --only LIST   comma-separated subset of: tests,train,bench,comm (device always runs)
 #   --steps N     training steps per comparison run (default 20; --quick 10)
+#   --budget SECS stop starting work SECS after the start: every later command gets only what is
+#                 left, so the report and the logs are still written under an outer time limit
 # Env: GPU_CHECK_PYTHON (python with torch for the bench; default /opt/torch/.venv/bin/python3
 # when present, else python3), GPU_CHECK_PEAK_TFLOPS (default 989).
 # Not a CI test (scripts/test.sh) and not a benchmark suite (bench/*.sh): one pass, one report.
@@ -34,6 +37,7 @@ OUTDIR=${OUT:-$PWD/gpu_check_out}
 QUICK=0
 ONLY="tests,train,bench,comm"
 STEPS=""
+BUDGET=0
 usage() { sed -n '/^# Usage:/,/^# Not a CI/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while (($#)); do
   case $1 in
@@ -42,6 +46,7 @@ while (($#)); do
     --quick) QUICK=1; shift ;;
     --only) ONLY=${2:?--only needs a list}; shift 2 ;;
     --steps) STEPS=${2:?--steps needs a number}; shift 2 ;;
+    --budget) BUDGET=${2:?--budget needs seconds}; shift 2 ;;
     -h | --help) usage ;;
     *) echo "gpu_check.sh: unknown argument '$1'" >&2; usage ;;
   esac
@@ -52,6 +57,7 @@ done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 [[ -z $STEPS ]] && STEPS=$((QUICK ? 10 : 20))
 [[ $STEPS =~ ^[1-9][0-9]*$ ]] || { echo "gpu_check.sh: --steps '$STEPS' is not a positive number" >&2; exit 2; }
+[[ $BUDGET =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --budget '$BUDGET' is not a number of seconds" >&2; exit 2; }
 PEAK_TFLOPS=${GPU_CHECK_PEAK_TFLOPS:-989}
 if [[ -n ${GPU_CHECK_PYTHON:-} ]]; then PY=$GPU_CHECK_PYTHON
 elif [[ -x /opt/torch/.venv/bin/python3 ]]; then PY=/opt/torch/.venv/bin/python3
@@ -90,11 +96,19 @@ result() {
 }
 note() { echo "$*" | tee -a "$REPORT"; }
 
-# bounded SECS LOG CMD...: runs CMD with stdout+stderr into LOG, killed after SECS; returns its
-# status (124: timed out, noted in the log).
+# bounded SECS LOG CMD...: runs CMD with stdout+stderr into LOG, killed after SECS (or what is left
+# of --budget); returns its status (124: timed out or no budget left, noted in the log).
 bounded() {
-  local secs=$1 log=$2 rc=0
+  local secs=$1 log=$2 rc=0 left
   shift 2
+  if ((BUDGET)); then
+    left=$((BUDGET - ($(date +%s) - T_START)))
+    if ((left < 5)); then
+      echo "gpu_check.sh: not run, the --budget of $BUDGET s is spent: $*" >"$log"
+      return 124
+    fi
+    ((secs <= left)) || secs=$left
+  fi
   timeout -k 10 "$secs" "$@" >"$log" 2>&1 </dev/null || rc=$?
   ((rc == 124 || rc == 137)) && echo "gpu_check.sh: timed out after $secs s: $*" >>"$log"
   return $rc
@@ -216,7 +230,7 @@ if want tests; then
       n=$((pass + fail + skip + multi + 1))
       log=$LOGS/tests/$t.$n.txt
       rc=0
-      (cd "$WORK/tests" && bounded 300 "$log" "${RUN[@]}" "$bin" "$spec" --durations yes) || rc=$?
+      (cd "$WORK/tests" && bounded 240 "$log" "${RUN[@]}" "$bin" "$spec" --durations yes) || rc=$?
       if ((rc == 0)); then
         pass=$((pass + 1))
       elif ((rc == 77)); then
@@ -234,7 +248,7 @@ if want tests; then
         fi
       else
         fail=$((fail + 1))
-        why=$( ( ((rc == 124 || rc == 137)) && echo "timed out (300 s)") ||
+        why=$( ( ((rc == 124 || rc == 137)) && echo "timed out (240 s or --budget)") ||
           grep -E 'FAILED|REQUIRE|CHECK|error|what\(\)' "$log" | tail -2 | tr '\n' ' ' | cut -c1-160)
         details+=("FAILED $name: rc=$rc ${why:-see $log}")
       fi
@@ -291,7 +305,7 @@ if want train; then
     mkdir -p "$WORK/train/$tag"
     local t0 rc=0
     t0=$(now_ms)
-    (cd "$WORK/train/$tag" && bounded 240 "$LOGS/train/$tag.txt" "${RUN[@]}" "$DSRT" train "${sets[@]}" \
+    (cd "$WORK/train/$tag" && bounded 150 "$LOGS/train/$tag.txt" "${RUN[@]}" "$DSRT" train "${sets[@]}" \
       --summary "$WORK/train/$tag.json") || rc=$?
     echo "$rc $(secs_since "$t0")" >"$WORK/train/$tag.rc"
   }
@@ -312,7 +326,17 @@ if want train; then
     "train.device key $([[ $HAVE_DEVICE == 1 ]] && echo present || echo ABSENT: cuda runs cannot select the GPU)," \
     "train.tf32 $([[ $HAVE_TF32 == 1 ]] && echo "set false for fp32" || echo absent))"
   for dtype in "${DTYPES[@]}"; do
-    for cfg in "${CFGS[@]}"; do train_run cuda "$dtype" "$cfg"; done
+    for cfg in "${CFGS[@]}"; do
+      if [[ -n ${CUDA_HUNG:-} ]]; then  # one cuda run timed out: do not wait on each of the rest
+        tag=cuda_${dtype}_${cfg//+/_}
+        echo "gpu_check.sh: not run: $CUDA_HUNG timed out" >"$LOGS/train/$tag.txt"
+        echo "97 0" >"$WORK/train/$tag.rc"
+        continue
+      fi
+      train_run cuda "$dtype" "$cfg"
+      read -r rc _ < <(run_status "cuda_${dtype}_${cfg//+/_}")
+      ((rc != 124 && rc != 137)) || CUDA_HUNG="cuda $dtype $cfg"
+    done
   done
 
   for dtype in "${DTYPES[@]}"; do
