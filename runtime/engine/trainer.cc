@@ -72,12 +72,11 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   z.compute = mc.compute;
   DecayChoice decay = applyDecayChoice(model_->params(), plan_);
   logLine(decay.line);
-  // On a device, stages 0-2 without offload keep everything there (DeviceEngine); the rest runs
-  // the host ZeroEngine with a DeviceMirror that moves parameters and gradients per block. A
-  // backend that cannot take device buffers (gloo, mpi) also goes through the mirror.
-  const bool deviceCollectives =
-      !ops_ || world_ == 1 || (group_ && group_->backendName() == "nccl");
-  if (ops_ && deviceCollectives && DeviceEngine::handles(z, plan_.deepspeed.optimizer)) {
+  // On a device, stages 0-2 without offload keep everything there (DeviceEngine; a backend
+  // without device buffers, gloo or mpi, stages them through pinned host memory in comm); stage 3
+  // and offload run the host ZeroEngine with a DeviceMirror that moves parameters and gradients
+  // per block.
+  if (ops_ && DeviceEngine::handles(z, plan_.deepspeed.optimizer)) {
     eng_ = std::make_unique<DeviceEngine>(*ops_, std::move(decay.params), group_, z,
                                           plan_.deepspeed.optimizer);
     logLine(fmt::format("device engine: ZeRO stage {} on {}", z.stage, ops_->name()));
