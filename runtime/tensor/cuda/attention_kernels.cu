@@ -346,10 +346,10 @@ Shape checkShape(int B, int T, int C, int NH, DType dt, const char* what) {
     throw NotSupported(std::string(what) + ": bad shape B=" + std::to_string(B) + " T=" +
                        std::to_string(T) + " C=" + std::to_string(C) + " NH=" + std::to_string(NH));
   const int hs = C / NH;
-  if (hs != 32 && hs != 64 && hs != 128)
+  if (hs % 16 != 0 || hs < 16 || hs > 128)
     throw NotSupported(std::string(what) + ": head size " + std::to_string(hs) +
                        " (C=" + std::to_string(C) + ", NH=" + std::to_string(NH) +
-                       "); the CUDA kernel supports 32, 64 and 128");
+                       "); the CUDA kernel supports multiples of 16 up to 128");
   if (dt != DType::kF32 && dt != DType::kBF16)
     throw NotSupported(std::string(what) + ": dtype " + std::string(dtypeName(dt)) +
                        " (fp32 or bf16 only)");
@@ -393,8 +393,13 @@ void launchBackward(E* dqkv, float* dq, int dqLd, float* dsum, const E* dout, co
 template <class Fn>
 void withHeadSize(int hs, Fn&& fn) {
   switch (hs) {
+    case 16: fn.template operator()<16>(); break;
     case 32: fn.template operator()<32>(); break;
+    case 48: fn.template operator()<48>(); break;
     case 64: fn.template operator()<64>(); break;
+    case 80: fn.template operator()<80>(); break;
+    case 96: fn.template operator()<96>(); break;
+    case 112: fn.template operator()<112>(); break;
     default: fn.template operator()<128>(); break;
   }
 }

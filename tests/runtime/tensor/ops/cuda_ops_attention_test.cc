@@ -184,6 +184,8 @@ TEST_CASE("cuda attention forward/backward match the host kernels", "[gpu]") {
       checkAttention(*ops, 2, T, 4, 64, dt, seed += 10);
     }
     checkAttention(*ops, 1, 100, 2, 32, dt, seed += 10);
+    checkAttention(*ops, 3, 70, 4, 16, dt, seed += 10);  // the default plan's head size
+    checkAttention(*ops, 1, 90, 2, 48, dt, seed += 10);
     checkAttention(*ops, 1, 130, 2, 128, dt, seed += 10);
   }
 }
@@ -200,11 +202,13 @@ TEST_CASE("cuda attention refuses head sizes and dtypes it has no kernel for", "
   auto ops = ds::runtime::makeCudaOps(0);
   OpsBuffer buf(*ops, 4 * 3 * 96 * 4, "buf");
   OpsBuffer aux(*ops, ops->attentionAuxBytes(1, 4, 2), "aux");
-  // hs = 48
-  CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 4, 96, 2, DType::kF32),
+  // hs = 40 (not a multiple of 16) and 144 (over 128)
+  CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 4, 80, 2, DType::kF32),
                   ds::NotSupported);
   CHECK_THROWS_AS(ops->attentionBackward(buf.get(), buf.get(), buf.get(), buf.get(), aux.get(), 1,
-                                         4, 96, 2, DType::kF32),
+                                         4, 80, 2, DType::kF32),
+                  ds::NotSupported);
+  CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 2, 144, 1, DType::kF32),
                   ds::NotSupported);
   // fp16 storage
   CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 4, 64, 1, DType::kF16),
