@@ -77,8 +77,19 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   // and offload run the host ZeroEngine with a DeviceMirror that moves parameters and gradients
   // per block.
   if (ops_ && DeviceEngine::handles(z, plan_.deepspeed.optimizer)) {
-    eng_ = std::make_unique<DeviceEngine>(*ops_, std::move(decay.params), group_, z,
-                                          plan_.deepspeed.optimizer);
+    const size_t numel = model_->numParamsTotal();
+    try {
+      eng_ = std::make_unique<DeviceEngine>(*ops_, std::move(decay.params), group_, z,
+                                            plan_.deepspeed.optimizer);
+    } catch (const OutOfMemoryError& e) {
+      throw OutOfMemoryError(fmt::format(
+          "{}\nrank {}: the device engine needs, for {} parameters at ZeRO stage {} ({}): "
+          "parameters {:.1f} MiB, gradients {:.1f} MiB, optimizer states and master up to "
+          "{:.1f} MiB, before activations; use a higher ZeRO stage, more ranks, or offload",
+          e.what(), rank_, numel, z.stage, dtypeName(mc.compute),
+          double(numel * dtypeSize(mc.compute)) / 1048576.0, double(numel * 4) / 1048576.0,
+          double(numel * 12) / 1048576.0));
+    }
     logLine(fmt::format("device engine: ZeRO stage {} on {}", z.stage, ops_->name()));
   } else {
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_,
@@ -348,7 +359,16 @@ const RunSummary& Trainer::run() {
   std::string lastCkpt;
   while (step_ < total) {
     maybeFaultKill(opts_.faultKill, FaultPoint::kStep, rank_, step_ + 1);
-    trainStep();
+    try {
+      trainStep();
+    } catch (const OutOfMemoryError& e) {  // a device allocation: say what else is held there
+      throw OutOfMemoryError(fmt::format(
+          "{}\nrank {} at step {}: the engine holds (MiB):\n{}\nthe model holds {:.1f} MiB of "
+          "activations and workspace on the device; lower train_micro_batch_size_per_gpu, turn "
+          "on activation_checkpointing, or use a higher ZeRO stage",
+          e.what(), rank_, step_ + 1, eng_->memory().toString(),
+          double(model_->deviceBytes()) / 1048576.0));
+    }
     const auto& tp = plan_.train;
     if (tp.evalEvery > 0 && valLoader_ && step_ % tp.evalEvery == 0) evaluate();
     if (!ckptDir.empty() && tp.checkpointEvery > 0 && step_ % tp.checkpointEvery == 0)
