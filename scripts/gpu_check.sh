@@ -264,7 +264,8 @@ if want tests; then
     else
       result tests "$t [gpu]" OK "$detail"
     fi
-    for d in "${details[@]}"; do note "          | $d"; done
+    for d in "${details[@]:0:8}"; do note "          | $d"; done
+    ((${#details[@]} <= 8)) || note "          | ... $((${#details[@]} - 8)) more in logs/tests/$t.*.txt"
   done
 fi
 
@@ -408,11 +409,11 @@ if want bench; then
   for mode in eager compile; do
     line=$(grep "^torch $mode: " "$LOGS/bench/torch_gpt2.txt" | tail -1 || true)
     if [[ $line == *tokens/s=* ]]; then
-      result bench "torch $mode gpt2-124M B16 T1024 bf16" OK "${line#torch "$mode": }"
+      result bench "torch $mode gpt2-124M bf16" OK "${line#torch "$mode": }"
     elif [[ $line == *SKIPPED* ]]; then
-      result bench "torch $mode gpt2-124M B16 T1024 bf16" SKIPPED "${line#torch "$mode": }"
+      result bench "torch $mode gpt2-124M bf16" SKIPPED "${line#torch "$mode": }"
     else
-      result bench "torch $mode gpt2-124M B16 T1024 bf16" FAIL "${line:-no result (rc=$rc)}" "$LOGS/bench/torch_gpt2.txt"
+      result bench "torch $mode gpt2-124M bf16" FAIL "${line:-no result (rc=$rc)}" "$LOGS/bench/torch_gpt2.txt"
     fi
   done
 
@@ -435,9 +436,9 @@ if want bench; then
     [[ -z $ref ]] && ref=$(grep '^torch eager: tokens/s=' "$LOGS/bench/torch_gpt2.txt" | sed 's/^torch eager: tokens\/s=\([0-9]*\).*/\1/' || true)
     vs=""
     [[ -n $ref && $ref -gt 0 ]] && vs="; $(awk -v a="$ours" -v b="$ref" 'BEGIN{printf "%.2f", a/b}')x torch"
-    result bench "dsrt gpt2-124M B16 T1024 bf16 s0" OK "$line$vs"
+    result bench "dsrt gpt2-124M bf16 s0" OK "$line$vs"
   else
-    result bench "dsrt gpt2-124M B16 T1024 bf16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2.txt"
+    result bench "dsrt gpt2-124M bf16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2.txt"
   fi
 fi
 
