@@ -4,6 +4,7 @@
 #   device  nvidia-smi -L and the device summary (and, with --bundle, that every library resolves)
 #   build   without --bundle: cmake for the local GPU (CUDA_ARCHITECTURES=native) into build-gpu
 #   tests   every [gpu] Catch2 case, one process per case; a skipped [gpu] case is a FAIL here
+#           unless it needs more GPUs than the machine has ("needs two CUDA devices")
 #   train   the built-in default plan, --set train.steps=20, on cpu and on cuda, fp32 and bf16,
 #           at ZeRO stages 0-3 and with offload_optimizer / offload_param cpu; cuda losses
 #           against the cpu run of the same plan: fp32 within 1e-4 relative at every step; bf16
@@ -13,7 +14,7 @@
 #           TFLOP/s (H100/H200 SXM dense bf16) with nanoGPT's 6N + 12LCT flops per token
 #   comm    dsrt comm-bench over nccl at world size 1 on device buffers (busbw = algbw there)
 # Every step is bounded by `timeout`; a failure is reported and the script goes on, exiting 1 at
-# the end when anything failed (2: bad usage or no usable binaries).
+# the end when anything failed (2: bad usage or an unusable --bundle).
 #
 # Usage: scripts/gpu_check.sh [--bundle DIR] [--out DIR] [--quick] [--only LIST] [--steps N]
 #                             [--budget SECS]
