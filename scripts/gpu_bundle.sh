@@ -9,8 +9,10 @@
 #
 # DEST after a run (DEST is emptied first; it must be the bundle or a new folder):
 #   bin/     dsrt, dsrun, test_* (stripped copies)
-#   lib/     carried libraries (fmt, yaml-cpp, gloo, libssh, OpenBLAS, MPI, gomp, ...)
-#   lib/compat/  libstdc++.so.6 and libgcc_s.so.1, used only when the machine's own are older
+#   lib.tar.gz  lib/: the carried libraries (fmt, yaml-cpp, gloo, libssh, OpenBLAS (35 MiB
+#            alone, hence gzip), MPI, gomp, ...) and lib/compat/: libstdc++.so.6 and
+#            libgcc_s.so.1, used only when the machine's own are older. `run` unpacks it into
+#            DEST/lib on first use (into $TMPDIR when DEST is read-only).
 #   run      `DEST/run PROG ARGS...`; `DEST/run --ldd` lists what the loader cannot resolve
 #   GPU_TESTS   the [gpu] test binaries, one a line;  COMMIT  the source commit of the build
 #   REQUIRES    the newest GLIBC_/GLIBCXX_ symbol versions the bundle needs
@@ -34,11 +36,15 @@ for tool in ldd strip objdump; do
   command -v "$tool" >/dev/null || die "'$tool' not found (Debian: apt-get install binutils libc-bin)"
 done
 
+# The source the build came from (its tests/ decide which binaries have [gpu] cases).
+SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
+[[ -n $SRC && -d $SRC/tests ]] || SRC=$ROOT
+
 # The [gpu] test binaries: every tests/<dir> whose *_test.cc has a [gpu] case is the binary
 # test_<dir with / as _> (tests/CMakeLists.txt names every ds_test_dir that way).
 gpu_tests() {
-  grep -rl --include='*_test.cc' '\[gpu\]' "$ROOT/tests" | while IFS= read -r f; do
-    local d=${f#"$ROOT/tests/"}
+  grep -rl --include='*_test.cc' '\[gpu\]' "$SRC/tests" | while IFS= read -r f; do
+    local d=${f#"$SRC/tests/"}
     d=${d%/*}
     echo "test_${d//\//_}"
   done | sort -u
@@ -137,8 +143,7 @@ if [[ $(printf '%s\n' GLIBC_2.35 "$glibc" | sort -V | tail -1) != GLIBC_2.35 ]];
 fi
 
 # The commit the build came from: its CMake source folder's HEAD, "-dirty" with local changes.
-src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
-src=${src:-$ROOT}
+src=$SRC
 if commit=$(git -C "$src" rev-parse HEAD 2>/dev/null); then
   [[ -z "$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null)" ]] ||
     commit="$commit-dirty"
@@ -158,15 +163,27 @@ cat >"$DEST/run" <<'EOF'
 set -euo pipefail
 B=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# lib/ comes packed (lib.tar.gz); unpack it once, atomically (parallel first runs may race).
+L=$B/lib
+if [[ ! -d $L ]]; then
+  [[ -w $B ]] || L=${TMPDIR:-/tmp}/gpu_bundle_lib.$(cksum <"$B/lib.tar.gz" | cut -d' ' -f1)
+  if [[ ! -d $L ]]; then
+    t=$(mktemp -d "$L.XXXXXX")
+    tar -xzf "$B/lib.tar.gz" -C "$t" || { echo "run: cannot unpack $B/lib.tar.gz" >&2; exit 127; }
+    mv -T "$t/lib" "$L" 2>/dev/null || true  # another run got there first: use its copy
+    rm -rf "$t"
+  fi
+fi
+
 need() { sed -n "s/^$1 //p" "$B/REQUIRES" 2>/dev/null; }
-dirs=("$B/lib")
+dirs=("$L")
 want=$(need GLIBCXX)
 have_cxx=""
 for f in /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /usr/lib64/libstdc++.so.6 /lib/x86_64-linux-gnu/libstdc++.so.6; do
   if [[ -e $f ]]; then have_cxx=$f; break; fi
 done
 if [[ -z $want || -z $have_cxx ]] || ! grep -qawF "$want" "$have_cxx"; then
-  dirs+=("$B/lib/compat")
+  dirs+=("$L/compat")
 fi
 shopt -s nullglob
 sites=()
@@ -213,10 +230,16 @@ exec "$@"
 EOF
 chmod +x "$DEST/run"
 
+echo "gpu_bundle.sh: $DEST from $BUILD: ${#bins[@]} binaries (${tests[*]}), ${#carried[@]} libraries;" \
+  "the largest files:"
+(cd "$DEST" && find bin lib -type f -exec du -h {} + | sort -h | tail -6 | sed 's/^/  /')
+lib_kib=$(du -sk "$DEST/lib" | awk '{print $1}')
+tar -C "$DEST" -czf "$DEST/lib.tar.gz" lib
+rm -rf "${DEST:?}/lib"
 size_kib=$(du -sk "$DEST" | awk '{print $1}')
-echo "gpu_bundle.sh: $DEST from $BUILD: ${#bins[@]} binaries (${tests[*]}), ${#carried[@]} libraries"
-(cd "$DEST" && find bin lib -type f -exec du -h {} + | sort -h | tail -8 | sed 's/^/  /')
-echo "gpu_bundle.sh: total $((size_kib / 1024)).$(((size_kib % 1024) * 10 / 1024)) MiB (limit $LIMIT_MIB MiB); $(tr '\n' ' ' <"$DEST/REQUIRES")"
+mib() { echo "$(($1 / 1024)).$((($1 % 1024) * 10 / 1024))"; }
+echo "gpu_bundle.sh: total $(mib "$size_kib") MiB (limit $LIMIT_MIB MiB; lib/ $(mib "$lib_kib") MiB" \
+  "packed into lib.tar.gz); needs $(tr '\n' ' ' <"$DEST/REQUIRES")"
 if ((size_kib > LIMIT_MIB * 1024)); then
   die "the bundle is $((size_kib / 1024)) MiB, over the $LIMIT_MIB MiB limit (carried folders travel" \
     "in 64 MiB); strip harder (strip -s) or leave a test binary out"

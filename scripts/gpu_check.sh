@@ -4,6 +4,7 @@
 #   device  nvidia-smi -L and the device summary (and, with --bundle, that every library resolves)
 #   build   without --bundle: cmake for the local GPU (CUDA_ARCHITECTURES=native) into build-gpu
 #   tests   every [gpu] Catch2 case, one process per case; a skipped [gpu] case is a FAIL here
+#           unless it needs more GPUs than the machine has ("needs two CUDA devices")
 #   train   the built-in default plan, --set train.steps=20, on cpu and on cuda, fp32 and bf16,
 #           at ZeRO stages 0-3 and with offload_optimizer / offload_param cpu; cuda losses
 #           against the cpu run of the same plan: fp32 within 1e-4 relative at every step; bf16
@@ -13,7 +14,7 @@
 #           TFLOP/s (H100/H200 SXM dense bf16) with nanoGPT's 6N + 12LCT flops per token
 #   comm    dsrt comm-bench over nccl at world size 1 on device buffers (busbw = algbw there)
 # Every step is bounded by `timeout`; a failure is reported and the script goes on, exiting 1 at
-# the end when anything failed (2: bad usage or no usable binaries).
+# the end when anything failed (2: bad usage or an unusable --bundle).
 #
 # Usage: scripts/gpu_check.sh [--bundle DIR] [--out DIR] [--quick] [--only LIST] [--steps N]
 #                             [--budget SECS]
@@ -264,7 +265,8 @@ if want tests; then
     else
       result tests "$t [gpu]" OK "$detail"
     fi
-    for d in "${details[@]}"; do note "          | $d"; done
+    for d in "${details[@]:0:8}"; do note "          | $d"; done
+    ((${#details[@]} <= 8)) || note "          | ... $((${#details[@]} - 8)) more in logs/tests/$t.*.txt"
   done
 fi
 
@@ -408,11 +410,11 @@ if want bench; then
   for mode in eager compile; do
     line=$(grep "^torch $mode: " "$LOGS/bench/torch_gpt2.txt" | tail -1 || true)
     if [[ $line == *tokens/s=* ]]; then
-      result bench "torch $mode gpt2-124M B16 T1024 bf16" OK "${line#torch "$mode": }"
+      result bench "torch $mode gpt2-124M bf16" OK "${line#torch "$mode": }"
     elif [[ $line == *SKIPPED* ]]; then
-      result bench "torch $mode gpt2-124M B16 T1024 bf16" SKIPPED "${line#torch "$mode": }"
+      result bench "torch $mode gpt2-124M bf16" SKIPPED "${line#torch "$mode": }"
     else
-      result bench "torch $mode gpt2-124M B16 T1024 bf16" FAIL "${line:-no result (rc=$rc)}" "$LOGS/bench/torch_gpt2.txt"
+      result bench "torch $mode gpt2-124M bf16" FAIL "${line:-no result (rc=$rc)}" "$LOGS/bench/torch_gpt2.txt"
     fi
   done
 
@@ -435,9 +437,9 @@ if want bench; then
     [[ -z $ref ]] && ref=$(grep '^torch eager: tokens/s=' "$LOGS/bench/torch_gpt2.txt" | sed 's/^torch eager: tokens\/s=\([0-9]*\).*/\1/' || true)
     vs=""
     [[ -n $ref && $ref -gt 0 ]] && vs="; $(awk -v a="$ours" -v b="$ref" 'BEGIN{printf "%.2f", a/b}')x torch"
-    result bench "dsrt gpt2-124M B16 T1024 bf16 s0" OK "$line$vs"
+    result bench "dsrt gpt2-124M bf16 s0" OK "$line$vs"
   else
-    result bench "dsrt gpt2-124M B16 T1024 bf16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2.txt"
+    result bench "dsrt gpt2-124M bf16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2.txt"
   fi
 fi
 
