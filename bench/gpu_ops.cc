@@ -1,0 +1,218 @@
+// bench_gpu_ops: the time of every op of one GPT-2 training step on an Ops device, one op at a
+// time at the step's shapes (default GPT-2 124M, B=16, T=1024, bf16), so a step's time can be
+// split by op and each op set against its floor (matrix ops: FLOP/s against the dense bf16 peak;
+// memory ops: bytes moved against the copy bandwidth measured in the same run). Host clock around
+// a synchronize, median of --reps after a warm-up. Not a correctness test (tests/runtime/tensor/
+// ops) and not the training benchmark (scripts/gpu_check.sh).
+//   bench_gpu_ops [--device cuda|cpu] [--B 16] [--T 1024] [--C 768] [--NH 12] [--V 50257]
+//                 [--L 12] [--dtype bf16|fp32] [--reps 10]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor/ops.h"
+
+using namespace ds;
+using namespace ds::runtime;
+
+namespace {
+
+struct Args {
+  std::string device = "cuda", dtype = "bf16";
+  int B = 16, T = 1024, C = 768, NH = 12, V = 50257, L = 12, reps = 10;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--device") a.device = v;
+    else if (k == "--dtype") a.dtype = v;
+    else if (k == "--B") a.B = std::stoi(v);
+    else if (k == "--T") a.T = std::stoi(v);
+    else if (k == "--C") a.C = std::stoi(v);
+    else if (k == "--NH") a.NH = std::stoi(v);
+    else if (k == "--V") a.V = std::stoi(v);
+    else if (k == "--L") a.L = std::stoi(v);
+    else if (k == "--reps") a.reps = std::stoi(v);
+    else throw ConfigError("bench_gpu_ops: unknown flag " + k);
+  }
+  return a;
+}
+
+double medianMs(Ops& ops, int reps, const std::function<void()>& fn) {
+  fn();  // warm-up: module load, cuBLASLt plans
+  ops.synchronize();
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ops.synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// A device buffer of n elements of `dt` holding small random values (never zeros).
+OpsBuffer randomBuffer(Ops& ops, size_t n, DType dt, uint32_t seed, const char* what) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  OpsBuffer buf(ops, n * dtypeSize(dt), what);
+  if (dt == DType::kBF16) {
+    std::vector<bf16> h(n);
+    for (auto& x : h) x = floatToBf16(u(rng));
+    ops.upload(buf.get(), h.data(), h.size() * sizeof(bf16));
+  } else {
+    std::vector<float> h(n);
+    for (auto& x : h) x = u(rng);
+    ops.upload(buf.get(), h.data(), h.size() * sizeof(float));
+  }
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Args a = parse(argc, argv);
+  auto ops = a.device == "cpu" ? makeCpuOps() : makeCudaOps(0);
+  const DType dt = a.dtype == "fp32" ? DType::kF32 : DType::kBF16;
+  const size_t BT = size_t(a.B) * a.T, C = size_t(a.C), es = dtypeSize(dt);
+  std::printf("bench_gpu_ops on %s: B=%d T=%d C=%d NH=%d V=%d L=%d %s, median of %d\n",
+              ops->name().c_str(), a.B, a.T, a.C, a.NH, a.V, a.L, a.dtype.c_str(), a.reps);
+
+  // Copy bandwidth (bytes read + written), the floor of the memory-bound ops.
+  const size_t copyBytes = size_t(1) << 30;
+  OpsBuffer src = randomBuffer(*ops, copyBytes / 4, DType::kF32, 1, "copy src");
+  OpsBuffer dst(*ops, copyBytes, "copy dst");
+  const double copyMs = medianMs(*ops, a.reps, [&] { ops->copy(dst.get(), src.get(), copyBytes); });
+  const double bw = 2.0 * double(copyBytes) / (copyMs * 1e-3);
+  std::printf("copy 1 GiB: %.3f ms, %.0f GB/s (read + write)\n\n", copyMs, bw / 1e9);
+  src.reset();
+  dst.reset();
+
+  OpsBuffer x = randomBuffer(*ops, BT * 4 * C, dt, 2, "x");
+  OpsBuffer y = randomBuffer(*ops, BT * 4 * C, dt, 3, "y");
+  OpsBuffer g = randomBuffer(*ops, BT * 4 * C, dt, 4, "g");
+  OpsBuffer w = randomBuffer(*ops, size_t(a.V) * C, dt, 5, "w");
+  OpsBuffer b = randomBuffer(*ops, 4 * C, dt, 6, "b");
+  OpsBuffer dw(*ops, size_t(a.V) * C * 4, "dw");
+  OpsBuffer db(*ops, 4 * C * 4, "db");
+  OpsBuffer stats(*ops, BT * 2 * 4, "mean/rstd");
+  ops->zero(dw.get(), dw.bytes());
+  ops->zero(db.get(), db.bytes());
+
+  struct Row {
+    std::string name;
+    double ms, perStep, flops, bytes;
+  };
+  std::vector<Row> rows;
+  auto add = [&](std::string name, double perStep, double flops, double bytes,
+                 const std::function<void()>& fn) {
+    rows.push_back({std::move(name), medianMs(*ops, a.reps, fn), perStep, flops, bytes});
+  };
+  const double L = a.L;
+  struct Lin {
+    const char* name;
+    size_t cin, cout;
+    double count;
+  };
+  const Lin lins[] = {{"qkv", C, 3 * C, L},     {"attproj", C, C, L},      {"fc", C, 4 * C, L},
+                      {"fcproj", 4 * C, C, L}, {"lm_head", C, size_t(a.V), 1}};
+  for (const Lin& l : lins) {
+    const double f = 2.0 * double(BT) * double(l.cin) * double(l.cout);
+    const bool head = l.cout == size_t(a.V);
+    OpsBuffer out = head ? randomBuffer(*ops, BT * l.cout, dt, 7, "logits") : OpsBuffer();
+    void* o = head ? out.get() : y.get();
+    add(std::string("matmul fwd ") + l.name, l.count, f, 0, [&] {
+      ops->matmulForward(o, x.get(), w.get(), head ? nullptr : b.get(), int(BT), int(l.cin),
+                         int(l.cout), dt);
+    });
+    add(std::string("matmul bwd ") + l.name, l.count, 2 * f, 0, [&] {
+      ops->matmulBackward(g.get(), dw.as<float>(), head ? nullptr : db.as<float>(), o, x.get(),
+                          w.get(), int(BT), int(l.cin), int(l.cout), dt);
+    });
+  }
+  {
+    const double hs = double(C) / a.NH;
+    const double f = 2.0 * a.B * a.NH * double(a.T) * a.T * hs;  // QK^T + PV, causal half
+    OpsBuffer qkv = randomBuffer(*ops, BT * 3 * C, dt, 8, "qkv");
+    OpsBuffer aux(*ops, ops->attentionAuxBytes(a.B, a.T, a.NH), "aux");
+    OpsBuffer dqkv = randomBuffer(*ops, BT * 3 * C, dt, 9, "dqkv");
+    add("attention fwd", L, f, 0, [&] {
+      ops->attentionForward(y.get(), aux.get(), qkv.get(), a.B, a.T, int(C), a.NH, dt);
+    });
+    add("attention bwd", L, 2.5 * f, 0, [&] {
+      ops->attentionBackward(dqkv.get(), g.get(), qkv.get(), y.get(), aux.get(), a.B, a.T,
+                             int(C), a.NH, dt);
+    });
+  }
+  float* mean = stats.as<float>();
+  float* rstd = mean + BT;
+  add("layernorm fwd", 2 * L + 1, 0, double(BT * C * es * 2), [&] {
+    ops->layernormForward(y.get(), mean, rstd, x.get(), b.get(), b.get(), int(BT), int(C), dt);
+  });
+  add("layernorm bwd", 2 * L + 1, 0, double(BT * C * es * 4), [&] {
+    ops->layernormBackward(g.get(), db.as<float>(), db.as<float>(), y.get(), x.get(), b.get(), mean,
+                           rstd, int(BT), int(C), dt);
+  });
+  add("gelu fwd", L, 0, double(BT * 4 * C * es * 2),
+      [&] { ops->geluForward(y.get(), x.get(), BT * 4 * C, dt); });
+  add("gelu bwd", L, 0, double(BT * 4 * C * es * 4),
+      [&] { ops->geluBackward(g.get(), x.get(), y.get(), BT * 4 * C, dt); });
+  add("residual fwd", 2 * L, 0, double(BT * C * es * 3),
+      [&] { ops->residualForward(y.get(), x.get(), g.get(), BT * C, dt); });
+  {
+    OpsBuffer logits = randomBuffer(*ops, BT * size_t(a.V), dt, 10, "logits");
+    OpsBuffer losses(*ops, BT * 4, "losses");
+    std::vector<int32_t> t(BT);
+    for (size_t i = 0; i < BT; ++i) t[i] = int32_t((i * 7919) % size_t(a.V));
+    OpsBuffer tg(*ops, BT * 4, "targets");
+    ops->upload(tg.get(), t.data(), BT * 4);
+    const double lb = double(BT) * a.V * double(es);
+    add("cross-entropy fwd", 1, 0, 2 * lb, [&] {
+      ops->crossEntropyForward(logits.get(), losses.as<float>(), tg.as<int32_t>(), int(BT), a.V,
+                               dt);
+    });
+    add("cross-entropy bwd", 1, 0, 2 * lb, [&] {
+      ops->crossEntropyBackward(logits.get(), tg.as<int32_t>(), int(BT), a.V, 1.f, dt);
+    });
+  }
+  {
+    const size_t n = size_t(12 * L * double(C) * double(C) + double(a.V) * double(C));
+    OpsBuffer p = randomBuffer(*ops, n, DType::kF32, 11, "params");
+    OpsBuffer m(*ops, n * 4, "m"), v(*ops, n * 4, "v"), p16(*ops, n * 2, "p16");
+    OpsBuffer gr = randomBuffer(*ops, n, DType::kF32, 12, "grads");
+    ops->zero(m.get(), m.bytes());
+    ops->zero(v.get(), v.bytes());
+    DecayRange r{0, n, true};
+    AdamStep s;
+    add("adamw (all params)", 1, 0, double(n) * (4 * 4 + 4 * 3 + 2), [&] {
+      ops->adam(p.as<float>(), m.as<float>(), v.as<float>(), gr.as<float>(), p16.as<bf16>(), &r,
+                1, s);
+    });
+  }
+
+  std::printf("%-24s %9s %7s %11s %9s %9s\n", "op", "ms", "x/step", "ms/step", "TFLOP/s",
+              "GB/s");
+  double total = 0;
+  for (const Row& r : rows) {
+    const double per = r.ms * r.perStep;
+    total += per;
+    std::printf("%-24s %9.3f %7.0f %11.2f %9.1f %9.0f\n", r.name.c_str(), r.ms, r.perStep, per,
+                r.flops > 0 ? r.flops / (r.ms * 1e-3) / 1e12 : 0.0,
+                r.bytes > 0 ? r.bytes / (r.ms * 1e-3) / 1e9 : 0.0);
+  }
+  std::printf("%-24s %9s %7s %11.2f  (sum of the ops; %.0f tokens/s if nothing else ran)\n",
+              "step estimate", "", "", total, double(BT) / (total * 1e-3));
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_gpu_ops: %s\n", e.what());
+  return 1;
+}
