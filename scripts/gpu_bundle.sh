@@ -52,6 +52,8 @@ gpu_tests() {
 
 mapfile -t tests < <(gpu_tests)
 bins=("$BUILD/dsrt" "$BUILD/dsrun")
+# The per-op GPU benchmark (bench/gpu_ops.cc), when built.
+[[ -x "$BUILD/bench/bench_gpu_ops" ]] && bins+=("$BUILD/bench/bench_gpu_ops")
 for t in "${tests[@]}"; do bins+=("$BUILD/tests/$t"); done
 for b in "${bins[@]}"; do
   if [[ ! -x "$b" ]]; then

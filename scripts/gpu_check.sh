@@ -441,9 +441,23 @@ if want bench; then
   else
     result bench "dsrt gpt2-124M bf16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2.txt"
   fi
+  # Per-op split of the dsrt step (bench/gpu_ops.cc), when the bundle or build has it.
+  if [[ -x $BIN_DIR/bench_gpu_ops || -x $BIN_DIR/bench/bench_gpu_ops ]]; then
+    ob=$BIN_DIR/bench_gpu_ops
+    [[ -x $ob ]] || ob=$BIN_DIR/bench/bench_gpu_ops
+    rc=0
+    bounded 120 "$LOGS/bench/gpu_ops.txt" "${RUN[@]}" "$ob" --B $G_B --T $G_T --C $G_C --NH $G_H \
+      --V $G_V --L $G_L || rc=$?
+    line=$(grep '^step estimate' "$LOGS/bench/gpu_ops.txt" | sed 's/  */ /g' || true)
+    if ((rc == 0)) && [[ -n $line ]]; then
+      result bench "bench_gpu_ops per-op split" OK "${line#step estimate }"
+      sed 's/^/          | /' "$LOGS/bench/gpu_ops.txt" | tee -a "$REPORT" >/dev/null
+    else
+      result bench "bench_gpu_ops per-op split" FAIL "rc=$rc" "$LOGS/bench/gpu_ops.txt"
+    fi
+  fi
 fi
 
-# ---- comm: nccl at world size 1 --------------------------------------------------------------------
 if want comm; then
   log=$LOGS/comm_bench_nccl.txt
   rc=0
