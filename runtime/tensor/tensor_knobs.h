@@ -1,5 +1,6 @@
-// The environment knobs runtime reads (the bf16 linear-layer path; restarts and fault injection,
-// runtime/engine/fault_injection.h). Declarations only: read them with core/knobs.h's accessors.
+// The environment knobs runtime reads (the bf16 linear-layer and CUDA attention paths; restarts
+// and fault injection, runtime/engine/fault_injection.h). Declarations only: read them with
+// core/knobs.h's accessors.
 #pragma once
 
 #include "core/knobs.h"
@@ -22,6 +23,18 @@ inline constexpr Knob kBf16Linear{
         "counts as auto.",
     .readBy = kReadByDsrt,
     .choices = "auto|native|widen"};
+
+// runtime/tensor/cuda/attention_kernels.cu: read on every CudaOps attention call.
+inline constexpr Knob kCudaAttention{
+    .name = "DS_CUDA_ATTENTION",
+    .type = KnobType::kChoice,
+    .dflt = "auto",
+    .doc =
+        "The CUDA attention kernels: auto (tensor cores, mma.sync bf16, where they apply: bf16 "
+        "storage, head size 64; the SIMT kernels otherwise) or simt (the fp32 SIMT kernels "
+        "always). Empty counts as auto.",
+    .readBy = kReadByDsrt,
+    .choices = "auto|simt"};
 
 // runtime/cmd/train_command.cc: set by dsrun --max_restarts (launcher/restart_loop.h).
 inline constexpr Knob kRestartAttempt{
@@ -46,7 +59,8 @@ inline constexpr Knob kFaultKill{
         "(at=save), on restart attempt A (default 0; any: every attempt). Unset: nothing.",
     .readBy = kReadByDsrt};
 
-inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear, &kRestartAttempt, &kFaultKill};
+inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear, &kCudaAttention, &kRestartAttempt,
+                                                   &kFaultKill};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

@@ -2,9 +2,14 @@
 // forward keeps a 64-query tile per block and streams 64-key K/V tiles through shared memory
 // with an online softmax; backward recomputes the probabilities from the saved log-sum-exp.
 // Not a T x T algorithm: aux is only the fp32 lse [B, NH, T]; no buffer grows with T^2.
-// Invariant: every product and accumulator is fp32; bf16 is a storage format only.
+// Invariant: every product and accumulator is fp32; bf16 is a storage format only. The dispatch
+// below sends bf16 with head size 64 to the tensor-core kernels (attention_tc.h) unless
+// DS_CUDA_ATTENTION=simt; these SIMT kernels stay the reference and every other case.
+#include "core/knobs.h"
+#include "runtime/tensor/cuda/attention_tc.h"
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
+#include "runtime/tensor/tensor_knobs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -372,12 +377,17 @@ void launchForward(E* out, float* lse, const E* qkv, const Shape& s, cudaStream_
 }
 
 template <int HS, class E>
-void launchBackward(E* dqkv, float* dq, int dqLd, float* dsum, const E* dout, const E* qkv,
-                    const E* out, const float* lse, const Shape& s, cudaStream_t stream) {
+void launchRowDot(float* dsum, const E* dout, const E* out, const Shape& s, cudaStream_t stream) {
   const size_t warps = static_cast<size_t>(s.B) * s.T * s.NH;
   attentionRowDotKernel<HS, E><<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, stream>>>(
       dsum, dout, out, s.B, s.T, s.C, s.NH);
   DS_CUDA_LAUNCHED("attentionRowDotKernel");
+}
+
+template <int HS, class E>
+void launchBackward(E* dqkv, float* dq, int dqLd, float* dsum, const E* dout, const E* qkv,
+                    const E* out, const float* lse, const Shape& s, cudaStream_t stream) {
+  launchRowDot<HS>(dsum, dout, out, s, stream);
   constexpr size_t smem = backwardSmemBytes<HS>();
   auto kernel = attentionBackwardKernel<HS, E>;
   DS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -404,6 +414,12 @@ void withHeadSize(int hs, Fn&& fn) {
   }
 }
 
+// DS_CUDA_ATTENTION (read per call, so that simt takes effect without a rebuild or restart).
+bool tensorCoresAllowed() {
+  const auto v = knobChoice(knobs::kCudaAttention);
+  return !v || *v == "auto";
+}
+
 }  // namespace
 
 size_t CudaOps::attentionAuxBytes(int B, int T, int NH) const {
@@ -415,6 +431,12 @@ void CudaOps::attentionForward(void* out, void* aux, const void* qkv, int B, int
   const Shape s = checkShape(B, T, C, NH, dt, "attentionForward");
   if (B == 0 || T == 0) return;
   auto* lse = static_cast<float*>(aux);
+  if (dt == DType::kBF16 && attentionTcSupported(s.hs, qkv, out, qkv, out) &&
+      tensorCoresAllowed()) {
+    attentionTcForward(static_cast<uint16_t*>(out), lse, static_cast<const uint16_t*>(qkv), B, T, C,
+                       NH, stream_);
+    return;
+  }
   withHeadSize(s.hs, [&]<int HS>() {
     if (dt == DType::kF32)
       launchForward<HS>(static_cast<float*>(out), lse, static_cast<const float*>(qkv), s, stream_);
@@ -442,9 +464,17 @@ void CudaOps::attentionBackward(void* dqkv, const void* dout, const void* qkv, c
       float* dq = dsum + rows * NH;
       DS_CUDA_CHECK(cudaMemsetAsync(dq, 0, dqBytes, stream_));
       auto* g = static_cast<bf16*>(dqkv);
-      launchBackward<HS>(g, dq, C, dsum, static_cast<const bf16*>(dout),
-                         static_cast<const bf16*>(qkv), static_cast<const bf16*>(out), lse, s,
-                         stream_);
+      const auto* gOut = static_cast<const bf16*>(dout);
+      const auto* x = static_cast<const bf16*>(qkv);
+      const auto* y = static_cast<const bf16*>(out);
+      if (attentionTcSupported(HS, qkv, out, dout, dqkv) && tensorCoresAllowed()) {
+        launchRowDot<HS>(dsum, gOut, y, s, stream_);
+        attentionTcBackward(reinterpret_cast<uint16_t*>(g), dq,
+                            reinterpret_cast<const uint16_t*>(gOut),
+                            reinterpret_cast<const uint16_t*>(x), lse, dsum, B, T, C, NH, stream_);
+      } else {
+        launchBackward<HS>(g, dq, C, dsum, gOut, x, y, lse, s, stream_);
+      }
       const size_t n = rows * C;
       const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 65535));
       addQueryGradKernel<<<blocks, 256, 0, stream_>>>(g, dq, rows, C);

@@ -1,0 +1,237 @@
+// CudaOps' tensor-core attention path (bf16, head size 64; attention_tc_kernels.cu) [gpu]: against
+// the host kernels of runtime/tensor/attention.h (inputs rounded to bf16 first) and against the
+// SIMT kernels (DS_CUDA_ATTENTION=simt) on the same inputs, outputs poisoned first. Out, dq, dk,
+// dv within 1e-2 relative (||got - ref|| / ||ref||), lse within 1e-3 absolute, at tail and
+// multiple-of-64 lengths. Skips without a CUDA device.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "ds/config.h"
+#include "runtime/tensor/attention.h"
+#include "runtime/tensor/ops.h"
+#include "tests/support/skip.h"
+
+#if DS_HAVE_CUDA_KERNELS
+#include <cuda_runtime.h>
+#endif
+
+namespace {
+
+using ds::DType;
+using ds::runtime::Ops;
+using ds::runtime::OpsBuffer;
+
+constexpr int kHs = 64;
+
+bool haveCudaDevice() {
+#if DS_HAVE_CUDA_KERNELS
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return false;
+#endif
+}
+
+// Sets DS_CUDA_ATTENTION for a scope (nullptr: unset), restoring the previous value after.
+class ScopedAttentionPath {
+ public:
+  explicit ScopedAttentionPath(const char* value) {
+    if (const char* prev = std::getenv("DS_CUDA_ATTENTION")) prev_ = prev;
+    if (value) ::setenv("DS_CUDA_ATTENTION", value, 1);
+    else ::unsetenv("DS_CUDA_ATTENTION");
+  }
+  ~ScopedAttentionPath() {
+    if (prev_) ::setenv("DS_CUDA_ATTENTION", prev_->c_str(), 1);
+    else ::unsetenv("DS_CUDA_ATTENTION");
+  }
+  ScopedAttentionPath(const ScopedAttentionPath&) = delete;
+  ScopedAttentionPath& operator=(const ScopedAttentionPath&) = delete;
+
+ private:
+  std::optional<std::string> prev_;
+};
+
+// Uniform in [lo, hi), rounded to bf16 (the values both sides then see exactly).
+std::vector<float> randomBf16Vec(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = ds::bf16ToFloat(ds::floatToBf16(u(rng)));
+  return v;
+}
+
+// A bf16 device buffer of n elements holding host, or poison (NaN) bytes when host is null.
+OpsBuffer deviceBf16(Ops& ops, size_t n, const std::vector<float>* host, const char* what) {
+  OpsBuffer buf(ops, n * 2, what);
+  std::vector<ds::bf16> h(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (host) h[i] = ds::floatToBf16((*host)[i]);
+    else h[i].bits = 0xffff;
+  }
+  ops.upload(buf.get(), h.data(), buf.bytes());
+  return buf;
+}
+
+std::vector<float> downloadBf16(Ops& ops, const OpsBuffer& buf, size_t n) {
+  std::vector<ds::bf16> h(n);
+  ops.download(h.data(), buf.get(), n * 2);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = ds::bf16ToFloat(h[i]);
+  return out;
+}
+
+// ||got - ref|| / ||ref|| over the elements where keep(i); NaN in got gives NaN.
+template <class Keep>
+double relError(const std::vector<float>& got, const std::vector<float>& ref, Keep keep) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!keep(i)) continue;
+    const double d = double(got[i]) - double(ref[i]);
+    num += d * d;
+    den += double(ref[i]) * double(ref[i]);
+  }
+  return std::sqrt(num) / std::sqrt(den);
+}
+
+double maxAbsDiff(const std::vector<float>& got, const std::vector<double>& ref) {
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - ref[i]);
+    if (!(d <= worst)) worst = d;  // NaN sticks
+  }
+  return worst;
+}
+
+// ln(sum_{j <= t} exp(scale * q_t . k_j)) in double for every (b, h, t), [B, NH, T].
+std::vector<double> lseReference(const std::vector<float>& qkv, int B, int T, int NH) {
+  const int C = NH * kHs;
+  const double scale = 1.0 / std::sqrt(double(kHs));
+  std::vector<double> lse(size_t(B) * NH * T), s(T);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        const float* q = qkv.data() + (size_t(b) * T + t) * 3 * C + h * kHs;
+        double mx = -1e300;
+        for (int j = 0; j <= t; ++j) {
+          const float* k = qkv.data() + (size_t(b) * T + j) * 3 * C + C + h * kHs;
+          double dot = 0;
+          for (int d = 0; d < kHs; ++d) dot += double(q[d]) * k[d];
+          s[j] = dot * scale;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= t; ++j) sum += std::exp(s[j] - mx);
+        lse[(size_t(b) * NH + h) * T + t] = mx + std::log(sum);
+      }
+  return lse;
+}
+
+struct AttentionResult {
+  std::vector<float> out, lse, dqkv;
+};
+
+// Forward then backward on the device with DS_CUDA_ATTENTION=path (nullptr: unset, auto).
+AttentionResult runDevice(Ops& ops, const char* path, const std::vector<float>& qkv,
+                          const std::vector<float>& dout, const std::vector<float>& dqkv0, int B,
+                          int T, int NH) {
+  ScopedAttentionPath scoped(path);
+  const int C = NH * kHs;
+  const size_t nqkv = size_t(B) * T * 3 * C, nout = size_t(B) * T * C;
+  OpsBuffer dQkv = deviceBf16(ops, nqkv, &qkv, "qkv");
+  OpsBuffer dOut = deviceBf16(ops, nout, nullptr, "out");
+  OpsBuffer dAux(ops, ops.attentionAuxBytes(B, T, NH), "aux");
+  std::vector<unsigned char> poison(dAux.bytes(), 0xff);
+  ops.upload(dAux.get(), poison.data(), poison.size());
+  ops.attentionForward(dOut.get(), dAux.get(), dQkv.get(), B, T, C, NH, DType::kBF16);
+  AttentionResult r;
+  r.out = downloadBf16(ops, dOut, nout);
+  r.lse.resize(size_t(B) * NH * T);
+  ops.download(r.lse.data(), dAux.get(), r.lse.size() * 4);
+  OpsBuffer dDout = deviceBf16(ops, nout, &dout, "dout");
+  OpsBuffer dDqkv = deviceBf16(ops, nqkv, &dqkv0, "dqkv");
+  ops.attentionBackward(dDqkv.get(), dDout.get(), dQkv.get(), dOut.get(), dAux.get(), B, T, C, NH,
+                        DType::kBF16);
+  r.dqkv = downloadBf16(ops, dDqkv, nqkv);
+  return r;
+}
+
+// got's out and dq, dk, dv within 1e-2 of ref's (relative), lse within 1e-3 (absolute).
+void checkClose(const AttentionResult& got, const std::vector<float>& outRef,
+                const std::vector<double>& lseRef, const std::vector<float>& dqkvRef, int C) {
+  const double errOut = relError(got.out, outRef, [](size_t) { return true; });
+  INFO("forward rel error " << errOut);
+  CHECK(errOut <= 1e-2);
+  const double errLse = maxAbsDiff(got.lse, lseRef);
+  INFO("lse max abs error " << errLse);
+  CHECK(errLse <= 1e-3);
+  const char* part[3] = {"dq", "dk", "dv"};
+  for (int p = 0; p < 3; ++p) {
+    const double err =
+        relError(got.dqkv, dqkvRef, [&](size_t i) { return int(i % (3 * C)) / C == p; });
+    INFO(part[p] << " rel error " << err);
+    CHECK(err <= 1e-2);
+  }
+}
+
+struct Inputs {
+  std::vector<float> qkv, dout, dqkv0;
+};
+
+Inputs randomInputs(int B, int T, int NH, uint32_t seed) {
+  const int C = NH * kHs;
+  const size_t nqkv = size_t(B) * T * 3 * C, nout = size_t(B) * T * C;
+  return {randomBf16Vec(nqkv, seed, -1.f, 1.f), randomBf16Vec(nout, seed + 1, -1.f, 1.f),
+          randomBf16Vec(nqkv, seed + 2, -0.1f, 0.1f)};
+}
+
+}  // namespace
+
+TEST_CASE("cuda tensor-core attention matches the host kernels", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  constexpr int B = 2, NH = 3, C = NH * kHs;
+  uint32_t seed = 500;
+  for (int T : {1, 17, 64, 100, 1024}) {
+    INFO("B=" << B << " T=" << T << " NH=" << NH << " hs=" << kHs);
+    const Inputs in = randomInputs(B, T, NH, seed += 10);
+    std::vector<float> outRef(size_t(B) * T * C), att(size_t(B) * NH * T * T),
+        scratch(size_t(T) * T);
+    ds::runtime::attentionForward(outRef.data(), att.data(), in.qkv.data(), B, T, C, NH);
+    std::vector<float> dqkvRef = in.dqkv0;
+    ds::runtime::attentionBackward(dqkvRef.data(), scratch.data(), in.dout.data(), in.qkv.data(),
+                                   att.data(), B, T, C, NH);
+    const auto lseRef = lseReference(in.qkv, B, T, NH);
+    const AttentionResult tc = runDevice(*ops, "auto", in.qkv, in.dout, in.dqkv0, B, T, NH);
+    checkClose(tc, outRef, lseRef, dqkvRef, C);
+  }
+}
+
+TEST_CASE("cuda tensor-core attention matches the SIMT kernels", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  constexpr int B = 2, NH = 3, C = NH * kHs;
+  uint32_t seed = 900;
+  for (int T : {1, 17, 64, 100, 1024}) {
+    INFO("B=" << B << " T=" << T << " NH=" << NH << " hs=" << kHs);
+    const Inputs in = randomInputs(B, T, NH, seed += 10);
+    const AttentionResult simt = runDevice(*ops, "simt", in.qkv, in.dout, in.dqkv0, B, T, NH);
+    const AttentionResult tc = runDevice(*ops, nullptr, in.qkv, in.dout, in.dqkv0, B, T, NH);
+    const std::vector<double> simtLse(simt.lse.begin(), simt.lse.end());
+    checkClose(tc, simt.out, simtLse, simt.dqkv, C);
+  }
+}
+
+TEST_CASE("cuda attention rejects an unknown DS_CUDA_ATTENTION", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  const Inputs in = randomInputs(1, 4, 1, 7);
+  CHECK_THROWS_AS(runDevice(*ops, "wmma", in.qkv, in.dout, in.dqkv0, 1, 4, 1), ds::ConfigError);
+}
