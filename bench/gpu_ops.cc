@@ -178,10 +178,10 @@ int main(int argc, char** argv) try {
     const double lb = double(BT) * a.V * double(es);
     add("cross-entropy fwd", 1, 0, 2 * lb, [&] {
       ops->crossEntropyForward(logits.get(), losses.as<float>(), tg.as<int32_t>(), int(BT), a.V,
-                               dt);
+                               a.V, dt);
     });
     add("cross-entropy bwd", 1, 0, 2 * lb, [&] {
-      ops->crossEntropyBackward(logits.get(), tg.as<int32_t>(), int(BT), a.V, 1.f, dt);
+      ops->crossEntropyBackward(logits.get(), tg.as<int32_t>(), int(BT), a.V, a.V, 1.f, dt);
     });
   }
   {

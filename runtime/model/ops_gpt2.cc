@@ -52,6 +52,7 @@ OpsGpt2Model::OpsGpt2Model(const ModelConfig& cfg, Ops& ops)
       dt_(cfg.compute == DType::kBF16 ? DType::kBF16 : DType::kF32),
       es_(dtypeSize(dt_)),
       V_(cfg.vocabSize),
+      Vp_(cfg.paddedVocab > cfg.vocabSize ? cfg.paddedVocab : cfg.vocabSize),
       ckpt_(cfg.activationCheckpointing) {
   if (cfg.compute != DType::kF32 && cfg.compute != DType::kBF16) {
     throw ConfigError(fmt::format("model compute dtype {} not supported; use fp32 or bf16",
@@ -99,7 +100,7 @@ void OpsGpt2Model::allocate(int B, int T) {
   layers_.layout(ops_, layers, "gpt2 layer activations");
   resid_.layout(ops_, std::vector<size_t>(cfg_.nLayer + 1, act), "gpt2 residual stream");
   head_.layout(ops_,
-               {act, stat, stat, BT * V_ * es_, stat, BT * sizeof(int32_t), BT * sizeof(int32_t)},
+               {act, stat, stat, BT * size_t(Vp_) * es_, stat, BT * sizeof(int32_t), BT * sizeof(int32_t)},
                "gpt2 head activations");
   scratch_.layout(ops_, {act, act, act, 3 * act, act, 4 * act, 4 * act}, "gpt2 workspace");
   B_ = B;
@@ -208,8 +209,10 @@ double OpsGpt2Model::headForward(const zero::ParamTable& p) {
   const HeadActs h = headActs();
   ops_.layernormForward(h.lnf, h.mean, h.rstd, resid(L), value(p, iLnfw, blk),
                         value(p, iLnfw + 1, blk), BT, C, dt_);
-  ops_.matmulForward(h.logits, h.lnf, value(p, 0, blk), nullptr, BT, C, V_, dt_);
-  ops_.crossEntropyForward(h.logits, h.losses, h.targets, BT, V_, dt_);
+  // The head runs over all Vp_ rows of wte (the padding rows are zero, as llm.c keeps them): an
+  // aligned width keeps the largest product on cuBLASLt's fast kernels. The softmax covers V_.
+  ops_.matmulForward(h.logits, h.lnf, value(p, 0, blk), nullptr, BT, C, Vp_, dt_);
+  ops_.crossEntropyForward(h.logits, h.losses, h.targets, BT, V_, Vp_, dt_);
   return ops_.sum(h.losses, static_cast<size_t>(BT));
 }
 
@@ -237,10 +240,10 @@ void OpsGpt2Model::headBackward(float lossScale, const zero::ParamTable& p) {
   const int iLnfw = 2 + kLayerKinds * L, iLnfb = iLnfw + 1;
   const HeadActs h = headActs();
   const float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
-  ops_.crossEntropyBackward(h.logits, h.targets, BT, V_, scale, dt_);
+  ops_.crossEntropyBackward(h.logits, h.targets, BT, V_, Vp_, scale, dt_);
   void* dln = scratch(sDln);
   zeroAct(dln, static_cast<size_t>(BT) * C);
-  ops_.matmulBackward(dln, grad(p, 0, blk), nullptr, h.logits, h.lnf, value(p, 0, blk), BT, C, V_,
+  ops_.matmulBackward(dln, grad(p, 0, blk), nullptr, h.logits, h.lnf, value(p, 0, blk), BT, C, Vp_,
                       dt_);
   ops_.layernormBackward(scratch(sDres), grad(p, iLnfw, blk), grad(p, iLnfb, blk), dln, resid(L),
                          value(p, iLnfw, blk), h.mean, h.rstd, BT, C, dt_);

@@ -56,6 +56,7 @@ class OpsGpt2Model final : public Model {
   DType dt_;
   size_t es_;  // bytes per activation element
   int V_;
+  int Vp_;  // logits row width: the padded vocabulary (wte rows) when set, else V_
   bool ckpt_;
   int B_ = 0, T_ = 0, valid_ = 0;
   bool haveForward_ = false;

@@ -134,7 +134,8 @@ float OpsMlpModel::forward(const int32_t* inputs, const int32_t* targets, int B,
       ops_.geluForward(acts_.field(kActFixed + k), preact(k), nz, dt_);
     } else {
       float* losses = acts_.as<float>(aLosses);
-      ops_.crossEntropyForward(preact(k), losses, acts_.as<int32_t>(aTargets), N, sizes_[K], dt_);
+      ops_.crossEntropyForward(preact(k), losses, acts_.as<int32_t>(aTargets), N, sizes_[K],
+                               sizes_[K], dt_);
       sum = ops_.sum(losses, static_cast<size_t>(N));
     }
     hooks.afterForward(k);
@@ -156,13 +157,13 @@ void OpsMlpModel::backward(float lossScale, zero::ParamTable& p, zero::BlockHook
     if (ckpt_) {
       linear(k, p);
       if (k + 1 == K) {
-        ops_.crossEntropyForward(preact(k), acts_.as<float>(aLosses), targets, N, out, dt_);
+        ops_.crossEntropyForward(preact(k), acts_.as<float>(aLosses), targets, N, out, out, dt_);
       }
     }
     const void* dzk = dz;
     if (k + 1 == K) {
       const float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
-      ops_.crossEntropyBackward(preact(k), targets, N, out, scale, dt_);
+      ops_.crossEntropyBackward(preact(k), targets, N, out, out, scale, dt_);
       dzk = preact(k);
     } else {
       ops_.zero(dz, nz * es_);

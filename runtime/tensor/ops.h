@@ -104,13 +104,16 @@ class Ops {
   // out = a + b; backward: da += dout, db += dout.
   virtual void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) = 0;
   virtual void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) = 0;
-  // Softmax cross-entropy over rows of logits[N, V]: logits become probabilities in place and
-  // losses[n] = -log p[target] (0 where target < 0). targets in Ops memory.
+  // Softmax cross-entropy over rows of logits[N, V] with row stride ld >= V (a vocabulary padded
+  // to an aligned width, llm.c's Vp: columns [V, ld) are not part of the softmax): the first V
+  // columns become probabilities in place and losses[n] = -log p[target] (0 where target < 0).
+  // targets in Ops memory.
   virtual void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets,
-                                   int N, int V, DType dt) = 0;
-  // probs become dlogits = (p - onehot(target)) * scale in place (rows with target < 0: zeros).
+                                   int N, int V, int ld, DType dt) = 0;
+  // probs become dlogits = (p - onehot(target)) * scale in place (rows with target < 0: zeros);
+  // the padding columns [V, ld) become zeros.
   virtual void crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V,
-                                    float scale, DType dt) = 0;
+                                    int ld, float scale, DType dt) = 0;
 
   // --- reductions and the optimizer (fp32 buffers) -----------------------------------------
   // Sum of x[0..n), in double on the host (waits). NaN/inf propagate.

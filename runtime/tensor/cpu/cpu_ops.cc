@@ -2,6 +2,7 @@
 // the only state is the attention backward scratch.
 #include "runtime/tensor/cpu/cpu_ops.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -145,22 +146,31 @@ void CpuOps::residualBackward(void* da, void* db, const void* dout, size_t n, DT
 // Row by row through the host kernel, so probabilities and each row's -log p are the kernel's
 // own; the row loss is rounded once to fp32 (the kernel sums the unrounded doubles).
 void CpuOps::crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N,
-                                 int V, DType dt) {
+                                 int V, int ld, DType dt) {
   requireF32(dt, "crossEntropyForward");
   float* probs = f(logitsToProbs);
 #pragma omp parallel for schedule(static) if (long(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     const double loss =
-        softmaxCrossEntropyForward(probs + static_cast<size_t>(n) * V, targets + n, 1, V, nullptr);
+        softmaxCrossEntropyForward(probs + static_cast<size_t>(n) * ld, targets + n, 1, V, nullptr);
     losses[n] = static_cast<float>(loss);
   }
 }
 
 void CpuOps::crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V,
-                                  float scale, DType dt) {
+                                  int ld, float scale, DType dt) {
   requireF32(dt, "crossEntropyBackward");
-  // In place is safe: the kernel reads p[j] only to write d[j] at the same index.
-  softmaxCrossEntropyBackward(f(probsToDlogits), f(probsToDlogits), targets, N, V, scale);
+  float* p = f(probsToDlogits);
+  if (ld == V) {
+    // In place is safe: the kernel reads p[j] only to write d[j] at the same index.
+    softmaxCrossEntropyBackward(p, p, targets, N, V, scale);
+    return;
+  }
+  for (int n = 0; n < N; ++n) {
+    float* row = p + static_cast<size_t>(n) * ld;
+    softmaxCrossEntropyBackward(row, row, targets + n, 1, V, scale);
+    std::fill(row + V, row + ld, 0.f);
+  }
 }
 
 double CpuOps::sum(const float* x, size_t n) {

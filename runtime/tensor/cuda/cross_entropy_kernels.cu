@@ -46,9 +46,9 @@ __device__ __forceinline__ void mergeState(float& m, float& s, float m2, float s
 // Grid N, block kThreads. logits become probabilities; losses[n] = log(sum) - (x_t - max).
 template <class E>
 __global__ void __launch_bounds__(kThreads)
-    crossEntropyForwardKernel(E* logits, float* losses, const int32_t* targets, int V) {
+    crossEntropyForwardKernel(E* logits, float* losses, const int32_t* targets, int V, int ld) {
   __shared__ float sm[kThreads / 32], ss[kThreads / 32];
-  E* row = logits + static_cast<size_t>(blockIdx.x) * V;
+  E* row = logits + static_cast<size_t>(blockIdx.x) * ld;
   const int target = targets[blockIdx.x];
   // Read before any thread writes the row (the writes come after the block reduction).
   const float xt = target >= 0 ? loadF(row + target) : 0.f;
@@ -82,12 +82,12 @@ __global__ void __launch_bounds__(kThreads)
 // Grid N, block kThreads: d = p * scale, minus scale at the target; zeros where target < 0.
 template <class E>
 __global__ void __launch_bounds__(kThreads)
-    crossEntropyBackwardKernel(E* probs, const int32_t* targets, int V, float scale) {
-  E* row = probs + static_cast<size_t>(blockIdx.x) * V;
+    crossEntropyBackwardKernel(E* probs, const int32_t* targets, int V, int ld, float scale) {
+  E* row = probs + static_cast<size_t>(blockIdx.x) * ld;
   const int target = targets[blockIdx.x];
-  for (int j = threadIdx.x; j < V; j += kThreads) {
+  for (int j = threadIdx.x; j < ld; j += kThreads) {
     float d = 0.f;
-    if (target >= 0) {
+    if (target >= 0 && j < V) {
       d = loadF(row + j) * scale;
       if (j == target) d -= scale;
     }
@@ -95,10 +95,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-void checkArgs(int N, int V, DType dt, const char* what) {
-  if (N < 0 || V <= 0)
+void checkArgs(int N, int V, int ld, DType dt, const char* what) {
+  if (N < 0 || V <= 0 || ld < V)
     throw NotSupported(std::string(what) + ": bad shape N=" + std::to_string(N) +
-                       " V=" + std::to_string(V));
+                       " V=" + std::to_string(V) + " ld=" + std::to_string(ld));
   if (dt != DType::kF32 && dt != DType::kBF16)
     throw NotSupported(std::string(what) + ": dtype " + std::string(dtypeName(dt)) +
                        " (fp32 or bf16 only)");
@@ -107,28 +107,28 @@ void checkArgs(int N, int V, DType dt, const char* what) {
 }  // namespace
 
 void CudaOps::crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N,
-                                  int V, DType dt) {
-  checkArgs(N, V, dt, "crossEntropyForward");
+                                  int V, int ld, DType dt) {
+  checkArgs(N, V, ld, dt, "crossEntropyForward");
   if (N == 0) return;
   if (dt == DType::kF32)
     crossEntropyForwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<float*>(logitsToProbs),
-                                                           losses, targets, V);
+                                                           losses, targets, V, ld);
   else
     crossEntropyForwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<bf16*>(logitsToProbs),
-                                                           losses, targets, V);
+                                                           losses, targets, V, ld);
   DS_CUDA_LAUNCHED("crossEntropyForwardKernel");
 }
 
 void CudaOps::crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V,
-                                   float scale, DType dt) {
-  checkArgs(N, V, dt, "crossEntropyBackward");
+                                   int ld, float scale, DType dt) {
+  checkArgs(N, V, ld, dt, "crossEntropyBackward");
   if (N == 0) return;
   if (dt == DType::kF32)
     crossEntropyBackwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<float*>(probsToDlogits),
-                                                            targets, V, scale);
+                                                            targets, V, ld, scale);
   else
     crossEntropyBackwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<bf16*>(probsToDlogits),
-                                                            targets, V, scale);
+                                                            targets, V, ld, scale);
   DS_CUDA_LAUNCHED("crossEntropyBackwardKernel");
 }
 

@@ -12,7 +12,10 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 constexpr int kWarpsPerBlock = kThreads / 32;
-constexpr int kParamRowChunks = 64;
+// Row chunks of the parameter-gradient partial sums: enough blocks to fill the GPU at GPT-2's
+// N = 16k rows (a chunk of 16 rows per block column), few enough that the final pass is short.
+constexpr int kParamRowChunks = 1024;
+constexpr int kFinalCols = 32, kFinalRows = 8;  // the final pass's block: 32 columns x 8 lanes
 
 __device__ float warpSum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -92,14 +95,28 @@ __global__ void layernormParamPartialsKernel(float* partials, const T* dout, con
   partials[static_cast<size_t>(gridDim.y) * C + chunkAt] = db;
 }
 
+// Block (kFinalCols, kFinalRows): lane y of column x sums chunks y, y + 8, ... in order, then
+// lane 0 adds the 8 lane sums in order (a fixed order: deterministic).
 __global__ void layernormParamFinalKernel(float* dweight, float* dbias, const float* partials,
                                           int chunks, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float sw[kFinalRows][kFinalCols], sb[kFinalRows][kFinalCols];
+  const int c = blockIdx.x * kFinalCols + threadIdx.x;
   float dw = 0.f, db = 0.f;
-  for (int k = 0; k < chunks; ++k) {
-    dw += partials[static_cast<size_t>(k) * C + c];
-    db += partials[static_cast<size_t>(chunks + k) * C + c];
+  if (c < C) {
+    for (int k = threadIdx.y; k < chunks; k += kFinalRows) {
+      dw += partials[static_cast<size_t>(k) * C + c];
+      db += partials[static_cast<size_t>(chunks + k) * C + c];
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = dw;
+  sb[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  dw = 0.f;
+  db = 0.f;
+  for (int y = 0; y < kFinalRows; ++y) {
+    dw += sw[y][threadIdx.x];
+    db += sb[y][threadIdx.x];
   }
   if (dweight != nullptr) dweight[c] += dw;
   if (dbias != nullptr) dbias[c] += db;
@@ -144,8 +161,9 @@ void CudaOps::layernormBackward(void* dinp, float* dweight, float* dbias, const 
             partials, static_cast<const T*>(dout), static_cast<const T*>(inp), mean, rstd, N, C,
             rows);
     DS_CUDA_LAUNCHED(layernormParamPartialsKernel);
-    layernormParamFinalKernel<<<colBlocks, kThreads, 0, stream_>>>(dweight, dbias, partials, chunks,
-                                                                   C);
+    const unsigned finalBlocks = static_cast<unsigned>((C + kFinalCols - 1) / kFinalCols);
+    layernormParamFinalKernel<<<finalBlocks, dim3(kFinalCols, kFinalRows), 0, stream_>>>(
+        dweight, dbias, partials, chunks, C);
     DS_CUDA_LAUNCHED(layernormParamFinalKernel);
   });
 }

@@ -5,6 +5,8 @@
 // sum, where the kernel sums the doubles. Also: hook order, errors, buffer growth, bf16 refusal.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -80,9 +82,20 @@ bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Runs both models over the batches (grads accumulate across steps) and compares every step.
+// Largest |a - b| / max|b| (0 when both are all zeros).
+double relMax(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::abs(double(a[i]) - double(b[i])));
+    den = std::max(den, std::abs(double(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Runs both models over the batches (grads accumulate across steps) and compares every step:
+// bit for bit, or (gradTolerance > 0) within that relative tolerance per tensor.
 void compareSteps(const ModelConfig& refCfg, const ModelConfig& opsCfg,
-                  const std::vector<Batch>& batches) {
+                  const std::vector<Batch>& batches, double gradTolerance = 0) {
   rt::CpuOps ops;
   rt::Gpt2Model ref(refCfg);
   rt::OpsGpt2Model model(opsCfg, ops);
@@ -104,7 +117,8 @@ void compareSteps(const ModelConfig& refCfg, const ModelConfig& opsCfg,
       INFO("gradient of " << info.name);
       std::vector<float> gr(pr.grad.begin() + off, pr.grad.begin() + off + info.numel);
       std::vector<float> go(po.grad.begin() + off, po.grad.begin() + off + info.numel);
-      CHECK(sameBits(gr, go));
+      if (gradTolerance > 0) CHECK(relMax(go, gr) <= gradTolerance);
+      else CHECK(sameBits(gr, go));
       off += info.numel;
     }
     CHECK(model.deviceBytes() == model.activationBytes() + model.workspaceBytes());
@@ -136,8 +150,10 @@ TEST_CASE("OpsGpt2Model over CpuOps equals Gpt2Model: loss and every gradient", 
     compareSteps(smallGpt(true), smallGpt(true), steps);
   }
   SECTION("padded vocabulary, odd B and T") {
+    // The op model's head spans the padded rows (an aligned product on the GPU), Gpt2Model's only
+    // V: sgemm's blocking differs with the width, so equal to rounding, not to the bit.
     compareSteps(smallGpt(false, 72), smallGpt(false, 72),
-                 {makeBatch(1, 13, V, 4), makeBatch(3, 5, V, 5)});
+                 {makeBatch(1, 13, V, 4), makeBatch(3, 5, V, 5)}, 1e-5);
   }
 }
 

@@ -161,7 +161,7 @@ TEST_CASE("CpuOps cross-entropy: kernel probabilities, per-row losses summing to
   Vec p1 = logits, p2 = logits, losses(N, -1.f);
   int valid = 0;
   const double total = rt::softmaxCrossEntropyForward(p1.data(), tg.data(), N, V, &valid);
-  ops.crossEntropyForward(p2.data(), losses.data(), tg.data(), N, V, kF32);
+  ops.crossEntropyForward(p2.data(), losses.data(), tg.data(), N, V, V, kF32);
   CHECK(sameBits(p1, p2));
   double sum = 0.0;
   for (int n = 0; n < N; ++n) {
@@ -179,7 +179,7 @@ TEST_CASE("CpuOps cross-entropy: kernel probabilities, per-row losses summing to
 
   Vec d1(N * V);
   rt::softmaxCrossEntropyBackward(d1.data(), p1.data(), tg.data(), N, V, 0.37f);
-  ops.crossEntropyBackward(p2.data(), tg.data(), N, V, 0.37f, kF32);  // in place
+  ops.crossEntropyBackward(p2.data(), tg.data(), N, V, V, 0.37f, kF32);  // in place
   CHECK(sameBits(d1, p2));
 }
 
@@ -268,8 +268,8 @@ TEST_CASE("CpuOps refuses bf16, naming the op", "[unit]") {
       {"attentionForward", [&] { ops.attentionForward(buf, buf, buf, 1, 1, 1, 1, b); }},
       {"geluForward", [&] { ops.geluForward(buf, buf, 1, b); }},
       {"residualBackward", [&] { ops.residualBackward(buf, buf, buf, 1, b); }},
-      {"crossEntropyForward", [&] { ops.crossEntropyForward(buf, buf, tok, 1, 1, b); }},
-      {"crossEntropyBackward", [&] { ops.crossEntropyBackward(buf, tok, 1, 1, 1.f, b); }},
+      {"crossEntropyForward", [&] { ops.crossEntropyForward(buf, buf, tok, 1, 1, 1, b); }},
+      {"crossEntropyBackward", [&] { ops.crossEntropyBackward(buf, tok, 1, 1, 1, 1.f, b); }},
   };
   for (const auto& [op, call] : calls) {
     INFO(op);

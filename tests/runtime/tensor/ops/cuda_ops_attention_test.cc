@@ -248,7 +248,7 @@ void checkCrossEntropy(Ops& ops, int N, int V, DType dt, uint32_t seed) {
   OpsBuffer dTargets(ops, N * sizeof(int32_t), "targets");
   ops.upload(dTargets.get(), targets.data(), dTargets.bytes());
   OpsBuffer dLosses = deviceBuffer(ops, N, DType::kF32, nullptr, "losses");
-  ops.crossEntropyForward(dLogits.get(), dLosses.as<float>(), dTargets.as<int32_t>(), N, V, dt);
+  ops.crossEntropyForward(dLogits.get(), dLosses.as<float>(), dTargets.as<int32_t>(), N, V, V, dt);
   const auto probs = downloadAs(ops, dLogits, logits.size(), dt);
   std::vector<float> losses(N);
   ops.download(losses.data(), dLosses.get(), N * 4);
@@ -265,7 +265,7 @@ void checkCrossEntropy(Ops& ops, int N, int V, DType dt, uint32_t seed) {
   }
   CHECK(std::fabs(sum - total) <= 1e-5 * (1 + std::fabs(total)));
 
-  ops.crossEntropyBackward(dLogits.get(), dTargets.as<int32_t>(), N, V, scale, dt);
+  ops.crossEntropyBackward(dLogits.get(), dTargets.as<int32_t>(), N, V, V, scale, dt);
   const auto d = downloadAs(ops, dLogits, logits.size(), dt);
   const double errD = relError(d, dRef);
   INFO("dlogits rel error " << errD);
@@ -288,5 +288,44 @@ TEST_CASE("cuda cross-entropy matches the host kernels, GPT-2 and small vocabula
     checkCrossEntropy(*ops, 8, 50257, dt, 11);
     checkCrossEntropy(*ops, 13, 37, dt, 12);
     checkCrossEntropy(*ops, 5, 3, dt, 13);
+  }
+}
+
+// A padded vocabulary (row stride ld > V, llm.c's Vp): the padding columns take no part in the
+// softmax, whatever they hold, and backward zeroes them; the first V columns equal the unpadded
+// run's bit for bit (same kernel, same reduction order).
+TEST_CASE("cuda cross-entropy over a padded row stride ignores and zeroes the padding", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  const int N = 6, V = 1000, ld = 1024;
+  std::mt19937 rng(21);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> plain(size_t(N) * V), padded(size_t(N) * ld, 50.f);  // garbage padding
+  for (int n = 0; n < N; ++n)
+    for (int j = 0; j < V; ++j) plain[size_t(n) * V + j] = padded[size_t(n) * ld + j] = nd(rng);
+  std::vector<int32_t> targets = {3, -1, 999, 0, 500, 42};
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    OpsBuffer a = deviceBuffer(*ops, plain.size(), dt, &plain, "plain");
+    OpsBuffer b = deviceBuffer(*ops, padded.size(), dt, &padded, "padded");
+    OpsBuffer t(*ops, N * sizeof(int32_t), "targets");
+    ops->upload(t.get(), targets.data(), t.bytes());
+    OpsBuffer la(*ops, N * 4, "la"), lb(*ops, N * 4, "lb");
+    ops->crossEntropyForward(a.get(), la.as<float>(), t.as<int32_t>(), N, V, V, dt);
+    ops->crossEntropyForward(b.get(), lb.as<float>(), t.as<int32_t>(), N, V, ld, dt);
+    std::vector<float> lossA(N), lossB(N);
+    ops->download(lossA.data(), la.get(), N * 4);
+    ops->download(lossB.data(), lb.get(), N * 4);
+    CHECK(lossA == lossB);
+    ops->crossEntropyBackward(a.get(), t.as<int32_t>(), N, V, V, 0.5f, dt);
+    ops->crossEntropyBackward(b.get(), t.as<int32_t>(), N, V, ld, 0.5f, dt);
+    const auto da = downloadAs(*ops, a, plain.size(), dt);
+    const auto db = downloadAs(*ops, b, padded.size(), dt);
+    bool same = true, padZero = true;
+    for (int n = 0; n < N; ++n) {
+      for (int j = 0; j < V; ++j) same = same && da[size_t(n) * V + j] == db[size_t(n) * ld + j];
+      for (int j = V; j < ld; ++j) padZero = padZero && db[size_t(n) * ld + j] == 0.f;
+    }
+    CHECK(same);
+    CHECK(padZero);
   }
 }
