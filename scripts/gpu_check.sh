@@ -381,7 +381,9 @@ fi
 # ---- (d) benchmarks: GPT-2 124M -------------------------------------------------------------------
 # mfu_of SUMMARY.json: "tokens/s=..., step_ms=..., mfu=..." from dsrt's run summary, with nanoGPT's
 # flops per token for GPT-2 124M at T=1024 (N excludes the position table).
-G_L=12 G_H=12 G_C=768 G_V=50257 G_T=1024 G_B=16
+# G_VP: the padded vocabulary dsrt computes the head over (llm.c's Vp, a multiple of 64: the
+# padding rows stay zero, so it is the same model); PyTorch runs at G_V and, eager, at G_VP too.
+G_L=12 G_H=12 G_C=768 G_V=50257 G_VP=50304 G_T=1024 G_B=16
 mfu_of() {
   "$PY" - "$1" "$PEAK_TFLOPS" "$G_L" "$G_C" "$G_V" "$G_T" "$G_B" <<'EOF'
 import json, sys
@@ -417,11 +419,22 @@ if want bench; then
       result bench "torch $mode gpt2-124M bf16" FAIL "${line:-no result (rc=$rc)}" "$LOGS/bench/torch_gpt2.txt"
     fi
   done
+  rc=0
+  bounded 120 "$LOGS/bench/torch_gpt2_vp.txt" "$PY" "$ROOT/bench/gpu/torch_gpt2.py" --steps "$BSTEPS" \
+    --warmup "$BWARM" --batch $G_B --seq_len $G_T --n_layer $G_L --n_head $G_H --n_embd $G_C \
+    --vocab $G_VP --modes eager --peak_tflops "$PEAK_TFLOPS" || rc=$?
+  line=$(grep "^torch eager: " "$LOGS/bench/torch_gpt2_vp.txt" | tail -1 || true)
+  if [[ $line == *tokens/s=* ]]; then
+    result bench "torch eager vocab $G_VP" OK "${line#torch eager: }"
+  else
+    result bench "torch eager vocab $G_VP" FAIL "${line:-no result (rc=$rc)}" "$LOGS/bench/torch_gpt2_vp.txt"
+  fi
 
   # dsrt on the same model, stage 0, one process.
   sum=$WORK/bench/dsrt_gpt2.json
   sets=(--set "model.gpt.n_layer=$G_L" --set "model.gpt.n_head=$G_H" --set "model.gpt.n_embd=$G_C"
     --set "model.gpt.seq_len=$G_T" --set "model.gpt.vocab_size=$G_V"
+    --set "model.gpt.padded_vocab_size=$G_VP"
     --set "deepspeed.train_batch_size=$G_B" --set "deepspeed.train_micro_batch_size_per_gpu=$G_B"
     --set deepspeed.gradient_accumulation_steps=1 --set deepspeed.bf16.enabled=true
     --set deepspeed.zero_optimization.stage=0 --set "train.steps=$((BSTEPS + 1))"
@@ -447,7 +460,7 @@ if want bench; then
     [[ -x $ob ]] || ob=$BIN_DIR/bench/bench_gpu_ops
     rc=0
     bounded 120 "$LOGS/bench/gpu_ops.txt" "${RUN[@]}" "$ob" --B $G_B --T $G_T --C $G_C --NH $G_H \
-      --V $G_V --L $G_L || rc=$?
+      --V $G_VP --L $G_L || rc=$?
     line=$(grep '^step estimate' "$LOGS/bench/gpu_ops.txt" | sed 's/  */ /g' || true)
     if ((rc == 0)) && [[ -n $line ]]; then
       result bench "bench_gpu_ops per-op split" OK "${line#step estimate }"
