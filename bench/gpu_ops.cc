@@ -53,8 +53,8 @@ double medianMs(Ops& ops, int reps, const std::function<void()>& fn) {
     auto t0 = std::chrono::steady_clock::now();
     fn();
     ops.synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
@@ -123,8 +123,11 @@ int main(int argc, char** argv) try {
     size_t cin, cout;
     double count;
   };
-  const Lin lins[] = {{"qkv", C, 3 * C, L},     {"attproj", C, C, L},      {"fc", C, 4 * C, L},
-                      {"fcproj", 4 * C, C, L}, {"lm_head", C, size_t(a.V), 1}};
+  const Lin lins[] = {{"qkv", C, 3 * C, L},
+                      {"attproj", C, C, L},
+                      {"fc", C, 4 * C, L},
+                      {"fcproj", 4 * C, C, L},
+                      {"lm_head", C, size_t(a.V), 1}};
   for (const Lin& l : lins) {
     const double f = 2.0 * double(BT) * double(l.cin) * double(l.cout);
     const bool head = l.cout == size_t(a.V);
@@ -145,12 +148,11 @@ int main(int argc, char** argv) try {
     OpsBuffer qkv = randomBuffer(*ops, BT * 3 * C, dt, 8, "qkv");
     OpsBuffer aux(*ops, ops->attentionAuxBytes(a.B, a.T, a.NH), "aux");
     OpsBuffer dqkv = randomBuffer(*ops, BT * 3 * C, dt, 9, "dqkv");
-    add("attention fwd", L, f, 0, [&] {
-      ops->attentionForward(y.get(), aux.get(), qkv.get(), a.B, a.T, int(C), a.NH, dt);
-    });
+    add("attention fwd", L, f, 0,
+        [&] { ops->attentionForward(y.get(), aux.get(), qkv.get(), a.B, a.T, int(C), a.NH, dt); });
     add("attention bwd", L, 2.5 * f, 0, [&] {
-      ops->attentionBackward(dqkv.get(), g.get(), qkv.get(), y.get(), aux.get(), a.B, a.T,
-                             int(C), a.NH, dt);
+      ops->attentionBackward(dqkv.get(), g.get(), qkv.get(), y.get(), aux.get(), a.B, a.T, int(C),
+                             a.NH, dt);
     });
   }
   float* mean = stats.as<float>();
@@ -194,13 +196,12 @@ int main(int argc, char** argv) try {
     DecayRange r{0, n, true};
     AdamStep s;
     add("adamw (all params)", 1, 0, double(n) * (4 * 4 + 4 * 3 + 2), [&] {
-      ops->adam(p.as<float>(), m.as<float>(), v.as<float>(), gr.as<float>(), p16.as<bf16>(), &r,
-                1, s);
+      ops->adam(p.as<float>(), m.as<float>(), v.as<float>(), gr.as<float>(), p16.as<bf16>(), &r, 1,
+                s);
     });
   }
 
-  std::printf("%-24s %9s %7s %11s %9s %9s\n", "op", "ms", "x/step", "ms/step", "TFLOP/s",
-              "GB/s");
+  std::printf("%-24s %9s %7s %11s %9s %9s\n", "op", "ms", "x/step", "ms/step", "TFLOP/s", "GB/s");
   double total = 0;
   for (const Row& r : rows) {
     const double per = r.ms * r.perStep;

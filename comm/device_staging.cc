@@ -27,8 +27,8 @@ namespace {
 #if DS_HAVE_CUDA
 void check(cudaError_t rc, const char* what, const char* step) {
   if (rc != cudaSuccess)
-    throw CommError(fmt::format("{} on device buffers: {} failed: {}", what, step,
-                                cudaGetErrorString(rc)));
+    throw CommError(
+        fmt::format("{} on device buffers: {} failed: {}", what, step, cudaGetErrorString(rc)));
 }
 #endif
 
@@ -49,9 +49,10 @@ bool anyOnDevice(const std::vector<BufferView>& views) {
   return false;
 }
 
-WorkPtr DeviceStaging::run(const char* what, std::vector<BufferView> views,
-                           const std::vector<bool>& inputs, const std::vector<bool>& outputs,
-                           const std::function<WorkPtr(const std::vector<BufferView>&)>& collective) {
+WorkPtr DeviceStaging::run(
+    const char* what, std::vector<BufferView> views, const std::vector<bool>& inputs,
+    const std::vector<bool>& outputs,
+    const std::function<WorkPtr(const std::vector<BufferView>&)>& collective) {
 #if DS_HAVE_CUDA
   while (buffers_.size() < views.size()) buffers_.push_back(std::make_unique<Pinned>());
   std::vector<BufferView> host = views;
@@ -77,8 +78,8 @@ WorkPtr DeviceStaging::run(const char* what, std::vector<BufferView> views,
   collective(host)->wait();
   for (size_t i = 0; i < views.size(); ++i)
     if (views[i].device == Device::kCuda && outputs[i] && views[i].bytes() > 0)
-      check(cudaMemcpy(views[i].data, host[i].data, views[i].bytes(), cudaMemcpyHostToDevice),
-            what, "host-to-device copy");
+      check(cudaMemcpy(views[i].data, host[i].data, views[i].bytes(), cudaMemcpyHostToDevice), what,
+            "host-to-device copy");
   return completedWork(what);
 #else
   (void)views;

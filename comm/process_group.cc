@@ -67,10 +67,9 @@ WorkPtr ProcessGroup::reduceScatter(BufferView input, BufferView output,
                                     const std::vector<size_t>& counts, ReduceOp op) {
   checkCounts("reduce_scatter", counts, size(), input, output, rank());
   if (staged({input, output}))
-    return staging_->run("reduce_scatter", {input, output}, {true, false}, {false, true},
-                         [&](const auto& h) {
-                           return backend_->reduceScatter(h[0], h[1], counts, op);
-                         });
+    return staging_->run(
+        "reduce_scatter", {input, output}, {true, false}, {false, true},
+        [&](const auto& h) { return backend_->reduceScatter(h[0], h[1], counts, op); });
   return backend_->reduceScatter(input, output, counts, op);
 }
 

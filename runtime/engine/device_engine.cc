@@ -30,9 +30,8 @@ bool DeviceEngine::handles(const zero::ZeroOptions& zopts, const zero::Optimizer
          zopts.compute != DType::kF16 && (isAdam(oopts.type) || oopts.type == "SGD");
 }
 
-DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params,
-                           comm::ProcessGroup* group, const zero::ZeroOptions& zopts,
-                           const zero::OptimizerOptions& oopts)
+DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::ProcessGroup* group,
+                           const zero::ZeroOptions& zopts, const zero::OptimizerOptions& oopts)
     : ops_(ops), params_(std::move(params)), group_(group), zopts_(zopts), oopts_(oopts) {
   if (!handles(zopts_, oopts_))
     throw NotSupported(fmt::format(
@@ -50,8 +49,8 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params,
   shard_ = zopts_.stage == 0 ? numel_ : (numel_ + size_t(world_) - 1) / size_t(world_);
   partIndex_ = zopts_.stage == 0 ? 0 : rank_;  // stage 0: every rank updates everything
 
-  params32_ = OpsBuffer(ops_, numel_ * sizeof(float),
-                        bf16_ ? "fp32 master parameters" : "fp32 parameters");
+  params32_ =
+      OpsBuffer(ops_, numel_ * sizeof(float), bf16_ ? "fp32 master parameters" : "fp32 parameters");
   if (bf16_) params16_ = OpsBuffer(ops_, numel_ * sizeof(bf16), "bf16 parameters");
   grads_ = OpsBuffer(ops_, numel_ * sizeof(float), "fp32 gradients");
   ops_.zero(grads_.get(), grads_.bytes());
@@ -132,8 +131,9 @@ void DeviceEngine::gather(void* full, DType dt) {
   const size_t elem = dtypeSize(dt), lo = partBegin();
   ops_.copy(gatherIn_.get(), static_cast<char*>(full) + lo * elem, counts[size_t(rank_)] * elem);
   ops_.synchronize();
-  group_->allgather({gatherIn_.get(), counts[size_t(rank_)], dt, where},
-                    {full, numel_, dt, where}, counts)
+  group_
+      ->allgather({gatherIn_.get(), counts[size_t(rank_)], dt, where}, {full, numel_, dt, where},
+                  counts)
       ->wait();
 }
 
@@ -202,8 +202,7 @@ zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float c
 zero::MemoryReport DeviceEngine::memory() const {
   zero::MemoryReport report;
   const auto dev = int(zero::MemPlace::kDevice);
-  report.bytes[int(zero::MemKind::kParams)][dev] =
-      bf16_ ? params16_.bytes() : params32_.bytes();
+  report.bytes[int(zero::MemKind::kParams)][dev] = bf16_ ? params16_.bytes() : params32_.bytes();
   report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes();
   // The fp32 master counts as an optimizer state in bf16 mode (zero.md's K = 12 per element).
   report.bytes[int(zero::MemKind::kOptimizerStates)][dev] =

@@ -47,10 +47,9 @@ class DeviceEngine final : public zero::TrainingEngine {
   zero::MemoryReport memory() const override;
 
   std::vector<ShardTensor> optimizerShard() const override;
-  void loadOptimizerState(
-      const std::function<void(size_t offset, size_t size, const std::string& name, float* out)>&
-          readRange,
-      int64_t stepCount) override;
+  void loadOptimizerState(const std::function<void(size_t offset, size_t size,
+                                                   const std::string& name, float* out)>& readRange,
+                          int64_t stepCount) override;
   int64_t stepCount() const override { return steps_; }
 
  private:

@@ -57,9 +57,9 @@ void DeviceMirror::upload(int block) {
                           ? static_cast<const void*>(host.value16.at(size_t(i)))
                           : static_cast<const void*>(host.value.at(size_t(i)));
     if (src == nullptr)
-      throw InternalError(fmt::format(
-          "device mirror: the engine holds no {} value of '{}' inside block {}",
-          dtypeName(compute_), info.name, block));
+      throw InternalError(
+          fmt::format("device mirror: the engine holds no {} value of '{}' inside block {}",
+                      dtypeName(compute_), info.name, block));
     const size_t bytes = info.numel * dtypeSize(compute_);
     ops_.upload(static_cast<char*>(values_.get()) + offset_[size_t(i)] * dtypeSize(compute_), src,
                 bytes);
@@ -76,8 +76,7 @@ void DeviceMirror::flushGrads(int block) {
     float* dst = host.grad.at(size_t(i));
     if (dst == nullptr)
       throw InternalError(fmt::format(
-          "device mirror: the engine holds no gradient of '{}' inside block {}", info.name,
-          block));
+          "device mirror: the engine holds no gradient of '{}' inside block {}", info.name, block));
     float* dev = table_.grad[size_t(i)];
     staging_.resize(info.numel);
     ops_.download(staging_.data(), dev, info.numel * sizeof(float));

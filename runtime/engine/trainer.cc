@@ -16,9 +16,9 @@
 #include "runtime/engine/init_from.h"
 #include "runtime/engine/preflight.h"
 #include "runtime/engine/run_report.h"
+#include "runtime/engine/train_semantics.h"
 #include "runtime/engine/training_device.h"
 #include "runtime/model/ops_model.h"
-#include "runtime/engine/train_semantics.h"
 #include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"
 #include "zero/zero_engine.h"
@@ -196,9 +196,10 @@ void Trainer::reportMemory() {
         ops_->name(), rank_, double(mirror_->valueBytes()) / 1048576.0,
         double(mirror_->gradBytes()) / 1048576.0, double(model_->deviceBytes()) / 1048576.0));
   else if (ops_)
-    logLine(fmt::format("device memory on {} (rank {}): activations and workspace {:.1f} MiB "
-                        "besides the table's device column",
-                        ops_->name(), rank_, double(model_->deviceBytes()) / 1048576.0));
+    logLine(
+        fmt::format("device memory on {} (rank {}): activations and workspace {:.1f} MiB "
+                    "besides the table's device column",
+                    ops_->name(), rank_, double(model_->deviceBytes()) / 1048576.0));
 }
 
 void Trainer::reportOutputs() {
@@ -333,8 +334,7 @@ double Trainer::evaluate() {
   Batch b;
   for (int64_t i = 0; i < n; ++i) {
     valLoader_->next(b);
-    sum +=
-        model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, modelTable(), modelHooks());
+    sum += model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, modelTable(), modelHooks());
   }
   hooks_->take();
   double loss = allreduceMean(sum / double(n));

@@ -97,7 +97,7 @@ class Trainer {
   std::unique_ptr<Ops> ops_;  // the training device's ops; null: host kernels (Gpt2Model)
   std::unique_ptr<Model> model_;
   std::unique_ptr<zero::TrainingEngine> eng_;  // DeviceEngine, or the host ZeroEngine
-  std::unique_ptr<DeviceMirror> mirror_;  // device compute: params up, grads back per block
+  std::unique_ptr<DeviceMirror> mirror_;       // device compute: params up, grads back per block
   std::unique_ptr<TimedHooks> hooks_;
   std::unique_ptr<Fp16Hooks> fp16Hooks_;  // fp16 mode: around hooks_ (fp16_hooks.h)
   zero::BlockHooks& modelHooks() {

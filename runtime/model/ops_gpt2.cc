@@ -99,9 +99,10 @@ void OpsGpt2Model::allocate(int B, int T) {
   for (int s = 0; s < sets; ++s) layers.insert(layers.end(), layer.begin(), layer.end());
   layers_.layout(ops_, layers, "gpt2 layer activations");
   resid_.layout(ops_, std::vector<size_t>(cfg_.nLayer + 1, act), "gpt2 residual stream");
-  head_.layout(ops_,
-               {act, stat, stat, BT * size_t(Vp_) * es_, stat, BT * sizeof(int32_t), BT * sizeof(int32_t)},
-               "gpt2 head activations");
+  head_.layout(
+      ops_,
+      {act, stat, stat, BT * size_t(Vp_) * es_, stat, BT * sizeof(int32_t), BT * sizeof(int32_t)},
+      "gpt2 head activations");
   scratch_.layout(ops_, {act, act, act, 3 * act, act, 4 * act, 4 * act}, "gpt2 workspace");
   B_ = B;
   T_ = T;

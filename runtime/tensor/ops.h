@@ -93,14 +93,13 @@ class Ops {
   // attentionAuxBytes() (CPU: the [B, NH, T, T] probabilities; CUDA: the [B, NH, T] fp32
   // log-sum-exp of a flash-style kernel, no T x T buffer).
   virtual size_t attentionAuxBytes(int B, int T, int NH) const = 0;
-  virtual void attentionForward(void* out, void* aux, const void* qkv, int B, int T, int C,
-                                int NH, DType dt) = 0;
+  virtual void attentionForward(void* out, void* aux, const void* qkv, int B, int T, int C, int NH,
+                                DType dt) = 0;
   virtual void attentionBackward(void* dqkv, const void* dout, const void* qkv, const void* out,
                                  const void* aux, int B, int T, int C, int NH, DType dt) = 0;
   // GPT-2's tanh GELU.
   virtual void geluForward(void* out, const void* inp, size_t n, DType dt) = 0;
-  virtual void geluBackward(void* dinp, const void* inp, const void* dout, size_t n,
-                            DType dt) = 0;
+  virtual void geluBackward(void* dinp, const void* inp, const void* dout, size_t n, DType dt) = 0;
   // out = a + b; backward: da += dout, db += dout.
   virtual void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) = 0;
   virtual void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) = 0;
@@ -125,8 +124,8 @@ class Ops {
   virtual void toBf16(bf16* dst16, const float* src, size_t n) = 0;
   // One Adam step over every range of the flat buffers (one launch where the device allows);
   // out16 (may be null) receives bf16 of the updated params in the same pass.
-  virtual void adam(float* params, float* expAvg, float* expAvgSq, const float* grads,
-                    bf16* out16, const DecayRange* ranges, int count, const AdamStep& step) = 0;
+  virtual void adam(float* params, float* expAvg, float* expAvgSq, const float* grads, bf16* out16,
+                    const DecayRange* ranges, int count, const AdamStep& step) = 0;
   virtual void sgd(float* params, float* momentum, const float* grads, bf16* out16,
                    const DecayRange* ranges, int count, const SgdStep& step) = 0;
 };

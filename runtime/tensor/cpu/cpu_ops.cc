@@ -2,9 +2,9 @@
 // the only state is the attention backward scratch.
 #include "runtime/tensor/cpu/cpu_ops.h"
 
-#include <algorithm>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cstdlib>
 #include <cstring>

@@ -47,11 +47,9 @@ class CpuOps final : public Ops {
   void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) override;
   void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) override;
   void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N, int V,
-                           int ld,
-                           DType dt) override;
+                           int ld, DType dt) override;
   void crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V, int ld,
-                            float scale,
-                            DType dt) override;
+                            float scale, DType dt) override;
 
   double sum(const float* x, size_t n) override;
   double sumSquares(const float* x, size_t n) override;

@@ -19,7 +19,7 @@ namespace ds::runtime::cuda {
 struct LtPlanCache;  // cuBLASLt descriptors and algorithms per matmul shape (matmul_lt.h)
 
 struct CudaOpsOptions {
-  bool allowTf32 = false;             // fp32 products may use TF32 tensor cores
+  bool allowTf32 = false;                   // fp32 products may use TF32 tensor cores
   size_t cublasWorkspaceBytes = 32u << 20;  // cuBLASLt workspace (32 MiB, the Hopper choice)
 };
 
@@ -50,13 +50,12 @@ class CudaOps final : public Ops {
   void layernormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
                         const void* bias, int N, int C, DType dt) override;
   void layernormBackward(void* dinp, float* dweight, float* dbias, const void* dout,
-                         const void* inp, const void* weight, const float* mean,
-                         const float* rstd, int N, int C, DType dt) override;
-  void matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N,
-                     int C, int OC, DType dt) override;
-  void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout,
-                      const void* inp, const void* weight, int N, int C, int OC,
-                      DType dt) override;
+                         const void* inp, const void* weight, const float* mean, const float* rstd,
+                         int N, int C, DType dt) override;
+  void matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                     int OC, DType dt) override;
+  void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                      const void* weight, int N, int C, int OC, DType dt) override;
   size_t attentionAuxBytes(int B, int T, int NH) const override;
   void attentionForward(void* out, void* aux, const void* qkv, int B, int T, int C, int NH,
                         DType dt) override;
@@ -66,8 +65,8 @@ class CudaOps final : public Ops {
   void geluBackward(void* dinp, const void* inp, const void* dout, size_t n, DType dt) override;
   void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) override;
   void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) override;
-  void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N,
-                           int V, int ld, DType dt) override;
+  void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N, int V,
+                           int ld, DType dt) override;
   void crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V, int ld,
                             float scale, DType dt) override;
 

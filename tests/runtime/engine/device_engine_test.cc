@@ -46,8 +46,8 @@ Curve train(bool device, int world, int stage, bool bf16, int steps = 6) {
     std::unique_ptr<zero::TrainingEngine> eng;
     std::unique_ptr<runtime::DeviceEngine> dev;
     std::unique_ptr<zero::ZeroEngine> host;
-    if (device) dev = std::make_unique<runtime::DeviceEngine>(*ops, m.params, &pg, z,
-                                                              test::toyOptimizer());
+    if (device)
+      dev = std::make_unique<runtime::DeviceEngine>(*ops, m.params, &pg, z, test::toyOptimizer());
     else host = std::make_unique<zero::ZeroEngine>(m.params, m.L, &pg, z, test::toyOptimizer());
     const auto init = m.init();
     const int rows = 12 / world;

@@ -21,9 +21,9 @@
 namespace {
 
 using ds::runtime::AdamStep;
+using ds::runtime::DecayRange;
 using ds::runtime::Ops;
 using ds::runtime::OpsBuffer;
-using ds::runtime::DecayRange;
 using ds::runtime::SgdStep;
 
 bool haveCudaDevice() {
