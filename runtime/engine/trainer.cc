@@ -112,7 +112,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   if (ops_ && dynamic_cast<zero::ZeroEngine*>(eng_.get()) != nullptr)
     mirror_ = std::make_unique<DeviceMirror>(
         *ops_, model_->params(), mc.compute, *hooks_,
-        [e = eng_.get()]() -> zero::ParamTable& { return e->table(); });
+        [e = eng_.get()]() -> zero::ParamTable& { return e->table(); },
+        /*windowed=*/z.stage == 3);  // stage 3: a block's parameters on the device at a time
   if (plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
     fp16Hooks_ = std::make_unique<Fp16Hooks>(
         *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, model_->params(),

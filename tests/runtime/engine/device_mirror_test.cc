@@ -5,6 +5,7 @@
 // and last block). The same calls run on a GPU in scripts/gpu_check.sh.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -36,11 +37,14 @@ struct Run {
   std::vector<float> losses;
   std::vector<float> params;
   size_t uploaded = 0;
+  size_t deviceParamBytes = 0, deviceGradBytes = 0;
 };
 
 // Trains `steps` steps; mirrored: OpsGpt2 over CPU ops behind a DeviceMirror, else Gpt2Model.
-Run train(bool mirrored, const zero::ZeroOptions& z, int steps = 4) {
-  const auto cfg = tinyGpt();
+Run train(bool mirrored, const zero::ZeroOptions& z, int steps = 4, bool windowed = false,
+          bool checkpointing = false) {
+  auto cfg = tinyGpt();
+  cfg.activationCheckpointing = checkpointing;
   auto ops = runtime::makeCpuOps();
   auto model = mirrored ? runtime::makeModel(cfg, *ops) : runtime::makeModel(cfg);
   zero::OptimizerOptions o;
@@ -55,7 +59,7 @@ Run train(bool mirrored, const zero::ZeroOptions& z, int steps = 4) {
   if (mirrored)
     mirror = std::make_unique<runtime::DeviceMirror>(
         *ops, model->params(), cfg.compute, hooks,
-        [&eng]() -> zero::ParamTable& { return eng.table(); });
+        [&eng]() -> zero::ParamTable& { return eng.table(); }, windowed);
   const int B = 3, T = 10;
   Run run;
   for (int s = 0; s < steps; ++s) {
@@ -75,7 +79,11 @@ Run train(bool mirrored, const zero::ZeroOptions& z, int steps = 4) {
   }
   run.params.resize(eng.numel());
   eng.getParams(run.params.data());
-  if (mirror) run.uploaded = mirror->bytesUploaded();
+  if (mirror) {
+    run.uploaded = mirror->bytesUploaded();
+    run.deviceParamBytes = mirror->valueBytes();
+    run.deviceGradBytes = mirror->gradBytes();
+  }
   return run;
 }
 
@@ -105,6 +113,38 @@ TEST_CASE("device mirror over cpu ops equals the host model on the host engine",
       CHECK(std::sqrt(num / den) < 1e-6);
       // Each step uploads every parameter once (fp32), not once per block that reads it.
       CHECK(dev.uploaded == 4 * host.params.size() * sizeof(float));
+    }
+  }
+}
+
+TEST_CASE("windowed device mirror (stage 3): one block on the device, same training", "[unit]") {
+  zero::ZeroOptions z;
+  z.stage = 3;
+  z.prefetchBucketSize = 300;
+  z.paramPersistenceThreshold = 20;
+  for (bool ckpt : {false, true}) {
+    for (const char* offload : {"none", "cpu"}) {
+      INFO("offload_param " << offload << " activation checkpointing " << ckpt);
+      z.offloadParam.device = offload;
+      z.offloadOptimizer.device = offload;
+      Run host = train(false, z, 4, false, ckpt);
+      Run resident = train(true, z, 4, false, ckpt);
+      Run windowed = train(true, z, 4, true, ckpt);
+      REQUIRE(windowed.losses.size() == host.losses.size());
+      for (size_t s = 0; s < host.losses.size(); ++s)
+        CHECK(std::abs(windowed.losses[s] - host.losses[s]) <= 1e-6f * std::abs(host.losses[s]));
+      CHECK(windowed.params == resident.params);
+      // The device holds the largest block's parameters, not the whole model's.
+      const auto model = runtime::makeModel(tinyGpt());
+      std::vector<size_t> perBlock(size_t(model->numBlocks()), 0);
+      for (const auto& p : model->params())
+        for (int b : p.blocks) perBlock[size_t(b)] += p.numel;
+      const size_t largest = *std::max_element(perBlock.begin(), perBlock.end());
+      CHECK(windowed.deviceParamBytes == largest * sizeof(float));
+      CHECK(windowed.deviceGradBytes == largest * sizeof(float));
+      CHECK(windowed.deviceParamBytes < resident.deviceParamBytes / 2);
+      // Every block uploads its parameters in forward and again in backward, every step.
+      CHECK(windowed.uploaded > resident.uploaded);
     }
   }
 }
