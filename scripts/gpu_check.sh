@@ -291,8 +291,12 @@ if want train; then
     [s3]="$Z.stage=3"
     [s3+oo]="$Z.stage=3 $Z.offload_optimizer.device=cpu"
     [s3+oo+op]="$Z.stage=3 $Z.offload_optimizer.device=cpu $Z.offload_param.device=cpu"
+    [s0+ckpt]="$Z.stage=0 deepspeed.activation_checkpointing.enabled=true"
+    [s3+ckpt]="$Z.stage=3 deepspeed.activation_checkpointing.enabled=true"
   )
-  if ((QUICK)); then CFGS=(s0 s3 s3+oo+op); else CFGS=(s0 s1 s1+oo s2 s2+oo s3 s3+oo s3+oo+op); fi
+  if ((QUICK)); then CFGS=(s0 s3 s3+oo+op s3+ckpt); else
+    CFGS=(s0 s1 s1+oo s2 s2+oo s3 s3+oo s3+oo+op s0+ckpt s3+ckpt)
+  fi
   DTYPES=(fp32 bf16)
 
   # train_run DEV DTYPE CFG: one dsrt train of the default plan; summary in $WORK/train.
