@@ -1,5 +1,5 @@
-// DeviceEngine (see device_engine.h): flat device buffers, one reduction and one fused optimizer
-// launch per step.
+// DeviceEngine (see device_engine.h): flat device buffers, gradient buckets reduced as backward
+// finishes them, one fused optimizer launch per step.
 #include "runtime/engine/device_engine.h"
 
 #include <fmt/format.h>
@@ -22,6 +22,10 @@ double msSince(Clock::time_point t0) {
 }
 
 bool isAdam(const std::string& type) { return type == "Adam" || type == "AdamW"; }
+
+// x moved into [lo, hi]: with x a partition bound, where that partition's part of [lo, hi) starts
+// or ends.
+size_t clampTo(size_t x, size_t lo, size_t hi) { return std::min(hi, std::max(lo, x)); }
 
 }  // namespace
 
@@ -88,9 +92,61 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::
     table_.grad[i] = grads_.as<float>() + offset;
     offset += params_[i].numel;
   }
+  initBuckets();
 }
 
-DeviceEngine::~DeviceEngine() = default;
+void DeviceEngine::initBuckets() {
+  const size_t n = params_.size();
+  offsets_.assign(n, 0);
+  reduced_.assign(n, 0);
+  for (size_t i = 1; i < n; ++i) offsets_[i] = offsets_[i - 1] + params_[i - 1].numel;
+  for (size_t i = n; i-- > 0;) {
+    const auto& blocks = params_[i].blocks;
+    if (blocks.empty()) continue;  // never final in a hook: step() reduces it
+    const int first = *std::min_element(blocks.begin(), blocks.end());
+    if (first < 0)
+      throw ConfigError(
+          fmt::format("device engine: parameter '{}' lists block {}", params_[i].name, first));
+    if (finalAt_.size() <= size_t(first)) finalAt_.resize(size_t(first) + 1);
+    finalAt_[size_t(first)].push_back(i);
+  }
+  // MPI_Reduce_scatter may not write into its own input on host memory (staged device buffers
+  // get separate host copies; gloo and NCCL take the rank's own block of the input as output).
+  inPlaceRs_ = group_ == nullptr || ops_.onDevice() || group_->backendName() != "mpi";
+}
+
+DeviceEngine::~DeviceEngine() {
+  // An exception left buckets in flight: the collectives still write grads_, which dies with us.
+  for (auto& f : inFlight_) {
+    try {
+      f.work->wait();
+    } catch (...) {  // the failure was (or will be) reported where it happened
+    }
+  }
+}
+
+void DeviceEngine::beforeForward(int block) {
+  tracer_.note(zero::TraceEvent::Kind::kBeforeForward, block);
+}
+
+void DeviceEngine::afterForward(int block) {
+  tracer_.note(zero::TraceEvent::Kind::kAfterForward, block);
+}
+
+void DeviceEngine::beforeBackward(int block) {
+  tracer_.note(zero::TraceEvent::Kind::kBeforeBackward, block);
+}
+
+// No ops_.synchronize(): NCCL's stream waits on an event of the default stream, where the
+// backward's kernels run; staged gloo/mpi copies (cudaMemcpy) order after it too; CpuOps are
+// synchronous.
+void DeviceEngine::afterBackward(int block) {
+  tracer_.note(zero::TraceEvent::Kind::kAfterBackward, block);
+  if (!reducing() || !lastMicro_ || block < 0) return;
+  if (size_t(block) < finalAt_.size())
+    for (size_t param : finalAt_[size_t(block)]) addToBucket(param);
+  if (block == 0) flushBucket();  // backward is over
+}
 
 float* DeviceEngine::master() const { return params32_.as<float>(); }
 
@@ -115,11 +171,66 @@ void DeviceEngine::getParams(float* fullFlat) {
   ops_.download(fullFlat, master(), numel_ * sizeof(float));
 }
 
-void DeviceEngine::reduceGrads() {
-  if (group_ == nullptr || world_ == 1) return;
+void DeviceEngine::addToBucket(size_t param) {
+  if (reduced_[param]) return;
+  reduced_[param] = 1;
+  const size_t lo = offsets_[param], hi = lo + params_[param].numel;
+  if (lo == hi) return;
+  const size_t cap = std::max<size_t>(zopts_.reduceBucketSize, 1);
+  if (openLo_ != openHi_) {
+    const bool adjacent = hi == openLo_ || lo == openHi_;
+    if (!adjacent || openHi_ - openLo_ + (hi - lo) > cap) flushBucket();
+  }
+  if (openLo_ == openHi_) {
+    openLo_ = lo;
+    openHi_ = hi;
+  } else {
+    openLo_ = std::min(openLo_, lo);
+    openHi_ = std::max(openHi_, hi);
+  }
+  if (openHi_ - openLo_ >= cap) flushBucket();
+}
+
+void DeviceEngine::flushBucket() {
+  if (openLo_ == openHi_) return;
+  issueBucket(openLo_, openHi_);
+  openLo_ = openHi_ = 0;
+}
+
+// Stage 0 (or MPI on host memory, see initBuckets): allreduce of the range. Stages 1-2: reduce-
+// scatter with block r = the range's overlap with rank r's partition; this rank's reduced block
+// lands in place, at its own offsets in grads_.
+void DeviceEngine::issueBucket(size_t lo, size_t hi) {
   const comm::Device where = ops_.onDevice() ? comm::Device::kCuda : comm::Device::kCpu;
-  ops_.synchronize();  // the backward's kernels have written every gradient
-  group_->allreduce({grads_.get(), numel_, DType::kF32, where}, comm::ReduceOp::kSum)->wait();
+  float* g = grads_.as<float>();
+  const bool allreduce = zopts_.stage == 0 || !inPlaceRs_;
+  comm::WorkPtr work;
+  if (allreduce) {
+    work = group_->allreduce({g + lo, hi - lo, DType::kF32, where}, comm::ReduceOp::kSum);
+  } else {
+    std::vector<size_t> counts(static_cast<size_t>(world_));
+    for (int r = 0; r < world_; ++r)
+      counts[size_t(r)] = clampTo(std::min(numel_, size_t(r + 1) * shard_), lo, hi) -
+                          clampTo(std::min(numel_, size_t(r) * shard_), lo, hi);
+    const size_t own = clampTo(partBegin(), lo, hi);
+    work = group_->reduceScatter({g + lo, hi - lo, DType::kF32, where},
+                                 {g + own, counts[size_t(rank_)], DType::kF32, where}, counts,
+                                 comm::ReduceOp::kSum);
+  }
+  tracer_.note(zero::TraceEvent::Kind::kBucketIssued, bucketNumber_, false, allreduce);
+  inFlight_.push_back({std::move(work), bucketNumber_++});
+}
+
+void DeviceEngine::reduceGrads() {
+  if (!reducing()) return;
+  for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
+  flushBucket();
+  for (auto& f : inFlight_) {
+    tracer_.note(zero::TraceEvent::Kind::kBucketWaited, f.number, f.work->isCompleted());
+    f.work->wait();
+  }
+  inFlight_.clear();
+  std::fill(reduced_.begin(), reduced_.end(), 0);
 }
 
 void DeviceEngine::gather(void* full, DType dt) {
@@ -195,6 +306,7 @@ zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float c
   if (!result.skipped) allgatherParams();
   ops_.zero(grads_.get(), grads_.bytes());
   ops_.synchronize();
+  lastMicro_ = true;  // as ZeroEngine: the next step is announced again (or is one micro-step)
   result.commMs += msSince(t2);
   return result;
 }

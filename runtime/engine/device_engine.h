@@ -1,17 +1,25 @@
 // DeviceEngine: ZeRO stages 0-2 with every buffer in one Ops' memory (the GPU's, or the host's for
 // CpuOps in tests): the model's parameters (fp32, or bf16 plus an fp32 master), the fp32
-// gradients, and Adam/SGD states, each one flat allocation sized up front. step() reduces the
-// gradients over the group on the device buffers (NCCL takes them as they are), checks overflow
-// and the global norm, and runs the fused optimizer kernel on this rank's partition; stages 1-2
-// then all-gather the updated partition. Not offload nor stage 3 (those run on the host
-// ZeroEngine with a DeviceMirror). Invariant: identical calls on every rank; the partition of
-// rank r is [r*shard, min((r+1)*shard, numel)) with shard = ceil(numel / world), as zero/partition.
+// gradients, and Adam/SGD states, each one flat allocation sized up front. In the last micro-step
+// of a step, afterBackward(b) issues the reduction of every parameter whose gradient is final
+// (b is the smallest block that reads it), coalesced into buckets of contiguous parameters of up
+// to reduce_bucket_size elements: allreduce at stage 0, reduce-scatter into this rank's partition
+// (in place) at stages 1-2; the collectives run while backward goes on (NCCL on its stream; gloo
+// and mpi on host memory on their worker; staged device buffers synchronously). step() reduces
+// what the hooks did not, waits on every bucket in issue order, checks overflow and the global
+// norm, and runs the fused optimizer kernel on this rank's partition; stages 1-2 then all-gather
+// the updated partition. Not offload nor stage 3 (those run on the host ZeroEngine with a
+// DeviceMirror). Invariant: identical calls on every rank; the partition of rank r is
+// [r*shard, min((r+1)*shard, numel)) with shard = ceil(numel / world), as zero/partition; a
+// parameter is reduced at most once per step, after its last gradient contribution.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "comm/work.h"
 #include "runtime/tensor/ops.h"
+#include "zero/engine_trace.h"
 #include "zero/training_engine.h"
 #include "zero/zero_options.h"
 
@@ -37,12 +45,13 @@ class DeviceEngine final : public zero::TrainingEngine {
   size_t numel() const override { return numel_; }
   zero::ParamTable& table() override { return table_; }
 
-  void beforeForward(int) override {}
-  void afterForward(int) override {}
-  void beforeBackward(int) override {}
-  void afterBackward(int) override {}
+  void beforeForward(int block) override;
+  void afterForward(int block) override;
+  void beforeBackward(int block) override;
+  void afterBackward(int block) override;  // issues the buckets final here (last micro-step)
 
-  void beginStep(bool) override {}
+  // Non-last micro-steps issue nothing: gradients accumulate locally until the last one.
+  void beginStep(bool lastMicroStep) override { lastMicro_ = lastMicroStep; }
   zero::StepResult step(float learningRate, float lossScale, float clipNorm) override;
   zero::MemoryReport memory() const override;
 
@@ -52,7 +61,18 @@ class DeviceEngine final : public zero::TrainingEngine {
                           int64_t stepCount) override;
   int64_t stepCount() const override { return steps_; }
 
+  // Diagnostics, as zero::ZeroEngine's: the hooks and kBucketIssued / kBucketWaited (id = bucket
+  // number from 0 per engine; allreduce set at stage 0).
+  void enableTrace(bool enabled) { tracer_.enable(enabled); }
+  std::vector<zero::TraceEvent> takeTrace() { return tracer_.take(); }
+
  private:
+  struct InFlight {
+    comm::WorkPtr work;
+    int64_t number = 0;
+  };
+
+  bool reducing() const { return group_ != nullptr && world_ > 1; }
   size_t partBegin() const { return std::min(numel_, size_t(partIndex_) * shard_); }
   size_t partEnd() const { return std::min(numel_, size_t(partIndex_ + 1) * shard_); }
   float* master() const;  // fp32 values the optimizer updates (full buffer; partition used)
@@ -60,7 +80,11 @@ class DeviceEngine final : public zero::TrainingEngine {
   float* state(size_t k) const;  // optimizer state k, indexed by flat offset - partBegin()
   void allgatherParams();
   void gather(void* full, DType dt);  // every rank's partition of `full` into all of it
-  void reduceGrads();
+  void initBuckets();                 // offsets_, finalAt_, reduced_, inPlaceRs_
+  void addToBucket(size_t param);     // flushes the open bucket first when param cannot join it
+  void flushBucket();
+  void issueBucket(size_t lo, size_t hi);  // the reduction of grads [lo, hi)
+  void reduceGrads();                      // what the hooks did not issue, then wait on all
 
   Ops& ops_;
   std::vector<zero::ParamInfo> params_;
@@ -79,6 +103,19 @@ class DeviceEngine final : public zero::TrainingEngine {
   std::vector<DecayRange> ranges_;  // this rank's partition, relative to partBegin, by decay
   zero::ParamTable table_;
   int64_t steps_ = 0;
+
+  // Bucketed reduction (world > 1). finalAt_[b]: the parameters whose smallest block is b, in
+  // descending index (backward order). reduced_[i]: parameter i is in an issued or open bucket
+  // this step. [openLo_, openHi_): the open bucket's flat range (empty when equal).
+  std::vector<size_t> offsets_;  // [numParams] flat offset of each parameter
+  std::vector<std::vector<size_t>> finalAt_;
+  std::vector<char> reduced_;
+  size_t openLo_ = 0, openHi_ = 0;
+  std::vector<InFlight> inFlight_;  // issued this step, in issue order
+  int64_t bucketNumber_ = 0;
+  bool lastMicro_ = true;  // as ZeroEngine: without beginStep every micro-step is the last
+  bool inPlaceRs_ = true;  // reduce-scatter may write its output into its own input block
+  zero::Tracer tracer_;
 };
 
 }  // namespace ds::runtime
