@@ -9,6 +9,7 @@
 #include "runtime/tensor/cuda/attention_tc.h"
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
+#include "runtime/tensor/cuda/element_io.cuh"
 #include "runtime/tensor/tensor_knobs.h"
 
 #include <algorithm>
@@ -24,22 +25,6 @@ constexpr int kThreads = 256;   // 16 x 16; thread (ty, tx) owns rows ty+16i and
 constexpr int kPd = kTile + 1;  // padded row stride of the 64 x 64 probability tiles
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-
-__device__ __forceinline__ float loadF(const float* p) { return *p; }
-__device__ __forceinline__ float loadF(const bf16* p) {
-  return __uint_as_float(static_cast<uint32_t>(p->bits) << 16);
-}
-__device__ __forceinline__ void storeF(float* p, float v) { *p = v; }
-// Round to nearest even, NaN kept (core/dtype.h's floatToBf16).
-__device__ __forceinline__ void storeF(bf16* p, float v) {
-  uint32_t u = __float_as_uint(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    p->bits = static_cast<uint16_t>((u >> 16) | 0x40u);
-    return;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  p->bits = static_cast<uint16_t>(u >> 16);
-}
 
 // Row stride of a 64 x HS operand tile in shared memory: +1 so that 16 threads reading one column
 // of 16 different rows hit 16 different banks.

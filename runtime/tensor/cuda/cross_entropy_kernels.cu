@@ -4,6 +4,7 @@
 // Invariant: arithmetic is fp32 whatever the storage type; the loss never takes log of p.
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
+#include "runtime/tensor/cuda/element_io.cuh"
 
 #include <cmath>
 #include <cstdint>
@@ -13,22 +14,6 @@ namespace ds::runtime::cuda {
 namespace {
 
 constexpr int kThreads = 512;
-
-__device__ __forceinline__ float loadF(const float* p) { return *p; }
-__device__ __forceinline__ float loadF(const bf16* p) {
-  return __uint_as_float(static_cast<uint32_t>(p->bits) << 16);
-}
-__device__ __forceinline__ void storeF(float* p, float v) { *p = v; }
-// Round to nearest even, NaN kept (core/dtype.h's floatToBf16).
-__device__ __forceinline__ void storeF(bf16* p, float v) {
-  uint32_t u = __float_as_uint(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    p->bits = static_cast<uint16_t>((u >> 16) | 0x40u);
-    return;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  p->bits = static_cast<uint16_t>(u >> 16);
-}
 
 // Merges the softmax state (m2, s2) into (m, s): s is a sum of exp(x - m).
 __device__ __forceinline__ void mergeState(float& m, float& s, float m2, float s2) {

@@ -17,6 +17,7 @@
 #include "ds/config.h"
 #include "runtime/tensor/attention.h"
 #include "runtime/tensor/ops.h"
+#include "tests/runtime/tensor/ops/cuda_test_util.h"
 #include "tests/support/skip.h"
 
 #if DS_HAVE_CUDA_KERNELS
@@ -31,14 +32,7 @@ using ds::runtime::OpsBuffer;
 
 constexpr int kHs = 64;
 
-bool haveCudaDevice() {
-#if DS_HAVE_CUDA_KERNELS
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-#else
-  return false;
-#endif
-}
+using ds::test::haveCudaDevice;
 
 // Sets DS_CUDA_ATTENTION for a scope (nullptr: unset), restoring the previous value after.
 class ScopedAttentionPath {
@@ -88,18 +82,7 @@ std::vector<float> downloadBf16(Ops& ops, const OpsBuffer& buf, size_t n) {
   return out;
 }
 
-// ||got - ref|| / ||ref|| over the elements where keep(i); NaN in got gives NaN.
-template <class Keep>
-double relError(const std::vector<float>& got, const std::vector<float>& ref, Keep keep) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (!keep(i)) continue;
-    const double d = double(got[i]) - double(ref[i]);
-    num += d * d;
-    den += double(ref[i]) * double(ref[i]);
-  }
-  return std::sqrt(num) / std::sqrt(den);
-}
+using ds::test::relError;
 
 double maxAbsDiff(const std::vector<float>& got, const std::vector<double>& ref) {
   double worst = 0;

@@ -18,6 +18,7 @@
 #include "runtime/tensor/attention.h"
 #include "runtime/tensor/cross_entropy.h"
 #include "runtime/tensor/ops.h"
+#include "tests/runtime/tensor/ops/cuda_test_util.h"
 #include "tests/support/skip.h"
 
 #if DS_HAVE_CUDA_KERNELS
@@ -30,14 +31,7 @@ using ds::DType;
 using ds::runtime::Ops;
 using ds::runtime::OpsBuffer;
 
-bool haveCudaDevice() {
-#if DS_HAVE_CUDA_KERNELS
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-#else
-  return false;
-#endif
-}
+using ds::test::haveCudaDevice;
 
 std::vector<float> randomVec(size_t n, uint32_t seed, float lo, float hi) {
   std::mt19937 rng(seed);
@@ -86,21 +80,7 @@ std::vector<float> downloadAs(Ops& ops, const OpsBuffer& buf, size_t n, DType dt
   return out;
 }
 
-// ||got - ref|| / ||ref|| over the elements where keep(i); NaN in got gives NaN.
-template <class Keep>
-double relError(const std::vector<float>& got, const std::vector<float>& ref, Keep keep) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (!keep(i)) continue;
-    const double d = double(got[i]) - double(ref[i]);
-    num += d * d;
-    den += double(ref[i]) * double(ref[i]);
-  }
-  return std::sqrt(num) / std::sqrt(den);
-}
-double relError(const std::vector<float>& got, const std::vector<float>& ref) {
-  return relError(got, ref, [](size_t) { return true; });
-}
+using ds::test::relError;
 
 std::string dtName(DType dt) { return std::string(ds::dtypeName(dt)); }
 

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "ds/config.h"
 #include "runtime/tensor/ops.h"
+#include "tests/runtime/tensor/ops/cuda_test_util.h"
 #include "tests/support/skip.h"
 #include "zero/cpu_adam.h"
 
@@ -26,14 +27,7 @@ using ds::runtime::Ops;
 using ds::runtime::OpsBuffer;
 using ds::runtime::SgdStep;
 
-bool haveCudaDevice() {
-#if DS_HAVE_CUDA_KERNELS
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-#else
-  return false;
-#endif
-}
+using ds::test::haveCudaDevice;
 
 std::vector<float> randomVec(size_t n, std::mt19937& rng, float lo, float hi) {
   std::uniform_real_distribution<float> u(lo, hi);
