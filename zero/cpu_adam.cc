@@ -83,12 +83,10 @@ Isa bestIsa() {
   return best;
 }
 
-void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, float* params,
-              const float* grads, float* expAvg, float* expAvgSq, size_t count, Half16Out out16,
-              int threads) {
-  DS_CHECK(step >= 1, "adam step count {} (must count this step)", step);
-  DS_CHECK(isaSupported(isa), "ISA {} not supported here", isaName(isa));
-  kernels::AdamCoeffs coeffs{};
+namespace kernels {
+
+AdamCoeffs adamCoeffs(const AdamConfigView& cfg, int64_t step, float gradScale) {
+  AdamCoeffs coeffs{};
   float bc1 = 1.f, bc2 = 1.f;
   if (cfg.biasCorrection) {
     bc1 = 1.f - static_cast<float>(std::pow(double(cfg.beta1), double(step)));
@@ -106,6 +104,30 @@ void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, flo
   coeffs.decoupledOn = cfg.weightDecay > 0 && cfg.adamwMode;
   coeffs.decoupled = -cfg.lr * cfg.weightDecay;
   coeffs.gradScale = gradScale;
+  return coeffs;
+}
+
+SgdCoeffs sgdCoeffs(float lr, float momentum, float weightDecay, float gradScale) {
+  SgdCoeffs coeffs{};
+  coeffs.negLr = -lr;
+  coeffs.momentum = momentum;
+  coeffs.weightDecay = weightDecay;
+  coeffs.gradScale = gradScale;
+  coeffs.useMomentum = momentum != 0.f;
+  coeffs.decay = weightDecay != 0.f;
+  return coeffs;
+}
+
+}  // namespace kernels
+
+void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, float* params,
+              const float* grads, float* expAvg, float* expAvgSq, size_t count, Half16Out out16,
+              int threads) {
+  DS_CHECK(step >= 1, "adam step count {} (must count this step)", step);
+  DS_CHECK(isaSupported(isa), "ISA {} not supported here", isaName(isa));
+  const kernels::AdamCoeffs coeffs = kernels::adamCoeffs(
+      {cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weightDecay, cfg.adamwMode, cfg.biasCorrection},
+      step, gradScale);
   const int kind = kind16(out16);
   auto kernel = isa == Isa::kAvx512 ? kernels::adamAvx512
                 : isa == Isa::kAvx2 ? kernels::adamAvx2
@@ -119,13 +141,8 @@ void adamStep(Isa isa, const AdamConfig& cfg, int64_t step, float gradScale, flo
 void sgdStep(Isa isa, const SgdConfig& cfg, float gradScale, float* params, const float* grads,
              float* buf, size_t count, Half16Out out16, int threads) {
   DS_CHECK(isaSupported(isa), "ISA {} not supported here", isaName(isa));
-  kernels::SgdCoeffs coeffs{};
-  coeffs.negLr = -cfg.lr;
-  coeffs.momentum = cfg.momentum;
-  coeffs.weightDecay = cfg.weightDecay;
-  coeffs.gradScale = gradScale;
-  coeffs.useMomentum = cfg.momentum != 0.f;
-  coeffs.decay = cfg.weightDecay != 0.f;
+  const kernels::SgdCoeffs coeffs =
+      kernels::sgdCoeffs(cfg.lr, cfg.momentum, cfg.weightDecay, gradScale);
   DS_CHECK(!coeffs.useMomentum || buf != nullptr, "sgd momentum needs a buffer");
   const int kind = kind16(out16);
   auto kernel = isa == Isa::kAvx512 ? kernels::sgdAvx512

@@ -1,7 +1,8 @@
 // Per-ISA kernels of cpu_adam (internal to zero/): one contiguous chunk, single thread, each the
 // arithmetic of cpu_adam_math.h on that ISA's lanes. The coefficients are precomputed once per
 // step so every path performs the same fp32 operations.
-// Not a public API: use zero/cpu_adam.h.
+// Not a public API (use zero/cpu_adam.h), except adamCoeffs/sgdCoeffs and their structs, which the
+// CUDA optimizer shares.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,15 @@ struct SgdCoeffs {
   float negLr, momentum, weightDecay, gradScale;
   bool useMomentum, decay;
 };
+
+// The coefficients of one step, computed once on the host. Also what the CUDA optimizer kernels
+// (runtime/tensor/cuda/optimizer_kernels.cu) run on, so both devices start from the same floats.
+struct AdamConfigView {
+  float lr, beta1, beta2, eps, weightDecay;
+  bool adamwMode, biasCorrection;
+};
+AdamCoeffs adamCoeffs(const AdamConfigView& cfg, int64_t step, float gradScale);
+SgdCoeffs sgdCoeffs(float lr, float momentum, float weightDecay, float gradScale);
 
 // out16Kind: 0 none, 1 bf16, 2 fp16.
 void adamScalar(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,

@@ -4,6 +4,7 @@
 // intrinsics. Invariant: results are bit-identical to zero::adamStep/sgdStep with Isa::kScalar.
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
+#include "zero/cpu_adam_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,23 +27,10 @@ struct RangeTable {
   int count;
 };
 
-// zero/cpu_adam_kernels.h's AdamCoeffs (internal to zero/, so replicated here field for field),
-// computed on the host exactly as zero/cpu_adam.cc's adamStep does (adamCoeffs below).
-struct AdamCoeffs {
-  float beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps;
-  float stepSize;     // -lr / (1 - beta1^t)
-  float bc2RsqrtInv;  // 1 / sqrt(1 - beta2^t)
-  float l2Decay;      // wd (Adam mode), used iff l2Mode
-  float decoupled;    // -lr*wd (AdamW mode), used iff decoupledOn
-  float gradScale;
-  bool l2Mode, decoupledOn;
-};
-
-// zero/cpu_adam_kernels.h's SgdCoeffs, computed as zero/cpu_adam.cc's sgdStep does.
-struct SgdCoeffs {
-  float negLr, momentum, weightDecay, gradScale;
-  bool useMomentum, decay;
-};
+// The step's coefficients come from zero/cpu_adam_kernels.h (adamCoeffs, sgdCoeffs): the same
+// host computation as the CPU engine's, so both start from the same floats.
+using zero::kernels::AdamCoeffs;
+using zero::kernels::SgdCoeffs;
 
 // Round to nearest even, NaN kept (zero/cpu_adam_math.h's bf16Bits).
 __device__ __forceinline__ uint16_t bf16Bits(float value) {
@@ -125,42 +113,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// zero/cpu_adam.cc's adamStep coefficients, replicated expression for expression (that function
-// computes them inline and does not expose them).
 AdamCoeffs adamCoeffs(const AdamStep& step) {
-  const float weightDecay = step.weightDecay;
-  AdamCoeffs coeffs{};
-  float bc1 = 1.f, bc2 = 1.f;
-  if (step.biasCorrection) {
-    bc1 = 1.f - static_cast<float>(std::pow(double(step.beta1), double(step.step)));
-    bc2 = 1.f - static_cast<float>(std::pow(double(step.beta2), double(step.step)));
-  }
-  coeffs.beta1 = step.beta1;
-  coeffs.beta2 = step.beta2;
-  coeffs.oneMinusBeta1 = 1.f - step.beta1;
-  coeffs.oneMinusBeta2 = 1.f - step.beta2;
-  coeffs.eps = step.eps;
-  coeffs.stepSize = -step.lr / bc1;
-  coeffs.bc2RsqrtInv = 1.f / std::sqrt(bc2);
-  coeffs.l2Mode = weightDecay > 0 && !step.adamw;
-  coeffs.l2Decay = weightDecay;
-  coeffs.decoupledOn = weightDecay > 0 && step.adamw;
-  coeffs.decoupled = -step.lr * weightDecay;
-  coeffs.gradScale = step.gradScale;
-  return coeffs;
+  return zero::kernels::adamCoeffs({step.lr, step.beta1, step.beta2, step.eps, step.weightDecay,
+                                    step.adamw, step.biasCorrection},
+                                   step.step, step.gradScale);
 }
 
-// zero/cpu_adam.cc's sgdStep coefficients, replicated.
 SgdCoeffs sgdCoeffs(const SgdStep& step) {
-  const float weightDecay = step.weightDecay;
-  SgdCoeffs coeffs{};
-  coeffs.negLr = -step.lr;
-  coeffs.momentum = step.momentum;
-  coeffs.weightDecay = weightDecay;
-  coeffs.gradScale = step.gradScale;
-  coeffs.useMomentum = step.momentum != 0.f;
-  coeffs.decay = weightDecay != 0.f;
-  return coeffs;
+  return zero::kernels::sgdCoeffs(step.lr, step.momentum, step.weightDecay, step.gradScale);
 }
 
 // Splits ranges into tables of at most kMaxRanges and calls launch(table, blocks) for each.
