@@ -62,10 +62,19 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   ModelConfig mc = plan_.model;
   mc.compute = computeDtype(plan_);
   mc.activationCheckpointing = plan_.deepspeed.activationCheckpointing;
-  TrainingDevice device = openTrainingDevice(plan_, rank_, opts_.localRank, opts_.localSize);
-  ops_ = std::move(device.ops);
-  summary_.setDevice(device.info);
-  logLine(fmt::format("device: {}; {}", device.why, device.info.summary()));
+  if (opts_.ops != nullptr) {
+    ops_ = opts_.ops;
+    logLine(fmt::format("device: {} (given by the caller)", ops_->name()));
+  } else {
+    TrainingDevice device = openTrainingDevice(plan_, rank_, opts_.localRank, opts_.localSize);
+    ownedOps_ = std::move(device.ops);
+    ops_ = ownedOps_.get();
+    summary_.setDevice(device.info);
+    logLine(fmt::format("device: {}; {}", device.why, device.info.summary()));
+  }
+  if (ops_ && plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
+    throw ConfigError(fmt::format("{}: fp16.enabled on {}: the op models compute in fp32 or bf16",
+                                  plan_.source, ops_->name()));
   model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
 
   zero::ZeroOptions z = plan_.deepspeed.zero;

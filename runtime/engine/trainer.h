@@ -46,6 +46,9 @@ struct TrainerOptions {
   // Where this rank sits on its host (the rank environment): picks cuda:<localRank> when the
   // plan's train.device allows a GPU (runtime/engine/training_device.h).
   int localRank = 0, localSize = 1;
+  // Train on these ops instead of the plan's device (not owned; must outlive the Trainer): the
+  // device path (device engine, mirror, op models) over the CPU ops in tests, with no GPU.
+  Ops* ops = nullptr;
   // Fault tests only (DS_FAULT_KILL): this rank SIGKILLs itself at the named step or save.
   std::optional<FaultKill> faultKill;
 };
@@ -94,7 +97,8 @@ class Trainer {
   comm::ProcessGroup* group_;
   TrainerOptions opts_;
   int rank_ = 0, world_ = 1;
-  std::unique_ptr<Ops> ops_;  // the training device's ops; null: host kernels (Gpt2Model)
+  std::unique_ptr<Ops> ownedOps_;  // the training device's ops, when the trainer opened them
+  Ops* ops_ = nullptr;             // the ops the model runs on; null: host kernels (Gpt2Model)
   std::unique_ptr<Model> model_;
   std::unique_ptr<zero::TrainingEngine> eng_;  // DeviceEngine, or the host ZeroEngine
   std::unique_ptr<DeviceMirror> mirror_;       // device compute: params up, grads back per block

@@ -1,0 +1,124 @@
+// The trainer's device path (runtime/engine: the device engine for stages 0-2, the host engine
+// with the device mirror for stage 3 and offload, the op models) driven over the CPU ops
+// (TrainerOptions::ops), so the whole wiring the GPU runs is checked on every machine: the same
+// losses as the host path, checkpoints that resume the same trajectory and move between the two
+// paths, and 2 ranks over gloo. scripts/gpu_check.sh runs the same plans on a real GPU.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "runtime/engine/trainer.h"
+#include "runtime/tensor/ops.h"
+#include "tests/runtime/engine/engine_fixtures.h"
+
+using namespace ds;
+using namespace ds::runtime;
+using ds::test::TempDir;
+
+namespace {
+
+std::vector<double> lossesOf(const RunSummary& s) {
+  std::vector<double> v;
+  for (const auto& r : s.steps) v.push_back(r.loss);
+  return v;
+}
+
+double maxRel(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, test::relDiff(a[i], b[i]));
+  return worst;
+}
+
+// Losses of rank 0 for `plan` on `world` gloo thread ranks; onOps: every rank on its CPU ops.
+std::vector<double> train(const Plan& plan, int world, bool onOps, TrainerOptions o = {}) {
+  std::vector<double> losses;
+  test::withRanks(world, [&](int rank, comm::ProcessGroup* group) {
+    auto ops = makeCpuOps();
+    TrainerOptions mine = o;
+    mine.out = nullptr;
+    if (onOps) mine.ops = ops.get();
+    Trainer t(plan, group, mine);
+    auto l = lossesOf(t.run());
+    if (rank == 0) losses = l;
+  });
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("trainer on the device path (cpu ops) matches the host path at every stage",
+          "[unit]") {
+  for (int stage : {0, 1, 2, 3}) {
+    for (bool ckpt : {false, true}) {
+      INFO("stage " << stage << " activation checkpointing " << ckpt);
+      Plan p = test::gptPlan(1, stage, 2, 6);
+      p.deepspeed.activationCheckpointing = ckpt;
+      p.model.activationCheckpointing = ckpt;
+      const auto host = train(p, 1, false);
+      const auto dev = train(p, 1, true);
+      CHECK(maxRel(dev, host) < 1e-5);
+      CHECK(dev.back() < dev.front());
+    }
+  }
+}
+
+TEST_CASE("trainer on the device path: offload and 2 ranks over gloo match the host path",
+          "[multirank]") {
+  SECTION("stage 2 with offload_optimizer cpu (host engine + mirror)") {
+    Plan p = test::gptPlan(1, 2, 2, 6);
+    p.deepspeed.zero.offloadOptimizer.device = "cpu";
+    CHECK(maxRel(train(p, 1, true), train(p, 1, false)) < 1e-5);
+  }
+  SECTION("2 ranks, stages 0-3") {
+    for (int stage : {0, 1, 2, 3}) {
+      INFO("stage " << stage);
+      Plan p = test::gptPlan(2, stage, 2, 5);
+      CHECK(maxRel(train(p, 2, true), train(p, 2, false)) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("trainer on the device path: checkpoints resume it and move to and from the host path",
+          "[unit]") {
+  for (int stage : {0, 2, 3}) {
+    INFO("stage " << stage);
+    TempDir dir;
+    Plan p = test::gptPlan(1, stage, 2, 8);
+    p.train.checkpointDir = dir.path();
+    p.train.checkpointEvery = 4;
+    const auto full = train(p, 1, true);
+    REQUIRE(full.size() == 8);
+    TrainerOptions o;
+    o.resume = "global_step4";
+    // The device path resumes its own checkpoint on the same trajectory.
+    const auto resumed = train(p, 1, true, o);
+    REQUIRE(resumed.size() == 4);
+    for (size_t i = 0; i < 4; ++i) CHECK(test::relDiff(resumed[i], full[4 + i]) < 1e-6);
+    // And the host path continues from it (and from the host path's own, below) alike.
+    const auto onHost = train(p, 1, false, o);
+    for (size_t i = 0; i < 4; ++i) CHECK(test::relDiff(onHost[i], full[4 + i]) < 1e-5);
+  }
+  // A host-path checkpoint loads into the device path.
+  TempDir dir;
+  Plan p = test::gptPlan(1, 1, 2, 8);
+  p.train.checkpointDir = dir.path();
+  p.train.checkpointEvery = 4;
+  const auto full = train(p, 1, false);
+  TrainerOptions o;
+  o.resume = "global_step4";
+  const auto onOps = train(p, 1, true, o);
+  REQUIRE(onOps.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(test::relDiff(onOps[i], full[4 + i]) < 1e-5);
+}
+
+TEST_CASE("trainer on the device path refuses fp16, naming the ops", "[unit]") {
+  Plan p = test::gptPlan(1, 0, 1, 2);
+  p.deepspeed.fp16.enabled = true;
+  auto ops = makeCpuOps();
+  TrainerOptions o;
+  o.out = nullptr;
+  o.ops = ops.get();
+  CHECK_THROWS_WITH(Trainer(p, nullptr, o), Catch::Contains("fp16") && Catch::Contains("cpu"));
+}
