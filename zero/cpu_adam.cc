@@ -107,9 +107,9 @@ AdamCoeffs adamCoeffs(const AdamConfigView& cfg, int64_t step, float gradScale) 
   return coeffs;
 }
 
-SgdCoeffs sgdCoeffs(float lr, float momentum, float weightDecay, float gradScale) {
+SgdCoeffs sgdCoeffs(float learningRate, float momentum, float weightDecay, float gradScale) {
   SgdCoeffs coeffs{};
-  coeffs.negLr = -lr;
+  coeffs.negLr = -learningRate;
   coeffs.momentum = momentum;
   coeffs.weightDecay = weightDecay;
   coeffs.gradScale = gradScale;

@@ -32,7 +32,7 @@ struct AdamConfigView {
   bool adamwMode, biasCorrection;
 };
 AdamCoeffs adamCoeffs(const AdamConfigView& cfg, int64_t step, float gradScale);
-SgdCoeffs sgdCoeffs(float lr, float momentum, float weightDecay, float gradScale);
+SgdCoeffs sgdCoeffs(float learningRate, float momentum, float weightDecay, float gradScale);
 
 // out16Kind: 0 none, 1 bf16, 2 fp16.
 void adamScalar(const AdamCoeffs& coeffs, float* params, const float* grads, float* expAvg,

@@ -48,8 +48,7 @@ std::vector<double> train(const Plan& plan, int world, bool onOps, TrainerOption
 
 }  // namespace
 
-TEST_CASE("trainer on the device path (cpu ops) matches the host path at every stage",
-          "[unit]") {
+TEST_CASE("trainer on the device path (cpu ops) matches the host path at every stage", "[unit]") {
   for (int stage : {0, 1, 2, 3}) {
     for (bool ckpt : {false, true}) {
       INFO("stage " << stage << " activation checkpointing " << ckpt);
