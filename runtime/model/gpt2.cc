@@ -28,22 +28,7 @@ const char* const kLayerNames[kLayerKinds] = {"ln1w",     "ln1b",     "qkvw",   
 // Scratch slots for bf16 widening: 0..11 layer kinds, then these.
 enum { kSlotWte = kLayerKinds, kSlotWpe, kSlotLnfw, kSlotLnfb, kSlots };
 
-// Fields of a layer's activation set and of the head's.
-enum LayerField {
-  fLn1,
-  fLn1Mean,
-  fLn1Rstd,
-  fQkv,
-  fAtt,
-  fAtty,
-  fRes2,
-  fLn2,
-  fLn2Mean,
-  fLn2Rstd,
-  fFch,
-  fFchGelu,
-  kLayerFields
-};
+// Fields of the head's activation set (a layer's: gpt2::LayerField).
 enum HeadField { fLnf, fLnfMean, fLnfRstd, fProbs, kHeadFields };
 
 void zero(std::vector<float>& v) { std::memset(v.data(), 0, v.size() * sizeof(float)); }

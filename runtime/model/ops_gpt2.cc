@@ -14,22 +14,7 @@ namespace {
 
 using namespace gpt2;  // LayerKind
 
-// A layer's activation fields (Gpt2Model's order) and the head's.
-enum LayerField {
-  fLn1,
-  fLn1Mean,
-  fLn1Rstd,
-  fQkv,
-  fAtt,
-  fAtty,
-  fRes2,
-  fLn2,
-  fLn2Mean,
-  fLn2Rstd,
-  fFch,
-  fFchGelu,
-  kLayerFields
-};
+// The head's activation fields (a layer's: gpt2::LayerField).
 enum HeadField { fLnf, fLnfMean, fLnfRstd, fLogits, fLosses, fTokens, fTargets, kHeadFields };
 enum ScratchField { sTmp, sDres, sDln, sDqkv, sDatty, sDfch, sDfchGelu, kScratchFields };
 
