@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/model/batch_check.h"
 #include "runtime/model/gpt2_layout.h"
 #include "runtime/model/param_init.h"
 #include "runtime/tensor/attention.h"
@@ -179,27 +180,8 @@ void Gpt2Model::commitResid(int i, const float* out) { resid_[i].save(0, out); }
 
 float Gpt2Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
                          zero::ParamTable& p, zero::BlockHooks& hooks) {
-  if (B < 1 || T < 1 || T > cfg_.seqLen) {
-    throw ConfigError(
-        fmt::format("gpt2 forward: batch {}x{} invalid; need B >= 1 and "
-                    "1 <= T <= seq_len ({})",
-                    B, T, cfg_.seqLen));
-  }
+  checkGpt2Batch(inputs, targets, B, T, V_, cfg_.seqLen);
   const size_t BT = static_cast<size_t>(B) * T;
-  for (size_t i = 0; i < BT; ++i) {
-    if (inputs[i] < 0 || inputs[i] >= V_) {
-      throw ConfigError(
-          fmt::format("gpt2 forward: token id {} at [b={}, t={}] outside the "
-                      "vocabulary [0, {})",
-                      inputs[i], i / T, i % T, V_));
-    }
-    if (targets[i] >= V_) {
-      throw ConfigError(
-          fmt::format("gpt2 forward: target id {} at [b={}, t={}] outside the "
-                      "vocabulary [0, {}) (negative ids are ignored)",
-                      targets[i], i / T, i % T, V_));
-    }
-  }
   allocate(B, T);
   tokens_.assign(inputs, inputs + BT);
   targets_.assign(targets, targets + BT);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/model/batch_check.h"
 #include "runtime/model/param_init.h"
 #include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/cross_entropy.h"
@@ -77,19 +78,7 @@ void MlpModel::linear(int k, zero::ParamTable& p, const float* x) {
 float MlpModel::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
                         zero::ParamTable& p, zero::BlockHooks& hooks) {
   const int K = numBlocks(), N = B * T;
-  if (B < 1 || T < 1) throw ConfigError(fmt::format("mlp forward: batch {}x{} invalid", B, T));
-  for (int i = 0; i < N; ++i) {
-    if (inputs[i] < 0 || inputs[i] >= sizes_[0]) {
-      throw ConfigError(fmt::format("mlp forward: input id {} at position {} outside [0, {})",
-                                    inputs[i], i, sizes_[0]));
-    }
-    if (targets[i] >= sizes_[K]) {
-      throw ConfigError(
-          fmt::format("mlp forward: target class {} at position {} outside [0, {}) "
-                      "(negative ids are ignored)",
-                      targets[i], i, sizes_[K]));
-    }
-  }
+  checkMlpBatch(inputs, targets, B, T, sizes_[0], sizes_[K]);
   N_ = N;
   tokens_.assign(inputs, inputs + N);
   targets_.assign(targets, targets + N);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/model/batch_check.h"
 #include "runtime/model/gpt2_layout.h"
 
 namespace ds::runtime {
@@ -47,30 +48,7 @@ OpsGpt2Model::OpsGpt2Model(const ModelConfig& cfg, Ops& ops)
 
 // Gpt2Model's checks and messages; returns the number of targets >= 0.
 int OpsGpt2Model::checkBatch(const int32_t* inputs, const int32_t* targets, int B, int T) const {
-  if (B < 1 || T < 1 || T > cfg_.seqLen) {
-    throw ConfigError(
-        fmt::format("gpt2 forward: batch {}x{} invalid; need B >= 1 and "
-                    "1 <= T <= seq_len ({})",
-                    B, T, cfg_.seqLen));
-  }
-  const size_t BT = static_cast<size_t>(B) * T;
-  int valid = 0;
-  for (size_t i = 0; i < BT; ++i) {
-    if (inputs[i] < 0 || inputs[i] >= V_) {
-      throw ConfigError(
-          fmt::format("gpt2 forward: token id {} at [b={}, t={}] outside the "
-                      "vocabulary [0, {})",
-                      inputs[i], i / T, i % T, V_));
-    }
-    if (targets[i] >= V_) {
-      throw ConfigError(
-          fmt::format("gpt2 forward: target id {} at [b={}, t={}] outside the "
-                      "vocabulary [0, {}) (negative ids are ignored)",
-                      targets[i], i / T, i % T, V_));
-    }
-    valid += targets[i] >= 0 ? 1 : 0;
-  }
-  return valid;
+  return checkGpt2Batch(inputs, targets, B, T, V_, cfg_.seqLen);
 }
 
 void OpsGpt2Model::allocate(int B, int T) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/model/batch_check.h"
 
 namespace ds::runtime {
 namespace {
@@ -25,20 +26,7 @@ OpsMlpModel::OpsMlpModel(const ModelConfig& cfg, Ops& ops)
       ckpt_(cfg.activationCheckpointing) {}
 
 void OpsMlpModel::check(const int32_t* inputs, const int32_t* targets, int B, int T) const {
-  const int K = numBlocks(), N = B * T;
-  if (B < 1 || T < 1) throw ConfigError(fmt::format("mlp forward: batch {}x{} invalid", B, T));
-  for (int i = 0; i < N; ++i) {
-    if (inputs[i] < 0 || inputs[i] >= sizes_[0]) {
-      throw ConfigError(fmt::format("mlp forward: input id {} at position {} outside [0, {})",
-                                    inputs[i], i, sizes_[0]));
-    }
-    if (targets[i] >= sizes_[K]) {
-      throw ConfigError(
-          fmt::format("mlp forward: target class {} at position {} outside [0, {}) "
-                      "(negative ids are ignored)",
-                      targets[i], i, sizes_[K]));
-    }
-  }
+  checkMlpBatch(inputs, targets, B, T, sizes_[0], sizes_[numBlocks()]);
 }
 
 void OpsMlpModel::allocate(int N) {
