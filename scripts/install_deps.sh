@@ -9,6 +9,7 @@ PACKAGES=(
   libcli11-dev libyaml-cpp-dev libfmt-dev catch2 nlohmann-json3-dev libopenblas-dev help2man
   liburing-dev libaio-dev clang libclang-rt-14-dev clang-format clang-tidy procps iproute2
   python3 python3-numpy jq
+  curl  # the HTTP client of the dsrt serve tests (tests/runtime/serve)
   python3-torch       # the e2e test of a user's torch.distributed program under dsrun and torchrun
   python3-matplotlib  # scripts/plot_run.py (dsrt plot)
   slurmd slurmctld slurm-client munge

@@ -16,6 +16,7 @@
 #include "runtime/cmd/generate_command.h"
 #include "runtime/cmd/hello_command.h"
 #include "runtime/cmd/prepare_data_command.h"
+#include "runtime/cmd/serve_command.h"
 #include "runtime/cmd/train_command.h"
 
 namespace {
@@ -34,6 +35,8 @@ const ds::runtime::Command kCommands[] = {
      ds::runtime::helloCommand},
     {"prepare-data", "text to llm.c token shards (train/val), byte-level or GPT-2 BPE",
      ds::runtime::prepareDataCommand},
+    {"serve", "OpenAI-style /v1/completions over HTTP, continuous batching (one rank)",
+     ds::runtime::serveCommand},
     {"train", "run a training plan (the built-in plan without a file)", ds::runtime::trainCommand},
     {"version", "print the version",
      [](int, char**) {

@@ -1,0 +1,223 @@
+// `dsrt serve` (see serve_command.h and docs/inference.md): checks the flags, loads the model,
+// starts the HTTP server's I/O thread and runs the decode loop on this thread until SIGINT or
+// SIGTERM. On the first signal it stops accepting, answers the waiting requests 503, lets the
+// running ones finish and exits 0; a second signal exits at once (1).
+#include "runtime/cmd/serve_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/rank_env.h"
+#include "runtime/inference/inference_model.h"
+#include "runtime/serve/batch_scheduler.h"
+#include "runtime/serve/completion_service.h"
+#include "runtime/serve/http_server.h"
+#include "runtime/tensor/threads.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace ds::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Flags {
+  std::string model, tag, tokenizer, vocab, dtype = "fp32", host = "127.0.0.1", name;
+  int port = 8000, nHead = 0, vocabSize = 0, threads = 0;
+  int maxBatch = 8, maxQueue = 64, maxTokensLimit = 256, maxConnections = 256;
+  size_t maxRequestBytes = 1 << 20;
+  double requestTimeout = 30.0;
+  uint64_t seed = 0;
+};
+
+void addFlags(CLI::App& app, Flags& f) {
+  app.add_option("model", f.model,
+                 "a checkpoint root written by dsrt train or an llm.c gpt2_*.bin")
+      ->required();
+  app.add_option("--tokenizer", f.tokenizer,
+                 "text in and out: byte (id = byte value) or gpt2 (GPT-2's BPE, from --vocab)")
+      ->required();
+  app.add_option("--vocab", f.vocab, "gpt2's vocabulary folder or tokenizer.json file");
+  app.add_option("--host", f.host,
+                 "address to listen on; 0.0.0.0 exposes the server beyond this machine")
+      ->capture_default_str();
+  app.add_option("--port", f.port, "TCP port; 0 picks a free one (printed on the first line)")
+      ->capture_default_str();
+  app.add_option("--max_batch", f.maxBatch,
+                 "requests decoded together (KV-cache slots); more wait in the queue")
+      ->capture_default_str();
+  app.add_option("--max_queue", f.maxQueue,
+                 "requests waiting for a slot; beyond, new ones get 429")
+      ->capture_default_str();
+  app.add_option("--max_request_bytes", f.maxRequestBytes,
+                 "largest request body; larger ones get 413")
+      ->capture_default_str();
+  app.add_option("--max_tokens_limit", f.maxTokensLimit,
+                 "largest max_tokens a request may ask for; larger ones get 400")
+      ->capture_default_str();
+  app.add_option("--max_connections", f.maxConnections, "open connections; beyond, 503")
+      ->capture_default_str();
+  app.add_option("--request_timeout", f.requestTimeout,
+                 "seconds a client has to send its whole request, and to take each answer "
+                 "chunk, before it is dropped")
+      ->capture_default_str();
+  app.add_option("--seed", f.seed, "sampling seed of requests that give none")
+      ->capture_default_str();
+  app.add_option("--served_model_name", f.name,
+                 "the \"model\" in answers (default: the model path)");
+  app.add_option("--dtype", f.dtype, "weights: fp32, or bf16 (rounded, half the memory)")
+      ->capture_default_str();
+  app.add_option("--tag", f.tag, "checkpoint tag (default: the one named by <model>/latest)");
+  app.add_option("--n_head", f.nHead, "attention heads (default: recorded in the checkpoint)");
+  app.add_option("--vocab_size", f.vocabSize,
+                 "real vocabulary, <= wte's rows (default: recorded in the checkpoint)");
+  app.add_option("--threads", f.threads, "compute threads (default: OpenMP's)");
+}
+
+void checkFlags(const Flags& f) {
+  const RankEnv re = deriveRankEnv(currentEnv());
+  if (re.worldSize > 1)
+    throw NotSupported(fmt::format(
+        "serve: {} ranks: dsrt serve runs as one process (rank 0 only); tensor-parallel "
+        "serving is not implemented. Start `dsrt serve` directly, or dsrun with --num_gpus 1",
+        re.worldSize));
+  auto atLeast = [](const char* flag, int64_t v, int64_t lo) {
+    if (v < lo) throw ConfigError(fmt::format("{} {}: expected >= {}", flag, v, lo));
+  };
+  atLeast("--max_batch", f.maxBatch, 1);
+  atLeast("--max_queue", f.maxQueue, 0);
+  atLeast("--max_tokens_limit", f.maxTokensLimit, 1);
+  atLeast("--max_connections", f.maxConnections, 1);
+  atLeast("--threads", f.threads, 0);
+  atLeast("--max_request_bytes", static_cast<int64_t>(f.maxRequestBytes), 1);
+  if (f.port < 0 || f.port > 65535)
+    throw ConfigError(fmt::format("--port {}: expected 0..65535", f.port));
+  if (!(f.requestTimeout > 0.0 && f.requestTimeout <= 86400.0))
+    throw ConfigError(fmt::format("--request_timeout {}: expected seconds in (0, 86400]",
+                                  f.requestTimeout));
+  if (f.dtype != "fp32" && f.dtype != "bf16")
+    throw ConfigError(fmt::format("--dtype {}: expected fp32 or bf16", f.dtype));
+}
+
+// SIGINT/SIGTERM are blocked in every thread and taken by a watcher thread with sigtimedwait, so
+// the decode loop hears of them through the scheduler's wake() instead of in a signal handler.
+class SignalWatch {
+ public:
+  explicit SignalWatch(serve::BatchScheduler& sched) : sched_(sched) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~SignalWatch() {
+    done_ = true;
+    thread_.join();
+  }
+  int signals() const { return count_.load(); }
+
+ private:
+  void watch() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    const timespec tick{0, 200'000'000};  // how often it checks done_
+    while (!done_) {
+      const int sig = sigtimedwait(&set, nullptr, &tick);
+      if (sig <= 0) continue;
+      DS_LOG_INFO("serve", "{}: {}", strsignal(sig),
+                  count_ == 0 ? "finishing the running requests, then exiting (again: at once)"
+                              : "exiting now");
+      if (++count_ > 1) std::_Exit(1);
+      sched_.wake();
+    }
+  }
+  serve::BatchScheduler& sched_;
+  std::thread thread_;
+  std::atomic<bool> done_{false};
+  std::atomic<int> count_{0};
+};
+
+}  // namespace
+
+int serveCommand(int argc, char** argv) {
+  CLI::App app{"Serve OpenAI-style /v1/completions over HTTP from a trained GPT-2, with "
+               "continuous batching; see docs/inference.md",
+               "serve"};
+  Flags f;
+  addFlags(app, f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    throw ConfigError("serve: " + std::string(e.what()));
+  }
+  checkFlags(f);
+  const auto codec = makeTokenizer(f.tokenizer, f.vocab);
+  if (f.threads > 0) setComputeThreads(f.threads);
+  LoadOptions lo;
+  lo.tag = f.tag;
+  lo.nHead = f.nHead;
+  lo.vocabSize = f.vocabSize;
+  lo.dtype = f.dtype == "bf16" ? DType::kBF16 : DType::kF32;
+  std::string source;
+  const InferenceModel model = loadInferenceModel(f.model, lo, &source);
+  requireModelVocab(*codec, model.vocab(), source);
+
+  serve::CompletionServiceOptions so;
+  so.limits = {model.vocab(), model.config().seqLen, f.maxTokensLimit, f.seed};
+  so.modelName = f.name.empty() ? f.model : f.name;
+  so.maxBatch = f.maxBatch;
+  so.maxQueue = f.maxQueue;
+  serve::CompletionService service(so, *codec);
+  serve::BatchScheduler sched(model, {f.maxBatch, f.maxQueue},
+                              [&](const serve::BatchEvent& ev) { service.onEvent(ev); });
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: they inherit it
+  serve::HttpServerOptions ho;
+  ho.host = f.host;
+  ho.port = f.port;
+  ho.limits.maxBodyBytes = f.maxRequestBytes;
+  ho.maxConnections = f.maxConnections;
+  ho.readTimeout = ho.writeTimeout =
+      std::chrono::milliseconds(static_cast<int64_t>(f.requestTimeout * 1000.0));
+  serve::HttpServer server(ho, service);
+  service.attach(server, sched);
+  SignalWatch signals(sched);
+  server.serve();
+  std::printf("dsrt serve: listening on http://%s:%d/v1/completions\n", f.host.c_str(),
+              server.port());
+  std::fflush(stdout);
+  DS_LOG_INFO("serve", "{} on http://{}:{} ({} slots, queue {}, max_tokens <= {}, context {})",
+              source, f.host, server.port(), f.maxBatch, f.maxQueue, f.maxTokensLimit,
+              model.config().seqLen);
+  while (signals.signals() == 0) {
+    if (!sched.step()) sched.waitForWork(1000ms);
+  }
+  server.stopAccepting();
+  service.shutdown();
+  while (sched.running() > 0) sched.step();
+  // Let the last answers reach their clients: bounded by the write timeout.
+  const auto deadline = std::chrono::steady_clock::now() + ho.writeTimeout;
+  while (server.connectionCount() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  if (server.connectionCount() > 0)
+    DS_LOG_WARN("serve", "{} connections still open after {} ms; closing them",
+                server.connectionCount(), ho.writeTimeout.count());
+  server.stop();
+  DS_LOG_INFO("serve", "stopped");
+  return 0;
+}
+
+}  // namespace ds::runtime
