@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -14,8 +15,13 @@
 #include <string>
 #include <thread>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
+#include "comm/store/tcp_socket.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -42,8 +48,7 @@ struct Flags {
 };
 
 void addFlags(CLI::App& app, Flags& f) {
-  app.add_option("model", f.model,
-                 "a checkpoint root written by dsrt train or an llm.c gpt2_*.bin")
+  app.add_option("model", f.model, "a checkpoint root written by dsrt train or an llm.c gpt2_*.bin")
       ->required();
   app.add_option("--tokenizer", f.tokenizer,
                  "text in and out: byte (id = byte value) or gpt2 (GPT-2's BPE, from --vocab)")
@@ -57,8 +62,7 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--max_batch", f.maxBatch,
                  "requests decoded together (KV-cache slots); more wait in the queue")
       ->capture_default_str();
-  app.add_option("--max_queue", f.maxQueue,
-                 "requests waiting for a slot; beyond, new ones get 429")
+  app.add_option("--max_queue", f.maxQueue, "requests waiting for a slot; beyond, new ones get 429")
       ->capture_default_str();
   app.add_option("--max_request_bytes", f.maxRequestBytes,
                  "largest request body; larger ones get 413")
@@ -104,54 +108,76 @@ void checkFlags(const Flags& f) {
   if (f.port < 0 || f.port > 65535)
     throw ConfigError(fmt::format("--port {}: expected 0..65535", f.port));
   if (!(f.requestTimeout > 0.0 && f.requestTimeout <= 86400.0))
-    throw ConfigError(fmt::format("--request_timeout {}: expected seconds in (0, 86400]",
-                                  f.requestTimeout));
+    throw ConfigError(
+        fmt::format("--request_timeout {}: expected seconds in (0, 86400]", f.requestTimeout));
   if (f.dtype != "fp32" && f.dtype != "bf16")
     throw ConfigError(fmt::format("--dtype {}: expected fp32 or bf16", f.dtype));
 }
 
-// SIGINT/SIGTERM are blocked in every thread and taken by a watcher thread with sigtimedwait, so
-// the decode loop hears of them through the scheduler's wake() instead of in a signal handler.
+// SIGINT/SIGTERM: the handler (any thread may run it; OpenBLAS and OpenMP start threads of their
+// own) counts the signal and writes a byte to a pipe; a watcher thread polls the pipe and wakes
+// the decode loop through the scheduler. A second signal exits at once from the handler.
+std::atomic<int> gSignals{0};
+int gSignalPipe = -1;
+
+extern "C" void onStopSignal(int) {
+  if (gSignals.fetch_add(1) > 0) std::_Exit(1);
+  const char b = 1;
+  [[maybe_unused]] ssize_t n = ::write(gSignalPipe, &b, 1);
+}
+
 class SignalWatch {
  public:
   explicit SignalWatch(serve::BatchScheduler& sched) : sched_(sched) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) throw SystemError("pipe2 for signals", errno);
+    read_.reset(p[0]);
+    write_.reset(p[1]);
+    gSignalPipe = write_.get();
+    struct sigaction sa {};
+    sa.sa_handler = onStopSignal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &oldInt_);
+    ::sigaction(SIGTERM, &sa, &oldTerm_);
     thread_ = std::thread([this] { watch(); });
   }
   ~SignalWatch() {
     done_ = true;
     thread_.join();
+    ::sigaction(SIGINT, &oldInt_, nullptr);
+    ::sigaction(SIGTERM, &oldTerm_, nullptr);
   }
-  int signals() const { return count_.load(); }
+  bool stopRequested() const { return gSignals.load() > 0; }
 
  private:
   void watch() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    const timespec tick{0, 200'000'000};  // how often it checks done_
     while (!done_) {
-      const int sig = sigtimedwait(&set, nullptr, &tick);
-      if (sig <= 0) continue;
-      DS_LOG_INFO("serve", "{}: {}", strsignal(sig),
-                  count_ == 0 ? "finishing the running requests, then exiting (again: at once)"
-                              : "exiting now");
-      if (++count_ > 1) std::_Exit(1);
+      pollfd pfd{read_.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 200) <= 0) continue;  // 200 ms: how often it checks done_
+      char sink[16];
+      while (::read(read_.get(), sink, sizeof sink) > 0) {
+      }
+      DS_LOG_INFO("serve",
+                  "stop requested by signal: finishing the running requests, then "
+                  "exiting (a second signal exits at once)");
       sched_.wake();
     }
   }
   serve::BatchScheduler& sched_;
+  comm::Fd read_, write_;
+  struct sigaction oldInt_ {
+  }, oldTerm_{};
   std::thread thread_;
   std::atomic<bool> done_{false};
-  std::atomic<int> count_{0};
 };
 
 }  // namespace
 
 int serveCommand(int argc, char** argv) {
-  CLI::App app{"Serve OpenAI-style /v1/completions over HTTP from a trained GPT-2, with "
-               "continuous batching; see docs/inference.md",
-               "serve"};
+  CLI::App app{
+      "Serve OpenAI-style /v1/completions over HTTP from a trained GPT-2, with "
+      "continuous batching; see docs/inference.md",
+      "serve"};
   Flags f;
   addFlags(app, f);
   try {
@@ -180,11 +206,6 @@ int serveCommand(int argc, char** argv) {
   serve::CompletionService service(so, *codec);
   serve::BatchScheduler sched(model, {f.maxBatch, f.maxQueue},
                               [&](const serve::BatchEvent& ev) { service.onEvent(ev); });
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: they inherit it
   serve::HttpServerOptions ho;
   ho.host = f.host;
   ho.port = f.port;
@@ -202,7 +223,7 @@ int serveCommand(int argc, char** argv) {
   DS_LOG_INFO("serve", "{} on http://{}:{} ({} slots, queue {}, max_tokens <= {}, context {})",
               source, f.host, server.port(), f.maxBatch, f.maxQueue, f.maxTokensLimit,
               model.config().seqLen);
-  while (signals.signals() == 0) {
+  while (!signals.stopRequested()) {
     if (!sched.step()) sched.waitForWork(1000ms);
   }
   server.stopAccepting();

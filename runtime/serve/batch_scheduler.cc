@@ -155,8 +155,7 @@ bool BatchScheduler::step() {
     }
   }
   if (!slots.empty()) {
-    decoder_.forward(slots.data(), toks.data(), static_cast<int>(slots.size()), {},
-                     logits_.data());
+    decoder_.forward(slots.data(), toks.data(), static_cast<int>(slots.size()), {}, logits_.data());
     const size_t V = static_cast<size_t>(model_.vocab());
     for (size_t i = 0; i < slots.size(); ++i)
       accept(*slots_[static_cast<size_t>(slots[i])], logits_.data() + i * V);

@@ -33,7 +33,7 @@ int64_t integerField(const json& j, const char* key, int64_t lo, int64_t hi) {
   if (!j.is_number_integer() && !j.is_number_unsigned())
     bad(fmt::format("'{}': expected an integer, got {}", key, j.dump()));
   if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(hi))
-    bad(fmt::format("'{}': {} is above the limit of {}", key, j.dump(), hi));
+    bad(fmt::format("'{}': {} outside [{}, {}]", key, j.dump(), lo, hi));
   const int64_t v = j.get<int64_t>();
   if (v < lo || v > hi) bad(fmt::format("'{}': {} outside [{}, {}]", key, v, lo, hi));
   return v;
@@ -60,8 +60,8 @@ std::vector<int32_t> promptIds(const json& p, const Tokenizer& tok, const Comple
                             ? INT64_MAX
                             : p[i].get<int64_t>();
       if (v < 0 || v >= lim.vocab)
-        bad(fmt::format("'prompt[{}]': token id {} outside the vocabulary [0, {})", i,
-                        p[i].dump(), lim.vocab));
+        bad(fmt::format("'prompt[{}]': token id {} outside the vocabulary [0, {})", i, p[i].dump(),
+                        lim.vocab));
       ids.push_back(static_cast<int32_t>(v));
     }
   } else {
@@ -70,8 +70,8 @@ std::vector<int32_t> promptIds(const json& p, const Tokenizer& tok, const Comple
   }
   if (ids.empty()) bad("'prompt': the prompt is empty");
   if (ids.size() > static_cast<size_t>(lim.context))
-    bad(fmt::format("'prompt': {} tokens, longer than the model's context of {} tokens",
-                    ids.size(), lim.context));
+    bad(fmt::format("'prompt': {} tokens, longer than the model's context of {} tokens", ids.size(),
+                    lim.context));
   return ids;
 }
 

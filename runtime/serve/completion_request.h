@@ -24,10 +24,10 @@ struct CompletionRequest {
 };
 
 struct CompletionLimits {
-  int vocab = 0;               // ids must be below
-  int context = 0;             // the model's seq_len: a longer prompt is refused
-  int maxTokensLimit = 256;    // max_tokens above is refused
-  uint64_t defaultSeed = 0;    // when the request has no seed
+  int vocab = 0;             // ids must be below
+  int context = 0;           // the model's seq_len: a longer prompt is refused
+  int maxTokensLimit = 256;  // max_tokens above is refused
+  uint64_t defaultSeed = 0;  // when the request has no seed
 };
 
 // Throws HttpError(400) naming the field (or the JSON position) for anything it refuses.

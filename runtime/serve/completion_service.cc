@@ -32,10 +32,57 @@ size_t utf8CompletePrefix(const std::string& s) {
   for (size_t back = 1; back <= 3 && back <= n; ++back) {
     const auto c = static_cast<unsigned char>(s[n - back]);
     if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    const size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    const size_t need = (c & 0xE0) == 0xC0   ? 2
+                        : (c & 0xF0) == 0xE0 ? 3
+                        : (c & 0xF8) == 0xF0 ? 4
+                                             : 1;
     return need > back ? n - back : n;  // an unfinished character starts at n - back
   }
   return n;
+}
+
+namespace {
+// The length of the well-formed character at s[i], or 0 when s[i] does not start one.
+size_t utf8Length(const std::string& s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned>(static_cast<unsigned char>(s[k])); };
+  const unsigned c = at(i);
+  if (c < 0x80) return 1;
+  size_t n = 4;
+  unsigned lo = 0x80, hi = 0xBF;  // the second byte's range (RFC 3629's table)
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;  // no surrogates
+  } else if (c == 0xF0) {
+    lo = 0x90;
+  } else if (c == 0xF4) {
+    hi = 0x8F;  // nothing above U+10FFFF
+  } else if (c < 0xF1 || c > 0xF3) {
+    return 0;
+  }
+  if (i + n > s.size() || at(i + 1) < lo || at(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if ((at(i + k) & 0xC0) != 0x80) return 0;
+  return n;
+}
+}  // namespace
+
+std::string sanitizeUtf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8Length(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
 }
 
 CompletionService::CompletionService(const CompletionServiceOptions& opts,
@@ -63,8 +110,8 @@ void CompletionService::onRequest(uint64_t conn, const HttpRequest& req, const s
         throw HttpError(405, fmt::format("/v1/completions takes POST, not {}", req.method));
       submit(conn, req, peer);
     } else {
-      throw HttpError(404, fmt::format("no such endpoint {} (POST /v1/completions, GET /health)",
-                                       path));
+      throw HttpError(404,
+                      fmt::format("no such endpoint {} (POST /v1/completions, GET /health)", path));
     }
   } catch (const HttpError& e) {
     DS_LOG_WARN("serve", "request {} from {}: {} {}", conn, peer, e.status(), e.what());
@@ -108,7 +155,7 @@ void CompletionService::onDisconnect(uint64_t conn, const std::string& why) {
 
 std::string CompletionService::chunk(uint64_t id, const Pending& p, const std::string& text,
                                      const std::string& finish) const {
-  ordered_json c = {{"text", text}, {"index", 0}, {"logprobs", nullptr}};
+  ordered_json c = {{"text", sanitizeUtf8(text)}, {"index", 0}, {"logprobs", nullptr}};
   c["finish_reason"] = finish.empty() ? ordered_json(nullptr) : ordered_json(finish);
   const ordered_json j = {{"id", fmt::format("cmpl-{}", id)},
                           {"object", "text_completion"},
@@ -119,18 +166,19 @@ std::string CompletionService::chunk(uint64_t id, const Pending& p, const std::s
 }
 
 std::string CompletionService::body(uint64_t id, const Pending& p, const BatchEvent& ev) const {
-  const ordered_json choice = {
-      {"text", p.text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", ev.finish}};
-  const ordered_json j = {
-      {"id", fmt::format("cmpl-{}", id)},
-      {"object", "text_completion"},
-      {"created", p.created},
-      {"model", p.model},
-      {"choices", ordered_json::array({choice})},
-      {"usage",
-       {{"prompt_tokens", ev.promptTokens},
-        {"completion_tokens", ev.completionTokens},
-        {"total_tokens", ev.promptTokens + ev.completionTokens}}}};
+  const ordered_json choice = {{"text", sanitizeUtf8(p.text)},
+                               {"index", 0},
+                               {"logprobs", nullptr},
+                               {"finish_reason", ev.finish}};
+  const ordered_json j = {{"id", fmt::format("cmpl-{}", id)},
+                          {"object", "text_completion"},
+                          {"created", p.created},
+                          {"model", p.model},
+                          {"choices", ordered_json::array({choice})},
+                          {"usage",
+                           {{"prompt_tokens", ev.promptTokens},
+                            {"completion_tokens", ev.completionTokens},
+                            {"total_tokens", ev.promptTokens + ev.completionTokens}}}};
   return dump(j) + "\n";
 }
 
@@ -152,15 +200,15 @@ void CompletionService::onEvent(const BatchEvent& ev) {
     server_->send(ev.id, httpResponse(200, "application/json", body(ev.id, p, ev)), true);
   }
   if (last) {
-    DS_LOG_INFO("serve", "request {}: {} tokens, finish {}", ev.id, ev.completionTokens,
-                ev.finish);
+    DS_LOG_INFO("serve", "request {}: {} tokens, finish {}", ev.id, ev.completionTokens, ev.finish);
     pending_.erase(it);
   }
 }
 
 void CompletionService::fail(uint64_t conn, const Pending& p, int status, const std::string& msg) {
   if (p.stream) {
-    const ordered_json j = {{"error", {{"message", msg}, {"type", "server_error"}, {"code", status}}}};
+    const ordered_json j = {
+        {"error", {{"message", msg}, {"type", "server_error"}, {"code", status}}}};
     server_->send(conn, sseEvent(dump(j)) + sseEvent("[DONE]"), true);
   } else {
     server_->send(conn, httpErrorResponse(status, msg), true);

@@ -21,7 +21,7 @@ namespace ds::runtime::serve {
 
 struct CompletionServiceOptions {
   CompletionLimits limits;
-  std::string modelName;  // "model" in answers when a request names none
+  std::string modelName;            // "model" in answers when a request names none
   int maxBatch = 8, maxQueue = 64;  // for the 429 message
 };
 
@@ -64,5 +64,8 @@ class CompletionService : public HttpHandler {
 // How many leading bytes of s end on a UTF-8 character boundary: a trailing lead byte whose
 // continuation bytes have not all arrived is held back (invalid bytes are not held).
 size_t utf8CompletePrefix(const std::string& s);
+// s with every byte that does not belong to a well-formed UTF-8 character (RFC 3629) replaced by
+// U+FFFD, one per byte, so the same bytes give the same text whether streamed or not.
+std::string sanitizeUtf8(const std::string& s);
 
 }  // namespace ds::runtime::serve

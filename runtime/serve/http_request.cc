@@ -13,8 +13,8 @@ namespace {
 bool isToken(std::string_view s) {
   if (s.empty()) return false;
   return std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) !=
-                                  std::string_view::npos;
+    return std::isalnum(c) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
   });
 }
 
@@ -43,13 +43,14 @@ std::optional<std::string> HttpRequest::header(const std::string& name) const {
 
 bool HttpRequestParser::feed(std::string_view bytes) {
   if (done_) return true;
+  started_ = started_ || !bytes.empty();
   buf_.append(bytes);
   if (!headDone_) {
     const size_t end = buf_.find("\r\n\r\n");
     const size_t headBytes = end == std::string::npos ? buf_.size() : end + 4;
     if (headBytes > limits_.maxHeaderBytes)
-      throw HttpError(431, fmt::format("the request line and headers exceed {} bytes",
-                                       limits_.maxHeaderBytes));
+      throw HttpError(
+          431, fmt::format("the request line and headers exceed {} bytes", limits_.maxHeaderBytes));
     if (end == std::string::npos) {
       const size_t bare = buf_.find("\n\n");
       if (bare != std::string::npos)
@@ -90,10 +91,9 @@ void HttpRequestParser::parseRequestLine(std::string_view line) {
   req_.version = std::string(line.substr(b + 1));
   if (!isToken(req_.method))
     throw HttpError(400, fmt::format("malformed HTTP method {}", quoted(req_.method)));
-  const bool targetOk =
-      !req_.target.empty() && req_.target[0] == '/' &&
-      std::all_of(req_.target.begin(), req_.target.end(),
-                  [](unsigned char c) { return c > 0x20 && c < 0x7f; });
+  const bool targetOk = !req_.target.empty() && req_.target[0] == '/' &&
+                        std::all_of(req_.target.begin(), req_.target.end(),
+                                    [](unsigned char c) { return c > 0x20 && c < 0x7f; });
   if (!targetOk)
     throw HttpError(400, fmt::format("malformed HTTP request target {}: expected a path such "
                                      "as /v1/completions",
@@ -111,9 +111,8 @@ void HttpRequestParser::parseHeaderLine(std::string_view line) {
   const size_t colon = line.find(':');
   const std::string_view name = line.substr(0, colon);
   if (colon == std::string_view::npos || !isToken(name))
-    throw HttpError(400,
-                    fmt::format("malformed HTTP header line {}: expected 'Name: value'",
-                                quoted(line)));
+    throw HttpError(
+        400, fmt::format("malformed HTTP header line {}: expected 'Name: value'", quoted(line)));
   std::string key(name);
   std::transform(key.begin(), key.end(), key.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -130,17 +129,18 @@ void HttpRequestParser::checkFraming() {
   if (req_.version == "HTTP/1.1" && !req_.header("host"))
     throw HttpError(400, "malformed HTTP/1.1 request: no Host header");
   if (req_.header("transfer-encoding"))
-    throw HttpError(501, "Transfer-Encoding (chunked request bodies) is not supported; send the "
-                         "body with a Content-Length header");
+    throw HttpError(501,
+                    "Transfer-Encoding (chunked request bodies) is not supported; send the "
+                    "body with a Content-Length header");
   const auto length = req_.header("content-length");
   if (!length) {
     if (req_.method == "POST" || req_.method == "PUT")
       throw HttpError(411, fmt::format("{} without a Content-Length header", req_.method));
     return;
   }
-  const bool digits = !length->empty() && length->size() <= 18 &&
-                      std::all_of(length->begin(), length->end(),
-                                  [](unsigned char c) { return std::isdigit(c); });
+  const bool digits =
+      !length->empty() && length->size() <= 18 &&
+      std::all_of(length->begin(), length->end(), [](unsigned char c) { return std::isdigit(c); });
   if (!digits)
     throw HttpError(400, fmt::format("malformed Content-Length {}: expected a number of bytes",
                                      quoted(*length)));

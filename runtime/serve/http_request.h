@@ -29,9 +29,9 @@ class HttpError : public Error {
 };
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ... (as sent; methods are case-sensitive)
-  std::string target;  // "/v1/completions" (the query string, if any, stays on it)
-  std::string version;                         // "HTTP/1.1" or "HTTP/1.0"
+  std::string method;   // "GET", "POST", ... (as sent; methods are case-sensitive)
+  std::string target;   // "/v1/completions" (the query string, if any, stays on it)
+  std::string version;  // "HTTP/1.1" or "HTTP/1.0"
   std::map<std::string, std::string> headers;  // names lower-cased, values trimmed
   std::string body;
   // The value of header `name` (lower-case), if present.
@@ -51,7 +51,7 @@ class HttpRequestParser {
   bool feed(std::string_view bytes);
   bool done() const { return done_; }
   // True once any byte has arrived (an idle keep-alive connection has none).
-  bool started() const { return !buf_.empty() || done_; }
+  bool started() const { return started_; }
   const HttpRequest& request() const { return req_; }
   // The headers are in, the body is not, and the client asked for `Expect: 100-continue`.
   bool awaitsContinue() const {
@@ -66,7 +66,7 @@ class HttpRequestParser {
 
   HttpLimits limits_;
   std::string buf_;
-  bool headDone_ = false, done_ = false;
+  bool started_ = false, headDone_ = false, done_ = false;
   size_t bodyLength_ = 0;
   HttpRequest req_;
 };

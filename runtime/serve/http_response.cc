@@ -32,11 +32,10 @@ std::string httpResponse(int status, std::string_view contentType, std::string_v
 }
 
 std::string httpErrorResponse(int status, std::string_view message) {
-  const nlohmann::json body = {
-      {"error",
-       {{"message", message},
-        {"type", status < 500 ? "invalid_request_error" : "server_error"},
-        {"code", status}}}};
+  const nlohmann::json body = {{"error",
+                                {{"message", message},
+                                 {"type", status < 500 ? "invalid_request_error" : "server_error"},
+                                 {"code", status}}}};
   return httpResponse(status, "application/json",
                       body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }

@@ -220,8 +220,8 @@ void HttpServer::readFrom(Conn& c) {
 
 void HttpServer::writeTo(Conn& c) {
   while (c.outSent < c.out.size()) {
-    const ssize_t n = ::send(c.fd.get(), c.out.data() + c.outSent, c.out.size() - c.outSent,
-                             MSG_NOSIGNAL);
+    const ssize_t n =
+        ::send(c.fd.get(), c.out.data() + c.outSent, c.out.size() - c.outSent, MSG_NOSIGNAL);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     if (n < 0) {
       drop(c, fmt::format("write failed: {}", std::strerror(errno)));
@@ -249,8 +249,7 @@ void HttpServer::checkDeadlines(Conn& c, Clock::time_point now) {
                                          opts_.readTimeout.count())));
     writeTo(c);
   } else if (c.outSent < c.out.size() && now >= c.lastWrite + opts_.writeTimeout) {
-    drop(c, fmt::format("the client took none of our bytes for {} ms",
-                        opts_.writeTimeout.count()));
+    drop(c, fmt::format("the client took none of our bytes for {} ms", opts_.writeTimeout.count()));
   } else if (c.shutWr && now >= c.lingerUntil) {
     c.state = Conn::State::kGone;
   }

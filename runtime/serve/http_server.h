@@ -89,7 +89,7 @@ class HttpServer {
   std::atomic<bool> stop_{false}, stopAccepting_{false};
   std::atomic<int> connections_{0};
   std::mutex mu_;
-  std::vector<Outgoing> outbox_;  // guarded by mu_
+  std::vector<Outgoing> outbox_;              // guarded by mu_
   std::vector<std::unique_ptr<Conn>> conns_;  // I/O thread only
   uint64_t nextId_ = 1;
 };

@@ -98,15 +98,13 @@ struct Stack {
     j.maxTokens = maxTokens;
     j.sampling.temperature = 0.0f;
     const auto ids = alone(model, j);
-    return tok->decode(ids);
+    return sanitizeUtf8(tok->decode(ids));  // as the answers carry it
   }
 };
 
 std::string body(const std::string& prompt, int maxTokens, bool stream = false) {
-  return nlohmann::json{{"prompt", prompt},
-                        {"max_tokens", maxTokens},
-                        {"temperature", 0},
-                        {"stream", stream}}
+  return nlohmann::json{
+      {"prompt", prompt}, {"max_tokens", maxTokens}, {"temperature", 0}, {"stream", stream}}
       .dump();
 }
 
@@ -182,13 +180,22 @@ TEST_CASE("batch scheduler: continuous batching gives each request its tokens al
 
 TEST_CASE("completion service: utf-8 chunks end on character boundaries", "[unit]") {
   CHECK(utf8CompletePrefix("abc") == 3);
-  CHECK(utf8CompletePrefix("a\xc3") == 1);              // é's first byte
-  CHECK(utf8CompletePrefix("a\xc3\xa9") == 3);          // é
-  CHECK(utf8CompletePrefix("a\xe2\x82") == 1);          // € missing its last byte
-  CHECK(utf8CompletePrefix("\xf0\x9f\x98") == 0);       // an emoji's first 3 bytes
+  CHECK(utf8CompletePrefix("a\xc3") == 1);         // é's first byte
+  CHECK(utf8CompletePrefix("a\xc3\xa9") == 3);     // é
+  CHECK(utf8CompletePrefix("a\xe2\x82") == 1);     // € missing its last byte
+  CHECK(utf8CompletePrefix("\xf0\x9f\x98") == 0);  // an emoji's first 3 bytes
   CHECK(utf8CompletePrefix("\xf0\x9f\x98\x80") == 4);
-  CHECK(utf8CompletePrefix("a\x80") == 2);              // invalid: not held back
+  CHECK(utf8CompletePrefix("a\x80") == 2);  // invalid: not held back
   CHECK(utf8CompletePrefix("") == 0);
+  CHECK(sanitizeUtf8("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80") ==
+        "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  const std::string bad = "\xef\xbf\xbd";
+  CHECK(sanitizeUtf8("a\x80"
+                     "b") == "a" + bad + "b");
+  CHECK(sanitizeUtf8("\xe2\x82") == bad + bad);                      // unfinished: one per byte
+  CHECK(sanitizeUtf8("\xc0\xaf") == bad + bad);                      // overlong
+  CHECK(sanitizeUtf8("\xed\xa0\x80") == bad + bad + bad);            // a surrogate
+  CHECK(sanitizeUtf8("\xf4\x90\x80\x80") == bad + bad + bad + bad);  // above U+10FFFF
 }
 
 TEST_CASE("completion service over curl: 429 when the queue is full, 4xx for bad requests",
@@ -270,7 +277,8 @@ TEST_CASE("completion service over curl: 429 when the queue is full, 4xx for bad
 TEST_CASE("completion service: a client gone mid-stream cancels only its request", "[e2e]") {
   TempDir dir;
   Stack s(2, 4);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  // CLOEXEC: curl, forked meanwhile, must not hold this connection open.
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   REQUIRE(fd >= 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -280,8 +288,9 @@ TEST_CASE("completion service: a client gone mid-stream cancels only its request
   timeval tv{30, 0};  // every read below is bounded
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   const std::string json = body("to be or not", 40, true);
-  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: " +
-                          std::to_string(json.size()) + "\r\n\r\n" + json;
+  const std::string req =
+      "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(json.size()) +
+      "\r\n\r\n" + json;
   REQUIRE(::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
   REQUIRE(waitFor([&] { return s.sched.waiting() == 1; }));
   // A second, non-streamed request shares the batch.
@@ -301,7 +310,7 @@ TEST_CASE("completion service: a client gone mid-stream cancels only its request
     got.append(buf, static_cast<size_t>(n));
   }
   CHECK(got.rfind("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream", 0) == 0);
-  ::close(fd);  // gone mid-stream (38 tokens to go)
+  ::close(fd);                                                // gone mid-stream (38 tokens to go)
   CHECK(waitFor([&] { return s.service.inFlight() == 1; }));  // only the other one is left
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (!otherDone && Clock::now() < deadline)

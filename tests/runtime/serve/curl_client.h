@@ -17,8 +17,8 @@ inline bool haveCurl() {
 }
 
 struct CurlResult {
-  int rc = -1;      // curl's exit status
-  int status = 0;   // HTTP status (0 when none arrived)
+  int rc = -1;     // curl's exit status
+  int status = 0;  // HTTP status (0 when none arrived)
   std::string body;
 };
 
@@ -56,7 +56,8 @@ inline std::string sseText(const std::string& body, std::string* finish, bool* d
   size_t pos = 0;
   while ((pos = body.find("data: ", pos)) != std::string::npos) {
     const size_t end = body.find("\n\n", pos);
-    const std::string payload = body.substr(pos + 6, end == std::string::npos ? end : end - pos - 6);
+    const std::string payload =
+        body.substr(pos + 6, end == std::string::npos ? end : end - pos - 6);
     pos = end == std::string::npos ? body.size() : end + 2;
     if (payload == "[DONE]") {
       *done = true;
