@@ -46,17 +46,18 @@ bool HttpRequestParser::feed(std::string_view bytes) {
   started_ = started_ || !bytes.empty();
   buf_.append(bytes);
   if (!headDone_) {
+    // The same error whatever pieces the bytes come in: a bare LF within the first
+    // maxHeaderBytes of the head first, then the size.
     const size_t end = buf_.find("\r\n\r\n");
     const size_t headBytes = end == std::string::npos ? buf_.size() : end + 4;
+    const size_t scanTo = std::min(headBytes, limits_.maxHeaderBytes);
+    for (; scanned_ < scanTo; ++scanned_)
+      if (buf_[scanned_] == '\n' && (scanned_ == 0 || buf_[scanned_ - 1] != '\r'))
+        throw HttpError(400, "malformed HTTP: header lines must end with CRLF (\\r\\n)");
     if (headBytes > limits_.maxHeaderBytes)
       throw HttpError(
           431, fmt::format("the request line and headers exceed {} bytes", limits_.maxHeaderBytes));
-    if (end == std::string::npos) {
-      const size_t bare = buf_.find("\n\n");
-      if (bare != std::string::npos)
-        throw HttpError(400, "malformed HTTP: header lines must end with CRLF (\\r\\n)");
-      return false;
-    }
+    if (end == std::string::npos) return false;
     parseHead(std::string_view(buf_).substr(0, end));
     buf_.erase(0, end + 4);
     headDone_ = true;

@@ -68,6 +68,7 @@ class HttpRequestParser {
   std::string buf_;
   bool started_ = false, headDone_ = false, done_ = false;
   size_t bodyLength_ = 0;
+  size_t scanned_ = 0;  // head bytes checked for a bare LF
   HttpRequest req_;
 };
 
