@@ -75,6 +75,40 @@ std::vector<int32_t> promptIds(const json& p, const Tokenizer& tok, const Comple
   return ids;
 }
 
+// One field into r; false for a key that is not a field.
+bool setField(const std::string& key, const json& v, const Tokenizer& tokenizer,
+              const CompletionLimits& limits, CompletionRequest& r) {
+  if (key == "prompt") {
+    r.prompt = promptIds(v, tokenizer, limits);
+  } else if (key == "max_tokens") {
+    if (!v.is_null())
+      r.maxTokens = static_cast<int>(integerField(v, "max_tokens", 0, limits.maxTokensLimit));
+  } else if (key == "temperature") {
+    const double t = numberField(v, "temperature");
+    if (t < 0.0 || t > 100.0) bad(fmt::format("'temperature': {} outside [0, 100]", t));
+    r.sampling.temperature = static_cast<float>(t);
+  } else if (key == "top_p") {
+    const double p = numberField(v, "top_p");
+    if (!(p > 0.0 && p <= 1.0)) bad(fmt::format("'top_p': {} outside (0, 1]", p));
+    r.sampling.topP = static_cast<float>(p);
+  } else if (key == "top_k") {
+    r.sampling.topK = static_cast<int>(integerField(v, "top_k", 0, INT32_MAX));
+  } else if (key == "stream") {
+    if (!v.is_boolean()) bad(fmt::format("'stream': expected true or false, got {}", v.dump()));
+    r.stream = v.get<bool>();
+  } else if (key == "seed") {
+    if (!v.is_null()) r.seed = static_cast<uint64_t>(integerField(v, "seed", 0, INT64_MAX));
+  } else if (key == "n") {
+    integerField(v, "n", 1, 1);
+  } else if (key == "model" || key == "user") {
+    if (!v.is_string()) bad(fmt::format("'{}': expected a string, got {}", key, v.dump()));
+    if (key == "model") r.model = v.get<std::string>();
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 CompletionRequest parseCompletionRequest(const std::string& body, const Tokenizer& tokenizer,
@@ -84,40 +118,10 @@ CompletionRequest parseCompletionRequest(const std::string& body, const Tokenize
     bad(fmt::format("the request body must be a JSON object, got {}", std::string(j.type_name())));
   CompletionRequest r;
   r.seed = limits.defaultSeed;
-  bool havePrompt = false;
-  for (const auto& [key, v] : j.items()) {
-    if (key == "prompt") {
-      r.prompt = promptIds(v, tokenizer, limits);
-      havePrompt = true;
-    } else if (key == "max_tokens") {
-      if (v.is_null()) continue;
-      r.maxTokens = static_cast<int>(integerField(v, "max_tokens", 0, limits.maxTokensLimit));
-    } else if (key == "temperature") {
-      const double t = numberField(v, "temperature");
-      if (t < 0.0 || t > 100.0) bad(fmt::format("'temperature': {} outside [0, 100]", t));
-      r.sampling.temperature = static_cast<float>(t);
-    } else if (key == "top_p") {
-      const double p = numberField(v, "top_p");
-      if (!(p > 0.0 && p <= 1.0)) bad(fmt::format("'top_p': {} outside (0, 1]", p));
-      r.sampling.topP = static_cast<float>(p);
-    } else if (key == "top_k") {
-      r.sampling.topK = static_cast<int>(integerField(v, "top_k", 0, INT32_MAX));
-    } else if (key == "stream") {
-      if (!v.is_boolean()) bad(fmt::format("'stream': expected true or false, got {}", v.dump()));
-      r.stream = v.get<bool>();
-    } else if (key == "seed") {
-      if (v.is_null()) continue;
-      r.seed = static_cast<uint64_t>(integerField(v, "seed", 0, INT64_MAX));
-    } else if (key == "n") {
-      if (integerField(v, "n", 1, 1) != 1) bad("'n': only 1 is supported");
-    } else if (key == "model" || key == "user") {
-      if (!v.is_string()) bad(fmt::format("'{}': expected a string, got {}", key, v.dump()));
-      if (key == "model") r.model = v.get<std::string>();
-    } else {
+  for (const auto& [key, v] : j.items())
+    if (!setField(key, v, tokenizer, limits, r))
       bad(fmt::format("unknown field '{}' (supported: {})", key, kFields));
-    }
-  }
-  if (!havePrompt) bad("'prompt' is required");
+  if (!j.contains("prompt")) bad("'prompt' is required");
   return r;
 }
 

@@ -99,22 +99,7 @@ void HttpServer::loop() {
   std::vector<pollfd> fds;
   while (!stop_) {
     if (stopAccepting_ && listener_) listener_.reset();
-    auto now = Clock::now();
-    Clock::time_point next = now + std::chrono::seconds(1);
-    fds.clear();
-    fds.push_back({wakeRead_.get(), POLLIN, 0});
-    fds.push_back({listener_ ? listener_.get() : -1, POLLIN, 0});
-    for (auto& c : conns_) {
-      short ev = POLLIN;
-      if (c->outSent < c->out.size()) ev |= POLLOUT;
-      fds.push_back({c->fd.get(), ev, 0});
-      if (c->state == Conn::State::kReading) next = std::min(next, c->readDeadline);
-      if (c->outSent < c->out.size()) next = std::min(next, c->lastWrite + opts_.writeTimeout);
-      if (c->shutWr) next = std::min(next, c->lingerUntil);
-    }
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
-    const int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0) + 1));
-    if (rc < 0 && errno != EINTR) throw SystemError("poll in the HTTP server", errno);
+    pollAll(fds);
     if (fds[0].revents & POLLIN) {
       char sink[256];
       while (::read(wakeRead_.get(), sink, sizeof sink) > 0) {
@@ -123,7 +108,7 @@ void HttpServer::loop() {
     takeOutbox();
     const size_t n = conns_.size();  // acceptAll appends; those are polled next round
     if (fds[1].revents & POLLIN) acceptAll();
-    now = Clock::now();
+    const auto now = Clock::now();
     for (size_t i = 0; i < n; ++i) {
       Conn& c = *conns_[i];
       const short re = fds[i + 2].revents;
@@ -134,6 +119,26 @@ void HttpServer::loop() {
     std::erase_if(conns_, [](const auto& c) { return c->state == Conn::State::kGone; });
     connections_ = static_cast<int>(conns_.size());
   }
+}
+
+void HttpServer::pollAll(std::vector<pollfd>& fds) {
+  const auto now = Clock::now();
+  Clock::time_point next = now + std::chrono::seconds(1);  // at least once a second: stop_
+  fds.clear();
+  fds.push_back({wakeRead_.get(), POLLIN, 0});
+  fds.push_back({listener_ ? listener_.get() : -1, POLLIN, 0});  // -1: ignored by poll
+  for (auto& c : conns_) {
+    const bool unsent = c->outSent < c->out.size();
+    fds.push_back({c->fd.get(), static_cast<short>(unsent ? POLLIN | POLLOUT : POLLIN), 0});
+    if (c->state == Conn::State::kReading) next = std::min(next, c->readDeadline);
+    if (unsent) next = std::min(next, c->lastWrite + opts_.writeTimeout);
+    if (c->shutWr) next = std::min(next, c->lingerUntil);
+  }
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
+  const int rc = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait, 0) + 1));
+  if (rc < 0 && errno != EINTR) throw SystemError("poll in the HTTP server", errno);
+  if (rc < 0)
+    for (auto& f : fds) f.revents = 0;
 }
 
 void HttpServer::acceptAll() {
@@ -240,6 +245,10 @@ void HttpServer::writeTo(Conn& c) {
 }
 
 void HttpServer::checkDeadlines(Conn& c, Clock::time_point now) {
+  if (stopAccepting_ && c.state == Conn::State::kReading && !c.parser.started()) {
+    c.state = Conn::State::kGone;  // shutting down: an idle connection is not waited for
+    return;
+  }
   if (c.state == Conn::State::kReading && now >= c.readDeadline) {
     if (!c.parser.started()) {
       c.state = Conn::State::kGone;  // an idle connection: nothing to answer

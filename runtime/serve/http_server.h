@@ -8,6 +8,8 @@
 // Thread-safety: send(), port(), connectionCount() and stop() may be called from any thread.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -72,6 +74,7 @@ class HttpServer {
     bool last;
   };
   void loop();
+  void pollAll(std::vector<pollfd>& fds);  // fills fds, waits until the next event/deadline
   void acceptAll();
   void takeOutbox();
   void readFrom(Conn& c);
