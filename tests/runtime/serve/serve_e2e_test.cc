@@ -248,7 +248,19 @@ TEST_CASE("dsrt serve: curl completions equal dsrt generate, 16 at once, limits,
   CHECK_THAT(raw, Catch::Contains("malformed HTTP request line 'HELLO'"));
   CHECK(completionText(curlRequest(dir, port, path, request("to be", 24))) == want);
 
+  // SIGTERM while a stream runs: the stream still ends whole ([DONE]) and the exit is 0.
+  const std::string wantLong = generated(ck, {"to be"}, 59)[0];
+  ds::test::CurlResult last;
+  std::thread lastClient([&] { last = curlRequest(dir, port, path, request("to be", 59, true)); });
+  const auto seen = Clock::now() + std::chrono::seconds(60);
+  while (server.log().find("max_tokens 59, stream") == std::string::npos && Clock::now() < seen)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(server.stop() == 0);
+  lastClient.join();
+  INFO("curl exit " << last.rc << ", body " << last.body << "\nserver log:\n" << server.log());
+  REQUIRE(last.status == 200);
+  CHECK(ds::test::sseText(last.body, &finish, &done) == wantLong);
+  CHECK(done);
   const std::string log = server.log();
   CHECK_THAT(log, Catch::Contains(": malformed HTTP request line 'HELLO'"));
   CHECK_THAT(log, Catch::Contains("stopped"));
