@@ -220,6 +220,11 @@ int serveCommand(int argc, char** argv) {
   std::printf("dsrt serve: listening on http://%s:%d/v1/completions\n", f.host.c_str(),
               server.port());
   std::fflush(stdout);
+  if (f.host.rfind("127.", 0) != 0 && f.host != "localhost" && f.host != "::1")
+    DS_LOG_WARN("serve",
+                "--host {}: listening beyond loopback; anyone who can reach port {} "
+                "can use the model (there is no authentication)",
+                f.host, server.port());
   DS_LOG_INFO("serve", "{} on http://{}:{} ({} slots, queue {}, max_tokens <= {}, context {})",
               source, f.host, server.port(), f.maxBatch, f.maxQueue, f.maxTokensLimit,
               model.config().seqLen);
