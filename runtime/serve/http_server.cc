@@ -219,7 +219,14 @@ void HttpServer::readFrom(Conn& c) {
       return;
     }
     c.state = Conn::State::kHanded;
-    handler_.onRequest(c.id, c.parser.request(), c.peer);
+    try {
+      handler_.onRequest(c.id, c.parser.request(), c.peer);
+    } catch (const std::exception& e) {  // a bug in the handler must not end the server
+      DS_LOG_ERROR("serve", "request {} from {}: handler failed: {}", c.id, c.peer, e.what());
+      c.state = Conn::State::kReading;  // so refuse() may answer it
+      refuse(c, HttpError(500, fmt::format("internal error: {}", e.what())));
+      writeTo(c);
+    }
   }
 }
 

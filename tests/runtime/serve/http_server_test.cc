@@ -1,6 +1,7 @@
 // HttpServer on loopback with a trivial handler: an answer sent from another thread arrives and
-// closes the connection; a request that does not arrive whole in time is 408; connections beyond
-// the limit are 503; a refused request never reaches the handler. Every read is bounded.
+// closes the connection; a handler that throws is a 500; a request that does not arrive whole in
+// time is 408; connections beyond the limit are 503; a refused request never reaches the handler.
+// Every read is bounded.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -10,8 +11,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/serve/http_response.h"
 #include "runtime/serve/http_server.h"
@@ -23,12 +26,13 @@ namespace {
 struct Echo : HttpHandler {
   HttpServer* server = nullptr;
   std::atomic<int> requests{0};
+  std::vector<std::thread> answerers;  // I/O thread only; joined by the test
   void onRequest(uint64_t conn, const HttpRequest& req, const std::string&) override {
     ++requests;
-    std::thread([this, conn, body = req.body] {  // answered from another thread
+    if (req.target == "/throw") throw std::runtime_error("handler bug");
+    answerers.emplace_back([this, conn, body = req.body] {  // answered from another thread
       server->send(conn, httpResponse(200, "text/plain", "got " + body), true);
-    })
-        .detach();
+    });
   }
   void onDisconnect(uint64_t, const std::string&) override {}
 };
@@ -59,6 +63,15 @@ std::string readAll(int fd) {
 
 void sendAll(int fd, const std::string& s) {
   REQUIRE(::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()));
+}
+
+// The server sees a client's close on its own thread: waits (bounded) until it has seen them all,
+// so the connection limit counts only the connections that follow.
+void waitIdle(const HttpServer& server) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (server.connectionCount() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(server.connectionCount() == 0);
 }
 
 }  // namespace
@@ -95,15 +108,23 @@ TEST_CASE("http server: answers, 408 for a slow request, 503 beyond the connecti
   CHECK(refused.find("maximum of 2 open connections") != std::string::npos);
   ::close(a);
   ::close(b);
-  // The server sees those closes on its own thread: wait (bounded) until it has.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (server.connectionCount() > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  REQUIRE(server.connectionCount() == 0);
+  waitIdle(server);
 
   fd = connectTo(port);
   sendAll(fd, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999\r\n\r\n");
   CHECK(readAll(fd).rfind("HTTP/1.1 413 Content Too Large\r\n", 0) == 0);
   CHECK(echo.requests == 1);
+
+  waitIdle(server);
+  fd = connectTo(port);  // a handler that throws: 500, and the server goes on
+  sendAll(fd, "GET /throw HTTP/1.1\r\nHost: h\r\n\r\n");
+  const std::string failed = readAll(fd);
+  CHECK(failed.rfind("HTTP/1.1 500 Internal Server Error\r\n", 0) == 0);
+  CHECK(failed.find("internal error: handler bug") != std::string::npos);
+  waitIdle(server);
+  fd = connectTo(port);
+  sendAll(fd, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok");
+  CHECK(readAll(fd).find("got ok") != std::string::npos);
   server.stop();
+  for (auto& t : echo.answerers) t.join();
 }
