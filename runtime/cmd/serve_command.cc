@@ -100,7 +100,7 @@ void checkFlags(const Flags& f) {
     if (v < lo) throw ConfigError(fmt::format("{} {}: expected >= {}", flag, v, lo));
   };
   atLeast("--max_batch", f.maxBatch, 1);
-  atLeast("--max_queue", f.maxQueue, 0);
+  atLeast("--max_queue", f.maxQueue, 1);
   atLeast("--max_tokens_limit", f.maxTokensLimit, 1);
   atLeast("--max_connections", f.maxConnections, 1);
   atLeast("--threads", f.threads, 0);

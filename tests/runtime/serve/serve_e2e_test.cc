@@ -279,6 +279,7 @@ TEST_CASE("dsrt serve: bad flags and several ranks are refused by name", "[e2e]"
   const std::string m = dir.file("missing");
   const Bad bad[] = {
       {m + " --tokenizer byte --max_batch 0", "--max_batch 0: expected >= 1"},
+      {m + " --tokenizer byte --max_queue 0", "--max_queue 0: expected >= 1"},
       {m + " --tokenizer byte --port 70000", "--port 70000: expected 0..65535"},
       {m + " --tokenizer byte --request_timeout 0", "--request_timeout 0"},
       {m + " --tokenizer byte", "model '" + m + "' does not exist"},
