@@ -1,24 +1,18 @@
 // DeviceMirror (see device_mirror.h): the two layouts, the upload staging ring, the gradient
-// slots and the lag-one consumption of the gradients.
+// slots and the lag-one consumption of the gradients. The host side of each copy (packing the
+// staging, adding the gradients) runs over threads (zero/bulk_ops.h).
 #include "runtime/engine/device_mirror.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "zero/bulk_ops.h"
 
 namespace ds::runtime {
 namespace {
-
-// dst += src, vectorised, over threads when large (the host side of every gradient download).
-void addInto(float* __restrict dst, const float* __restrict src, size_t n) {
-  const long count = long(n);
-#pragma omp parallel for simd schedule(static) if (count >= (1L << 18))
-  for (long k = 0; k < count; ++k) dst[k] += src[k];
-}
 
 // The bytes of one element of the parameter copies the model reads.
 const void* hostValue(const zero::ParamTable& host, size_t i, DType compute) {
@@ -179,7 +173,7 @@ void DeviceMirror::upload(void* dst, int block, const std::vector<int>& params, 
       throw InternalError(
           fmt::format("device mirror: the engine holds no {} value of '{}' inside block {}",
                       dtypeName(compute_), info.name, block));
-    std::memcpy(out, src, info.numel * es_);
+    zero::bulkCopyBytes(out, src, info.numel * es_);
     out += info.numel * es_;
   }
   ops_.uploadAsync(dst, st.host.get(), elems * es_);
@@ -302,7 +296,7 @@ void DeviceMirror::addGrads(const GradSlot& slot) {
       throw InternalError(
           fmt::format("device mirror: the engine holds no gradient of '{}' inside block {}",
                       params_[i].name, slot.block));
-    addInto(dst, slot.host.as<const float>() + blk.packed[k], params_[i].numel);
+    zero::bulkAdd(dst, slot.host.as<const float>() + blk.packed[k], params_[i].numel);
   }
 }
 
