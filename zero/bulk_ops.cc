@@ -30,8 +30,9 @@ void forByteChunks(size_t bytes, size_t align, Body&& body) {
 }  // namespace
 
 void bulkCopyBytes(void* dst, const void* src, size_t bytes) {
-  forByteChunks(bytes, 1, [&](size_t b, size_t e) {
-    std::memcpy(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, e - b);
+  forByteChunks(bytes, 1, [&](size_t begin, size_t end) {
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                end - begin);
   });
 }
 
@@ -40,18 +41,18 @@ void bulkCopy(float* dst, const float* src, size_t count) {
 }
 
 void bulkZero(float* dst, size_t count) {
-  forByteChunks(count * sizeof(float), sizeof(float), [&](size_t b, size_t e) {
-    std::memset(reinterpret_cast<char*>(dst) + b, 0, e - b);
+  forByteChunks(count * sizeof(float), sizeof(float), [&](size_t begin, size_t end) {
+    std::memset(reinterpret_cast<char*>(dst) + begin, 0, end - begin);
   });
 }
 
 void bulkAdd(float* dst, const float* src, size_t count) {
-  forByteChunks(count * sizeof(float), sizeof(float), [&](size_t b, size_t e) {
-    float* __restrict d = dst + b / sizeof(float);
-    const float* __restrict s = src + b / sizeof(float);
-    const size_t n = (e - b) / sizeof(float);
+  forByteChunks(count * sizeof(float), sizeof(float), [&](size_t begin, size_t end) {
+    float* __restrict out = dst + begin / sizeof(float);
+    const float* __restrict add = src + begin / sizeof(float);
+    const size_t elems = (end - begin) / sizeof(float);
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) d[i] += s[i];
+    for (size_t elem = 0; elem < elems; ++elem) out[elem] += add[elem];
   });
 }
 
