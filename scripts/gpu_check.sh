@@ -25,7 +25,8 @@
 #                 build into build-gpu (needs every build dependency on this machine)
 #   --out DIR     where gpu_report.txt and gpu_check_logs.tar.gz go (default: $OUT, else
 #                 ./gpu_check_out)
-#   --quick       10 training steps, stages 0 and 3 only (3 with both offloads), shorter benches
+#   --quick       10 training steps, stages 0, 2 + offload_optimizer and 3 (3 with both
+#                 offloads), shorter benches
 #   --only LIST   comma-separated subset of: tests,train,bench,comm (device always runs)
 #   --steps N     training steps per comparison run (default 20; --quick 10)
 #   --budget SECS stop starting work SECS after the start: every later command gets only what is
@@ -297,7 +298,7 @@ if want train; then
     [s0+ckpt]="$Z.stage=0 deepspeed.activation_checkpointing.enabled=true"
     [s3+ckpt]="$Z.stage=3 deepspeed.activation_checkpointing.enabled=true"
   )
-  if ((QUICK)); then CFGS=(s0 s3 s3+oo+op s3+ckpt); else
+  if ((QUICK)); then CFGS=(s0 s2+oo s3 s3+oo+op s3+ckpt); else
     CFGS=(s0 s1 s1+oo s2 s2+oo s3 s3+oo s3+oo+op s0+ckpt s3+ckpt)
   fi
   DTYPES=(fp32 bf16)
