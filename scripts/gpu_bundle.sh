@@ -54,6 +54,8 @@ mapfile -t tests < <(gpu_tests)
 bins=("$BUILD/dsrt" "$BUILD/dsrun")
 # The per-op GPU benchmark (bench/gpu_ops.cc), when built.
 [[ -x "$BUILD/bench/bench_gpu_ops" ]] && bins+=("$BUILD/bench/bench_gpu_ops")
+# The offload hooks' own cost (bench/offload_hooks.cc), when built.
+[[ -x "$BUILD/bench/bench_offload_hooks" ]] && bins+=("$BUILD/bench/bench_offload_hooks")
 for t in "${tests[@]}"; do bins+=("$BUILD/tests/$t"); done
 for b in "${bins[@]}"; do
   if [[ ! -x "$b" ]]; then

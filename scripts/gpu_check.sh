@@ -11,7 +11,10 @@
 #           within 3x the largest cpu-bf16-vs-cpu-fp32 relative difference of that plan
 #   bench   bench/gpu/torch_gpt2.py (PyTorch eager and torch.compile) and dsrt on the same GPT-2
 #           124M (B=16, T=1024, bf16, synthetic data): tokens/s, step time, MFU against 989
-#           TFLOP/s (H100/H200 SXM dense bf16) with nanoGPT's 6N + 12LCT flops per token
+#           TFLOP/s (H100/H200 SXM dense bf16) with nanoGPT's 6N + 12LCT flops per token;
+#           then ZeRO-Offload on the same model (stage 2 + offload_optimizer cpu, stage 3 +
+#           offload optimizer and param cpu): step time against stage 0, the phase split and
+#           the device memory, and bench_offload_hooks (the hooks alone, no model compute)
 #   comm    dsrt comm-bench over nccl at world size 1 on device buffers (busbw = algbw there)
 # Every step is bounded by `timeout`; a failure is reported and the script goes on, exiting 1 at
 # the end when anything failed (2: bad usage or an unusable --bundle).
@@ -22,7 +25,8 @@
 #                 build into build-gpu (needs every build dependency on this machine)
 #   --out DIR     where gpu_report.txt and gpu_check_logs.tar.gz go (default: $OUT, else
 #                 ./gpu_check_out)
-#   --quick       10 training steps, stages 0 and 3 only (3 with both offloads), shorter benches
+#   --quick       10 training steps, stages 0, 2 + offload_optimizer and 3 (3 with both
+#                 offloads), shorter benches
 #   --only LIST   comma-separated subset of: tests,train,bench,comm (device always runs)
 #   --steps N     training steps per comparison run (default 20; --quick 10)
 #   --budget SECS stop starting work SECS after the start: every later command gets only what is
@@ -294,7 +298,7 @@ if want train; then
     [s0+ckpt]="$Z.stage=0 deepspeed.activation_checkpointing.enabled=true"
     [s3+ckpt]="$Z.stage=3 deepspeed.activation_checkpointing.enabled=true"
   )
-  if ((QUICK)); then CFGS=(s0 s3 s3+oo+op s3+ckpt); else
+  if ((QUICK)); then CFGS=(s0 s2+oo s3 s3+oo+op s3+ckpt); else
     CFGS=(s0 s1 s1+oo s2 s2+oo s3 s3+oo s3+oo+op s0+ckpt s3+ckpt)
   fi
   DTYPES=(fp32 bf16)
@@ -435,6 +439,7 @@ if want bench; then
   fi
 
   # dsrt on the same model, stage 0, one process.
+  s0_ms=""
   sum=$WORK/bench/dsrt_gpt2.json
   sets=(--set "model.gpt.n_layer=$G_L" --set "model.gpt.n_head=$G_H" --set "model.gpt.n_embd=$G_C"
     --set "model.gpt.seq_len=$G_T" --set "model.gpt.vocab_size=$G_V"
@@ -455,8 +460,61 @@ if want bench; then
     vs=""
     [[ -n $ref && $ref -gt 0 ]] && vs="; $(awk -v a="$ours" -v b="$ref" 'BEGIN{printf "%.2f", a/b}')x torch"
     result bench "dsrt gpt2-124M bf16 s0" OK "$line$vs"
+    s0_ms=$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line" | head -1)
   else
     result bench "dsrt gpt2-124M bf16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2.txt"
+  fi
+  # ZeRO-Offload on the same model: the host engine + device mirror (runtime/engine/device_mirror.h)
+  # at stage 2 + offload_optimizer cpu and stage 3 + offload_optimizer/offload_param cpu, with the
+  # phase split (fwd / bwd / comm = the engine's hooks and reductions / optim = CPU Adam) and the
+  # device bytes by kind, against the stage-0 step above.
+  declare -A OFFLOAD=(
+    [s2+oo]="deepspeed.zero_optimization.stage=2 deepspeed.zero_optimization.offload_optimizer.device=cpu"
+    [s3+oo+op]="deepspeed.zero_optimization.stage=3 deepspeed.zero_optimization.offload_optimizer.device=cpu deepspeed.zero_optimization.offload_param.device=cpu"
+  )
+  for cfg in s2+oo s3+oo+op; do
+    osum=$WORK/bench/dsrt_gpt2_${cfg//+/_}.json
+    osets=("${sets[@]}" --set "train.steps=$((BWARM + 3))")
+    for kv in ${OFFLOAD[$cfg]}; do osets+=(--set "$kv"); done
+    rc=0
+    (cd "$WORK/bench" && bounded 300 "$LOGS/bench/dsrt_gpt2_${cfg//+/_}.txt" "${RUN[@]}" "$DSRT" train \
+      "${osets[@]}" --summary "$osum") || rc=$?
+    if ((rc == 0)) && [[ -f $osum ]] && oline=$("$PY" - "$osum" "${s0_ms:-0}" <<'EOF2' 2>>"$LOGS/bench/dsrt_gpt2_${cfg//+/_}.txt"
+import json, sys
+j = json.load(open(sys.argv[1])); s0 = float(sys.argv[2])
+t = j["timing"]; n = max(t["steps_timed"], 1); m = j["memory"]
+ms = t["total_ms"] / n
+mib = lambda k, p: m[k][p] / 1048576
+vs = f", {ms / s0:.1f}x stage 0's {s0:.1f} ms" if s0 > 0 else ""
+print(f"step_ms={ms:.1f} (fwd {t['fwd_ms'] / n:.1f}, bwd {t['bwd_ms'] / n:.1f}, "
+      f"comm {t['comm_ms'] / n:.1f}, optim {t['optim_ms'] / n:.1f}; {n} timed steps){vs}; "
+      f"device MiB: params {mib('params', 'device'):.0f}, grads {mib('grads', 'device'):.0f}, "
+      f"optimizer {mib('optimizer_states', 'device'):.0f}; host optimizer "
+      f"{mib('optimizer_states', 'host'):.0f} MiB")
+EOF2
+    ); then
+      cp "$osum" "$LOGS/bench/"
+      result bench "dsrt gpt2-124M bf16 $cfg" OK "$oline"
+    else
+      result bench "dsrt gpt2-124M bf16 $cfg" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2_${cfg//+/_}.txt"
+    fi
+  done
+  # The offload hooks alone on this GPU (no model compute): the floor under the rows above.
+  hb=$BIN_DIR/bench_offload_hooks
+  [[ -x $hb ]] || hb=$BIN_DIR/bench/bench_offload_hooks
+  if [[ -x $hb ]]; then
+    for st in 2 3; do
+      rc=0
+      bounded 180 "$LOGS/bench/offload_hooks_s$st.txt" "${RUN[@]}" "$hb" --device cuda --stage $st \
+        --steps 4 || rc=$?
+      hl=$(awk '$1 == "4" {print "fwd_hooks " $2 " ms (engine " $3 "), bwd_hooks " $4 " ms (engine " $5 "), step " $6 " ms " $8 " " $9}' \
+        "$LOGS/bench/offload_hooks_s$st.txt" || true)
+      if ((rc == 0)) && [[ -n $hl ]]; then
+        result bench "bench_offload_hooks stage $st cuda" OK "$hl"
+      else
+        result bench "bench_offload_hooks stage $st cuda" FAIL "rc=$rc" "$LOGS/bench/offload_hooks_s$st.txt"
+      fi
+    done
   fi
   # Per-op split of the dsrt step (bench/gpu_ops.cc), when the bundle or build has it.
   if [[ -x $BIN_DIR/bench_gpu_ops || -x $BIN_DIR/bench/bench_gpu_ops ]]; then

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "zero/bucket_queue.h"
+#include "zero/bulk_ops.h"
 #include "zero/dp_comm.h"
 #include "zero/optimizer_partition.h"
 #include "zero/param_index.h"
@@ -119,10 +120,8 @@ void BlockedStage::flushGrads() {
   for (size_t rank = 0; rank < world; ++rank)
     for (size_t param : params) {
       const size_t chunk = layout_.chunk(param);
-      if (!transient_.held(param)) std::memset(input.data() + pos, 0, chunk * sizeof(float));
-      else
-        std::memcpy(input.data() + pos, transient_.data(param) + rank * chunk,
-                    chunk * sizeof(float));
+      if (!transient_.held(param)) bulkZero(input.data() + pos, chunk);
+      else bulkCopy(input.data() + pos, transient_.data(param) + rank * chunk, chunk);
       pos += chunk;
     }
   for (size_t param : params) transient_.release(param);
@@ -131,8 +130,7 @@ void BlockedStage::flushGrads() {
   auto finish = [this, params, out = output.data()] {
     size_t from = 0;
     for (size_t param : params) {
-      float* grads = gradPart_.data() + layout_.localOffset(param);
-      for (size_t i = 0, chunk = layout_.chunk(param); i < chunk; ++i) grads[i] += out[from + i];
+      bulkAdd(gradPart_.data() + layout_.localOffset(param), out + from, layout_.chunk(param));
       from += layout_.chunk(param);
     }
   };

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <map>
+#include <type_traits>
 #include <vector>
+
+#include "zero/bulk_ops.h"
 
 namespace ds::zero {
 
@@ -23,7 +26,9 @@ class BufferPool {
     }
     dst = std::move(found->second);
     free_.erase(found);
-    if (zeroed) std::fill(dst.begin(), dst.end(), T(0));
+    if (!zeroed) return;
+    if constexpr (std::is_same_v<T, float>) bulkZero(dst.data(), dst.size());
+    else std::fill(dst.begin(), dst.end(), T(0));
   }
   // Moves buf into the pool (no-op when empty); buf is left empty.
   void give(std::vector<T>& buf) {

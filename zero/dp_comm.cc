@@ -5,6 +5,7 @@
 
 #include "comm/process_group.h"
 #include "core/error.h"
+#include "zero/bulk_ops.h"
 
 namespace ds::zero {
 
@@ -24,7 +25,7 @@ comm::WorkPtr DpComm::reduceScatterSum(const float* input, float* output,
                                        const std::vector<size_t>& counts) {
   DS_CHECK_EQ(counts.size(), size_t(world_));
   if (single()) {
-    std::memcpy(output, input, counts[0] * sizeof(float));
+    bulkCopy(output, input, counts[0]);
     return nullptr;
   }
   size_t total = 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "zero/bucket_queue.h"
+#include "zero/bulk_ops.h"
 #include "zero/dp_comm.h"
 #include "zero/optimizer_partition.h"
 #include "zero/param_index.h"
@@ -62,15 +63,15 @@ void FlatPartitionedStage::allocGrads(int block) {
 const float* FlatPartitionedStage::fillBucket(int slot, size_t begin, size_t end) {
   if (!partitionGrads_) return fullGrads_.data() + begin;
   float* buf = ctx_.buckets.input(slot).data();
-  std::memset(buf, 0, (end - begin) * sizeof(float));
+  bulkZero(buf, end - begin);
   const ParamIndex& index = ctx_.index;
   for (size_t param = index.paramAt(begin); param < index.count() && index.offset(param) < end;
        ++param) {
     const size_t offset = index.offset(param);
     const Shard overlap = intersect({begin, end - begin}, {offset, index.param(param).numel});
     if (overlap.size && transient_.held(param))
-      std::memcpy(buf + (overlap.offset - begin),
-                  transient_.data(param) + (overlap.offset - offset), overlap.size * sizeof(float));
+      bulkCopy(buf + (overlap.offset - begin), transient_.data(param) + (overlap.offset - offset),
+               overlap.size);
     if (offset >= begin) transient_.release(param);  // fully emitted
   }
   return buf;
@@ -92,10 +93,7 @@ void FlatPartitionedStage::emitAllreduce(int slot, size_t begin, size_t end) {
   std::function<void()> finish;
   if (partitionGrads_ && mine.size)
     finish = [this, buf, src = mine.offset - begin, dst = mine.offset - partStart_,
-              size = mine.size] {
-      float* grads = gradPart_.data() + dst;
-      for (size_t i = 0; i < size; ++i) grads[i] += buf[src + i];
-    };
+              size = mine.size] { bulkAdd(gradPart_.data() + dst, buf + src, size); };
   ctx_.buckets.issue(work, finish, slot, /*allreduce=*/true);
 }
 
@@ -108,13 +106,10 @@ void FlatPartitionedStage::emitReduceScatter(int slot, const float* input, size_
   if (mine.size) {
     const size_t dst = mine.offset - partStart_;
     if (partitionGrads_) {
-      finish = [this, out, dst, size = mine.size] {
-        float* grads = gradPart_.data() + dst;
-        for (size_t i = 0; i < size; ++i) grads[i] += out[i];
-      };
+      finish = [this, out, dst, size = mine.size] { bulkAdd(gradPart_.data() + dst, out, size); };
     } else {
       finish = [this, out, dst, size = mine.size] {
-        std::memcpy(fullGrads_.data() + partStart_ + dst, out, size * sizeof(float));
+        bulkCopy(fullGrads_.data() + partStart_ + dst, out, size);
       };
     }
   }

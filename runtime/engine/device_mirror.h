@@ -1,37 +1,60 @@
-// DeviceMirror: ZeRO on the host, compute on the device. A BlockHooks decorator between a model
-// that runs on an Ops device (runtime/model/ops_gpt2) and the host ZeroEngine: before a block
-// runs it uploads that block's parameters from the engine's host ParamTable, and after a block's
-// backward it streams the block's device gradients back and adds them into the engine's host
-// gradients before the engine reduces them. So every ZeRO stage and offload the host engine has
-// trains on the GPU unchanged, with the CPU optimizer (ZeRO-Offload's split). Two layouts:
-//  - resident (stages 0-2): one device copy of every parameter and gradient, each parameter
-//    uploaded once per optimizer step (values change only in step());
-//  - windowed (stage 3, ZeRO-Infinity's parameter offload): one slot sized for the largest
-//    block's parameters and one for its gradients; each block's parameters are uploaded into the
-//    slot as the block starts (forward and backward) and the others have no device copy, so
-//    device parameter and gradient bytes are a block's, not the model's.
-// Not an owner of the engine; synchronous (no copy overlaps compute yet).
-// Invariants: table() holds device pointers only, and in windowed mode only for the block
-// between its before* and after* hooks (null otherwise); device gradients are zero when a
-// block's backward starts; invalidate() must follow every change of the host parameters.
+// DeviceMirror: ZeRO on the host, compute on the device, overlapped (ZeRO-Offload's pipeline). A
+// BlockHooks decorator between a model that runs on an Ops device (runtime/model/ops_gpt2) and
+// the host ZeroEngine, so every ZeRO stage and offload the host engine has trains on the GPU
+// unchanged, with the CPU optimizer. Parameters go up and gradients come back one block at a time
+// on the Ops copy stream (ops.h), through pinned staging, while the compute stream runs:
+//  - gradients: each block's backward writes into one of two block-sized device gradient slots;
+//    after its kernels are queued, ONE async copy streams the slot into pinned memory, and the
+//    block is consumed one block later (lag-one: the host adds it into the engine's gradients and
+//    calls the engine's afterBackward, which reduces/offloads its buckets) while the device
+//    computes the next block; the last block (block 0) is drained before backward returns;
+//  - parameters, resident layout (stages 0-2 with offload): one device copy of every parameter,
+//    laid out by the first block that reads each one so every block uploads ONE contiguous
+//    region, once per optimizer step (before its forward; block b+1's while b computes);
+//  - parameters, windowed layout (stage 3, ZeRO-Infinity's parameter offload): two block-sized
+//    slots (double buffer); block b+1's parameters upload into one while b computes from the
+//    other, in forward and in backward; device parameter bytes are two blocks', not the model's.
+// The engine's hooks therefore run ahead and behind the model's: its before*(b+1) is called while
+// block b is in flight (to read b+1's host parameters early) and its afterBackward(b) one block
+// late, always in the model's block order, each exactly once per pass.
+// Not an owner of the engine. Not thread-safe (the training thread calls the hooks).
+// Invariants: table() holds device pointers only; in windowed mode a block's values, and in both
+// modes its gradients, are non-null only between its before* and after* hooks; a gradient slot
+// is zero when a block's backward starts; every block's gradients reach the engine exactly once
+// per backward, in order, before backward returns; invalidate() must follow every change of the
+// host parameters.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/dtype.h"
 #include "runtime/tensor/ops.h"
+#include "zero/engine_types.h"
 #include "zero/param_table.h"
 
 namespace ds::runtime {
+
+struct DeviceMirrorOptions {
+  bool windowed = false;  // stage 3: two block-sized parameter slots instead of every parameter
+  // The longest the host waits for one block's copy (or the compute before it); the timeout's
+  // message names the block, the direction and the rank.
+  std::chrono::milliseconds copyTimeout = std::chrono::minutes(5);
+  int rank = 0;  // for messages
+};
 
 class DeviceMirror : public zero::BlockHooks {
  public:
   // hostTable() returns the engine's table, valid inside the engine's hooks of a block.
   DeviceMirror(Ops& ops, const std::vector<zero::ParamInfo>& params, DType compute,
                zero::BlockHooks& inner, std::function<zero::ParamTable&()> hostTable,
-               bool windowed = false);
+               DeviceMirrorOptions options = {});
+  ~DeviceMirror() override;  // waits (bounded) for copies still reading or writing its buffers
+  DeviceMirror(const DeviceMirror&) = delete;
+  DeviceMirror& operator=(const DeviceMirror&) = delete;
 
   zero::ParamTable& table() { return table_; }  // device pointers, for the model
   void invalidate() { ++version_; }             // host params changed: upload again
@@ -41,30 +64,85 @@ class DeviceMirror : public zero::BlockHooks {
   void beforeBackward(int block) override;
   void afterBackward(int block) override;
 
-  bool windowed() const { return windowed_; }
+  bool windowed() const { return options_.windowed; }
   size_t valueBytes() const { return values_.bytes(); }  // device parameter bytes held
   size_t gradBytes() const { return grads_.bytes(); }    // device gradient bytes held
+  size_t pinnedBytes() const;                            // page-locked host staging
   size_t bytesUploaded() const { return uploaded_; }     // since construction (tests, logs)
+  size_t bytesDownloaded() const { return downloaded_; }
+  size_t largestBlockElems() const { return slotElems_; }  // the slots' size (elements)
+  // This rank's memory with the mirror: all the host engine holds is host memory (its "device"
+  // column moves to host; nvme stays), the device holds the mirror's parameters and gradient
+  // slots and no optimizer state, and the pinned staging is a host buffer.
+  zero::MemoryReport memory(const zero::MemoryReport& engine) const;
 
  private:
-  void enter(int block, bool backward);  // upload the block's params (windowed: into the slot)
-  void flushGrads(int block);
-  void leave(int block);  // windowed: the block's pointers become null again
+  struct Block {
+    std::vector<int> params;     // parameter indices it reads, in table order
+    std::vector<size_t> packed;  // [k] element offset of params[k] in a block slot
+    size_t elems = 0;
+    std::vector<int> regions;  // resident: the regions (first-reader blocks) of its params
+  };
+  struct ValueSlot {  // windowed: one block's parameters
+    int block = -1;
+    int64_t version = -1;
+    std::unique_ptr<OpsEvent> ready;  // copy stream: the upload into it has landed
+    std::unique_ptr<OpsEvent> free;   // compute: the last kernel reading it is queued before
+  };
+  struct GradSlot {  // one block's gradients, on the device and in pinned memory
+    int block = -1;
+    PinnedBuffer host;
+    std::unique_ptr<OpsEvent> computed;  // compute: the block's backward is queued before
+    std::unique_ptr<OpsEvent> copied;    // copy stream: the download has landed in `host`
+  };
+  struct Staging {  // pinned parameter staging for one upload
+    PinnedBuffer host;
+    std::unique_ptr<OpsEvent> free;  // copy stream: the upload reading it has finished
+  };
+
+  void layout();
+  void callInnerBefore(int block, bool backward);
+  // Enters the engine's hooks of block and queues its parameter upload unless already there.
+  void stage(int block, bool backward);
+  int stageWindow(int block);  // windowed: the slot that holds (or now receives) block
+  void stageRegion(int region);
+  void upload(void* dst, int block, const std::vector<int>& params, size_t elems);
+  void enter(int block, bool backward);
+  void leave(int block, bool backward);
+  void consume(int slot);  // the lag-one step: add a landed gradient slot into the engine's
+  void addGrads(const GradSlot& slot);
+  void wait(const OpsEvent& event, int block, const char* what);
 
   Ops& ops_;
   const std::vector<zero::ParamInfo>& params_;
   DType compute_;
   zero::BlockHooks& inner_;
   std::function<zero::ParamTable&()> hostTable_;
-  bool windowed_;
-  std::vector<std::vector<int>> paramsOfBlock_;  // [block] -> parameter indices
-  std::vector<size_t> offset_;  // [param] element offset in the flat buffers (resident)
-  OpsBuffer values_, grads_;    // resident: every parameter; windowed: one block's slot
+  DeviceMirrorOptions options_;
+  size_t es_;  // bytes per parameter element on the device
+  std::vector<Block> blocks_;
+  size_t slotElems_ = 0;  // the largest block's elements
+  // Resident: param i at element offset_[i] of values_, grouped by region (first reader).
+  std::vector<size_t> offset_;
+  std::vector<size_t> regionOffset_, regionElems_;
+  std::vector<std::vector<int>> regionParams_;
+  std::vector<int64_t> regionVersion_;
+  std::vector<std::unique_ptr<OpsEvent>> regionReady_;
+  std::unique_ptr<OpsEvent> fence_;  // compute, recorded before the first upload of a version
+  int64_t fenceVersion_ = -1;
+  OpsBuffer values_, grads_;  // grads_: two gradient slots of slotElems_ floats
+  ValueSlot valueSlots_[2];
+  int lastValueSlot_ = 1;
+  GradSlot gradSlots_[2];
+  int nextGradSlot_ = 0;
+  int activeGrad_ = -1;  // the gradient slot of the block in backward
+  int pending_ = -1;     // the gradient slot downloaded but not yet consumed
+  Staging staging_[2];
+  int nextStaging_ = 0;
+  std::vector<int8_t> entered_;  // [block] 0, or 1/2: the engine's beforeForward/Backward called
   zero::ParamTable table_;
-  std::vector<int64_t> uploadedVersion_;  // [param] version_ of the device copy (-1: none)
   int64_t version_ = 0;
-  std::vector<float> staging_;  // host copy of one parameter's device gradient
-  size_t uploaded_ = 0;
+  size_t uploaded_ = 0, downloaded_ = 0;
 };
 
 }  // namespace ds::runtime

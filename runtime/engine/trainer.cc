@@ -118,11 +118,14 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   }
   eng_->setParams(flat.data());
   hooks_ = std::make_unique<TimedHooks>(*eng_);
-  if (ops_ && dynamic_cast<zero::ZeroEngine*>(eng_.get()) != nullptr)
+  if (ops_ && dynamic_cast<zero::ZeroEngine*>(eng_.get()) != nullptr) {
+    DeviceMirrorOptions mo;
+    mo.windowed = z.stage == 3;  // stage 3: two blocks' parameters on the device at a time
+    mo.rank = rank_;
     mirror_ = std::make_unique<DeviceMirror>(
         *ops_, model_->params(), mc.compute, *hooks_,
-        [e = eng_.get()]() -> zero::ParamTable& { return e->table(); },
-        /*windowed=*/z.stage == 3);  // stage 3: a block's parameters on the device at a time
+        [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, mo);
+  }
   if (plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
     fp16Hooks_ = std::make_unique<Fp16Hooks>(
         *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, model_->params(),
@@ -197,19 +200,26 @@ void Trainer::drawProgress() {
 
 void Trainer::reportMemory() {
   size_t largestTotal = 0;
-  const zero::MemoryReport maxima = largestOverRanks(group_, eng_->memory(), &largestTotal);
+  const zero::MemoryReport maxima = largestOverRanks(group_, memory(), &largestTotal);
   logLine(formatMemoryTable(maxima, largestTotal, world_));
   if (ops_ && mirror_)
     logLine(fmt::format(
-        "device memory on {} (rank {}): parameter copies {:.1f} MiB, gradients {:.1f} MiB, "
-        "activations and workspace {:.1f} MiB; the table above is the host engine's",
+        "device memory on {} (rank {}): parameter copies {:.1f} MiB ({}), gradients {:.1f} MiB "
+        "(two blocks' slots), no optimizer state (the host engine's, above under host), "
+        "activations and workspace {:.1f} MiB; pinned host staging {:.1f} MiB",
         ops_->name(), rank_, double(mirror_->valueBytes()) / 1048576.0,
-        double(mirror_->gradBytes()) / 1048576.0, double(model_->deviceBytes()) / 1048576.0));
+        mirror_->windowed() ? "two blocks' slots" : "every parameter",
+        double(mirror_->gradBytes()) / 1048576.0, double(model_->deviceBytes()) / 1048576.0,
+        double(mirror_->pinnedBytes()) / 1048576.0));
   else if (ops_)
     logLine(
         fmt::format("device memory on {} (rank {}): activations and workspace {:.1f} MiB "
                     "besides the table's device column",
                     ops_->name(), rank_, double(model_->deviceBytes()) / 1048576.0));
+}
+
+zero::MemoryReport Trainer::memory() const {
+  return mirror_ ? mirror_->memory(eng_->memory()) : eng_->memory();
 }
 
 void Trainer::reportOutputs() {
@@ -391,7 +401,7 @@ const RunSummary& Trainer::run() {
       lastCkpt != fmt::format("global_step{}", step_))
     lastCkpt = saveCheckpoint(ckptDir);
   summary_.checkpointTag = lastCkpt;
-  summary_.memory = eng_->memory();
+  summary_.memory = memory();
   summary_.activationBytes = model_->activationBytes();
   monitors_->flush();
   if (rank_ == 0 && !summary_.steps.empty()) {

@@ -78,6 +78,9 @@ class Trainer {
   const Plan& plan() const { return plan_; }
   const RunSummary& summary() const { return summary_; }
   zero::TrainingEngine& engine() { return *eng_; }
+  // This rank's memory by kind and place: the engine's, or with a device mirror the mirror's
+  // device copies and slots on the device and everything the host engine holds on the host.
+  zero::MemoryReport memory() const;
   Model& model() { return *model_; }
   std::vector<float> fullParams();  // fp32 master params, flat (collective)
 

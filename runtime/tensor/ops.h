@@ -13,6 +13,7 @@
 // - Layouts are llm.c's: rows of C channels; linear weights [OC, C]; qkv [B, T, 3C].
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,6 +29,17 @@ namespace ds::runtime {
 class OutOfMemoryError : public Error {
  public:
   using Error::Error;
+};
+
+// The two streams of an Ops: kCompute runs every call of the interface in order; kCopy runs
+// only uploadAsync/downloadAsync, concurrently with compute on a device. Events order them.
+enum class OpsStream { kCompute, kCopy };
+
+// A point in one stream's order (Ops::newEvent; owned by the caller, released with it). A fresh
+// event, never recorded, is complete.
+class OpsEvent {
+ public:
+  virtual ~OpsEvent() = default;
 };
 
 // One run of a flat optimizer buffer and whether weight decay applies to it.
@@ -69,6 +81,30 @@ class Ops {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* dst, size_t bytes) = 0;
   virtual void synchronize() = 0;
+
+  // --- asynchronous copies (ZeRO-Offload's pipeline) ----------------------------------------
+  // The defaults (runtime/tensor/ops_async.cc) are synchronous and correct for every Ops: pinned
+  // memory is plain host memory, the async copies are upload()/download() and every event is
+  // complete. CpuOps keeps them; CudaOps overrides them with page-locked memory, a second stream
+  // and CUDA events. Host memory given to the async copies must come from allocPinned (pageable
+  // memory would make a device copy synchronous) and must not be touched until an event
+  // recorded on kCopy after the copy has completed.
+  // Throws OutOfMemoryError naming `what` and the bytes.
+  virtual void* allocPinned(size_t bytes, const std::string& what);
+  virtual void releasePinned(void* ptr) noexcept;
+  // On kCopy: returns at once on a device; the bytes have landed when a later event recorded on
+  // kCopy completes.
+  virtual void uploadAsync(void* dst, const void* pinnedSrc, size_t bytes);
+  virtual void downloadAsync(void* pinnedDst, const void* src, size_t bytes);
+  virtual std::unique_ptr<OpsEvent> newEvent();
+  virtual void record(OpsEvent& event, OpsStream stream);  // after what `stream` has queued
+  // `stream`'s later work starts after `event` (no host wait).
+  virtual void streamWait(OpsStream stream, const OpsEvent& event);
+  virtual bool done(const OpsEvent& event);  // completed (never blocks)
+  // Blocks the calling thread until `event` completes; throws TimeoutError naming `what`, this
+  // Ops and `timeout` when it does not.
+  virtual void hostWait(const OpsEvent& event, std::chrono::milliseconds timeout,
+                        const std::string& what);
 
   // --- layers (forward WRITES its outputs; backward ACCUMULATES) -----------------------------
   // out[b,t,:] = wte[tokens[b,t]] + wpe[t]; tokens in Ops memory, already range-checked.
@@ -161,6 +197,46 @@ class OpsBuffer {
 
   void reset() noexcept {
     if (ptr_ != nullptr) ops_->release(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Ops* ops_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Host memory for the async copies (Ops::allocPinned), owned by RAII (the Ops must outlive it).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(Ops& ops, size_t bytes, const std::string& what)
+      : ops_(&ops), ptr_(bytes ? ops.allocPinned(bytes, what) : nullptr), bytes_(bytes) {}
+  ~PinnedBuffer() { reset(); }
+  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ops_ = other.ops_;
+      ptr_ = other.ptr_;
+      bytes_ = other.bytes_;
+      other.ptr_ = nullptr;
+      other.bytes_ = 0;
+    }
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void reset() noexcept {
+    if (ptr_ != nullptr) ops_->releasePinned(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
   }

@@ -2,6 +2,7 @@
 // the fp32 kernels of runtime/tensor and zero/cpu_adam. Not a bf16 path: every op given kBF16
 // throws NotSupported (bf16 on the CPU goes through Gpt2Model). Invariant: each op computes
 // exactly what the host kernel it wraps computes (tests/runtime/tensor/ops compare bit for bit).
+// The asynchronous copies are Ops' synchronous defaults (memcpy; every event complete).
 #pragma once
 
 #include <string>
@@ -11,7 +12,7 @@
 
 namespace ds::runtime {
 
-class CpuOps final : public Ops {
+class CpuOps : public Ops {  // not final: tests derive fakes of the copy stream
  public:
   std::string name() const override { return "cpu"; }
   bool onDevice() const override { return false; }

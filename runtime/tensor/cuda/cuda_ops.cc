@@ -37,6 +37,7 @@ CudaOps::CudaOps(int device, CudaOpsOptions options) : device_(device), options_
     DS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     name_ = fmt::format("cuda:{} ({}, {:.1f} GiB)", device, prop.name,
                         static_cast<double>(prop.totalGlobalMem) / kGiB);
+    DS_CUDA_CHECK(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
     DS_CUBLAS_CHECK(cublasLtCreate(&lt_));
     ltWorkspace_ = alloc(options_.cublasWorkspaceBytes, "cuBLASLt workspace");
     ltPlans_ = std::make_unique<LtPlanCache>();
@@ -59,6 +60,8 @@ void CudaOps::freeAll() noexcept {
   release(scratch_);
   scratch_ = nullptr;
   scratchBytes_ = 0;
+  if (copyStream_ != nullptr) (void)cudaStreamDestroy(copyStream_);
+  copyStream_ = nullptr;
   (void)cudaGetLastError();
 }
 

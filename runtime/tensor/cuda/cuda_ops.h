@@ -1,6 +1,8 @@
 // CudaOps: the op interface (runtime/tensor/ops.h) on one CUDA device. Every kernel is enqueued on
 // the legacy default stream (stream 0), so the NCCL backend, which orders its own stream after
-// the default stream's work, sees the inputs finished. Matrix products go through cuBLASLt with
+// the default stream's work, sees the inputs finished. The asynchronous copies (ops.h) run on a
+// second, non-blocking stream (copyStream()) with page-locked host memory; CUDA events order the
+// two (cuda_copy.cc). Matrix products go through cuBLASLt with
 // fp32 accumulation (TF32 for fp32 only when allowTf32). Not thread-safe: one training thread.
 // The method bodies are spread over one file per op family (cuda_ops.cc: memory, cuBLASLt,
 // reductions; *_kernels.cu: the kernels and their thin launchers).
@@ -42,6 +44,18 @@ class CudaOps final : public Ops {
   void copy(void* dst, const void* src, size_t bytes) override;
   void zero(void* dst, size_t bytes) override;
   void synchronize() override;
+
+  void* allocPinned(size_t bytes, const std::string& what) override;
+  void releasePinned(void* ptr) noexcept override;
+  void uploadAsync(void* dst, const void* pinnedSrc, size_t bytes) override;
+  void downloadAsync(void* pinnedDst, const void* src, size_t bytes) override;
+  std::unique_ptr<OpsEvent> newEvent() override;
+  void record(OpsEvent& event, OpsStream stream) override;
+  void streamWait(OpsStream stream, const OpsEvent& event) override;
+  bool done(const OpsEvent& event) override;
+  void hostWait(const OpsEvent& event, std::chrono::milliseconds timeout,
+                const std::string& what) override;
+  cudaStream_t copyStream() const { return copyStream_; }
 
   void encoderForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B,
                       int T, int C, DType dt) override;
@@ -88,7 +102,8 @@ class CudaOps final : public Ops {
   int device_;
   CudaOpsOptions options_;
   std::string name_;
-  cudaStream_t stream_ = nullptr;  // the legacy default stream (see above)
+  cudaStream_t stream_ = nullptr;      // the legacy default stream (see above)
+  cudaStream_t copyStream_ = nullptr;  // non-blocking: ordered with stream_ only by events
   cublasLtHandle_t lt_ = nullptr;
   void* ltWorkspace_ = nullptr;
   void* scratch_ = nullptr;
