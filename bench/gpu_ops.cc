@@ -165,7 +165,8 @@ int main(int argc, char** argv) try {
   }
   float* mean = stats.as<float>();
   float* rstd = mean + BT;
-  add("layernorm fwd", 2 * L + 1, 0, double(BT * C * es * 2), [&] {
+  // One LayerNorm per layer runs fused with the residual add before it (ln2), so L + 1 alone.
+  add("layernorm fwd", L + 1, 0, double(BT * C * es * 2), [&] {
     ops->layernormForward(y.get(), mean, rstd, x.get(), b.get(), b.get(), int(BT), int(C), dt);
   });
   add("layernorm bwd", 2 * L + 1, 0, double(BT * C * es * 4), [&] {
@@ -189,8 +190,15 @@ int main(int argc, char** argv) try {
                               w.get(), int(BT), int(4 * C), int(C), dt);
     });
   }
-  add("residual fwd", 2 * L, 0, double(BT * C * es * 3),
+  add("residual fwd", L, 0, double(BT * C * es * 3),
       [&] { ops->residualForward(y.get(), x.get(), g.get(), BT * C, dt); });
+  {
+    OpsBuffer res = randomBuffer(*ops, BT * C, dt, 14, "res");
+    add("residual+layernorm fwd", L, 0, double(BT * C * es * 4), [&] {
+      ops->residualLayernormForward(res.get(), y.get(), mean, rstd, x.get(), g.get(), b.get(),
+                                    b.get(), int(BT), int(C), dt);
+    });
+  }
   {
     OpsBuffer logits = randomBuffer(*ops, BT * size_t(a.Vp), dt, 10, "logits");
     OpsBuffer losses(*ops, BT * 4, "losses"), lse(*ops, BT * 4, "lse");

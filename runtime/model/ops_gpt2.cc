@@ -160,8 +160,8 @@ void OpsGpt2Model::layerForward(int l, const zero::ParamTable& p, bool recompute
   ops_.matmulForward(a.qkv, a.ln1, w(kQkvw), w(kQkvb), BT, C, 3 * C, dt_);
   ops_.attentionForward(a.atty, a.att, a.qkv, B, T, C, NH, dt_);
   ops_.matmulForward(tmp, a.atty, w(kAttprojw), w(kAttprojb), BT, C, C, dt_);
-  ops_.residualForward(a.res2, x, tmp, BTC, dt_);
-  ops_.layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, w(kLn2w), w(kLn2b), BT, C, dt_);
+  ops_.residualLayernormForward(a.res2, a.ln2, a.ln2Mean, a.ln2Rstd, x, tmp, w(kLn2w), w(kLn2b), BT,
+                                C, dt_);
   ops_.matmulGeluForward(a.fchGelu, a.fch, a.ln2, w(kFcw), w(kFcb), BT, C, 4 * C, dt_);
   if (recompute) return;
   ops_.matmulForward(tmp, a.fchGelu, w(kFcprojw), w(kFcprojb), BT, 4 * C, C, dt_);

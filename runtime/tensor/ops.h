@@ -82,6 +82,11 @@ class Ops {
   virtual void layernormBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                                  const void* inp, const void* weight, const float* mean,
                                  const float* rstd, int N, int C, DType dt) = 0;
+  // res = a + b and out = LayerNorm(res) (both [N, C], WRITTEN; mean/rstd saved): residualForward
+  // then layernormForward, in one pass on a device where the width allows.
+  virtual void residualLayernormForward(void* res, void* out, float* mean, float* rstd,
+                                        const void* a, const void* b, const void* weight,
+                                        const void* bias, int N, int C, DType dt) = 0;
   // out[N, OC] = inp[N, C] . weight[OC, C]^T + bias[OC] (bias may be null).
   virtual void matmulForward(void* out, const void* inp, const void* weight, const void* bias,
                              int N, int C, int OC, DType dt) = 0;

@@ -95,6 +95,15 @@ void CpuOps::layernormBackward(void* dinp, float* dweight, float* dbias, const v
   runtime::layernormBackward(f(dinp), dweight, dbias, f(dout), f(inp), f(weight), mean, rstd, N, C);
 }
 
+// Composed of the separate ops: their bits.
+void CpuOps::residualLayernormForward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                      const void* b, const void* weight, const void* bias, int N,
+                                      int C, DType dt) {
+  requireF32(dt, "residualLayernormForward");
+  residualForward(res, a, b, static_cast<size_t>(N) * static_cast<size_t>(C), dt);
+  layernormForward(out, mean, rstd, res, weight, bias, N, C, dt);
+}
+
 void CpuOps::matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N,
                            int C, int OC, DType dt) {
   requireF32(dt, "matmulForward");

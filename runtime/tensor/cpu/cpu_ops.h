@@ -33,6 +33,9 @@ class CpuOps final : public Ops {
   void layernormBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                          const void* inp, const void* weight, const float* mean, const float* rstd,
                          int N, int C, DType dt) override;
+  void residualLayernormForward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                const void* b, const void* weight, const void* bias, int N, int C,
+                                DType dt) override;
   void matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                      int OC, DType dt) override;
   void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,

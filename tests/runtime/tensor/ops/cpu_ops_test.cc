@@ -232,6 +232,19 @@ TEST_CASE("CpuOps matmulGeluForward/Backward equal matmul + gelu", "[unit]") {
   CHECK((sameBits(dpre1, dpre2) && sameBits(dw1, dw2) && sameBits(db1, db2)));
 }
 
+TEST_CASE("CpuOps residualLayernormForward equals residual + layernorm", "[unit]") {
+  rt::CpuOps ops;
+  const int N = 5, C = 11;
+  Vec a = uniformVec(N * C, 1.f, 65), b = uniformVec(N * C, 1.f, 66);
+  Vec w = plus(uniformVec(C, .1f, 67), 1.f), bias = uniformVec(C, .1f, 68);
+  Vec r1(N * C), o1(N * C), m1(N), s1(N), r2(N * C, 3.f), o2(N * C, 3.f), m2(N), s2(N);
+  rt::residualForward(r1.data(), a.data(), b.data(), r1.size());
+  rt::layernormForward(o1.data(), m1.data(), s1.data(), r1.data(), w.data(), bias.data(), N, C);
+  ops.residualLayernormForward(r2.data(), o2.data(), m2.data(), s2.data(), a.data(), b.data(),
+                               w.data(), bias.data(), N, C, kF32);
+  CHECK((sameBits(r1, r2) && sameBits(o1, o2) && sameBits(m1, m2) && sameBits(s1, s2)));
+}
+
 TEST_CASE("CpuOps reductions, scale and bf16 conversion", "[unit]") {
   rt::CpuOps ops;
   Vec x = uniformVec(1001, 2.f, 50);
@@ -317,6 +330,8 @@ TEST_CASE("CpuOps refuses bf16, naming the op", "[unit]") {
       {"attentionForward", [&] { ops.attentionForward(buf, buf, buf, 1, 1, 1, 1, b); }},
       {"geluForward", [&] { ops.geluForward(buf, buf, 1, b); }},
       {"residualBackward", [&] { ops.residualBackward(buf, buf, buf, 1, b); }},
+      {"residualLayernormForward",
+       [&] { ops.residualLayernormForward(buf, buf, buf, buf, buf, buf, buf, buf, 1, 1, b); }},
       {"matmulGeluForward", [&] { ops.matmulGeluForward(buf, buf, buf, buf, buf, 1, 1, 1, b); }},
       {"matmulGeluBackward",
        [&] { ops.matmulGeluBackward(buf, buf, buf, buf, buf, buf, buf, 1, 1, 1, b); }},

@@ -1,7 +1,9 @@
 // CudaOps' fused and vectorised paths [gpu] against the host kernels: matmulGeluForward /
 // matmulGeluBackward with the cuBLASLt GELU epilogues (DS_CUDA_GELU_FUSION=auto) and with the
 // separate kernels (off), at aligned and odd shapes (an odd width takes the fallback), and the
-// 128-bit GELU / residual kernels at unaligned pointers and sizes below one pack. Error is
+// 128-bit GELU / residual kernels at unaligned pointers and sizes below one pack, and the
+// vectorised LayerNorm forward alone and fused with the residual (residualLayernormForward). Error
+// is
 // ||got - ref|| / ||ref||: fp32 <= 1e-5 (2e-4 where cuBLASLt's own GELU runs), bf16 <= 1e-2.
 // Outputs poisoned first; skips without a CUDA device.
 #include <catch2/catch.hpp>
@@ -15,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "runtime/tensor/elementwise.h"
+#include "runtime/tensor/layernorm.h"
 #include "runtime/tensor/matmul.h"
 #include "runtime/tensor/ops.h"
 #include "tests/runtime/tensor/ops/cuda_test_util.h"
@@ -220,6 +223,53 @@ TEST_CASE("cuda gelu and residual match the host kernels at odd sizes and offset
         for (size_t i = 0; i < n; ++i) rB[i] += d[i];
         CHECK(relError(download(*ops, gA), rA) <= tol);
         CHECK(relError(download(*ops, gB), rB) <= tol);
+      }
+    }
+  }
+}
+
+// residualLayernormForward and layernormForward: the vector kernel at widths of whole warp packs
+// (C = 768, GPT-2's; 256), the separate kernels at C = 100 or at a pointer offset by one element.
+TEST_CASE("cuda residual + layernorm forward matches the host kernels, fused and not", "[gpu]") {
+  if (!haveCudaDevice()) DS_SKIP("no CUDA device");
+  auto ops = ds::runtime::makeCudaOps(0);
+  for (DType dt : kTypes) {
+    for (int C : {768, 256, 100}) {
+      for (size_t off : {size_t(0), size_t(1)}) {
+        const int N = 37;
+        const size_t n = size_t(N) * C;
+        INFO("N=" << N << " C=" << C << " offset=" << off << " " << ds::dtypeName(dt));
+        const double tol = dt == DType::kBF16 ? 1e-2 : 1e-5;
+        auto a = asSeen(randomVec(n, 80, 2.f), dt), b = asSeen(randomVec(n, 81), dt);
+        auto w = asSeen(randomVec(C, 82), dt), bias = asSeen(randomVec(C, 83), dt);
+        Dev dA = upload(*ops, &a, n, dt, off), dB = upload(*ops, &b, n, dt, off);
+        Dev dW = upload(*ops, &w, C, dt, off), dBias = upload(*ops, &bias, C, dt, off);
+        Dev res = upload(*ops, nullptr, n, dt, off), out = upload(*ops, nullptr, n, dt, off);
+        Dev mean = upload(*ops, nullptr, N, DType::kF32),
+            rstd = upload(*ops, nullptr, N, DType::kF32);
+
+        // The host sees the residual as the device stores it.
+        std::vector<float> resRef(n), outRef(n), mRef(N), rRef(N);
+        ds::runtime::residualForward(resRef.data(), a.data(), b.data(), n);
+        resRef = asSeen(resRef, dt);
+        ds::runtime::layernormForward(outRef.data(), mRef.data(), rRef.data(), resRef.data(),
+                                      w.data(), bias.data(), N, C);
+        ops->residualLayernormForward(res.at(), out.at(), mean.f32(), rstd.f32(), dA.at(), dB.at(),
+                                      dW.at(), dBias.at(), N, C, dt);
+        CHECK(relError(download(*ops, res), resRef) <= tol);
+        CHECK(relError(download(*ops, out), outRef) <= tol);
+        CHECK(relError(download(*ops, mean), mRef) <= 1e-5);
+        CHECK(relError(download(*ops, rstd), rRef) <= 1e-5);
+
+        // LayerNorm alone on a.
+        ds::runtime::layernormForward(outRef.data(), mRef.data(), rRef.data(), a.data(), w.data(),
+                                      bias.data(), N, C);
+        Dev out2 = upload(*ops, nullptr, n, dt, off);
+        ops->layernormForward(out2.at(), mean.f32(), rstd.f32(), dA.at(), dW.at(), dBias.at(), N, C,
+                              dt);
+        CHECK(relError(download(*ops, out2), outRef) <= tol);
+        CHECK(relError(download(*ops, mean), mRef) <= 1e-5);
+        CHECK(relError(download(*ops, rstd), rRef) <= 1e-5);
       }
     }
   }
