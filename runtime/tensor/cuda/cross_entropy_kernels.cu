@@ -93,30 +93,38 @@ __global__ void __launch_bounds__(kCeThreads)
 }
 
 // Grid N, block kCeThreads: d = exp(x - lse) * scale, minus scale at the target; zeros where
-// target < 0 and in the padding columns [V, ld).
+// target < 0 and in the padding columns [V, ld). Two packs in flight per thread (both loaded
+// before either is stored).
 template <class E, int W>
 __global__ void __launch_bounds__(kCeThreads)
-    crossEntropyBackwardKernel(E* logits, const float* lse, const int32_t* targets, int V, int ld,
-                               float scale) {
+    crossEntropyBackwardKernel(E* __restrict__ logits, const float* __restrict__ lse,
+                               const int32_t* __restrict__ targets, int V, int ld, float scale) {
+  constexpr int kInFlight = 2;
   E* row = logits + static_cast<size_t>(blockIdx.x) * ld;
   const int target = targets[blockIdx.x];
-  const float lseL = lse[blockIdx.x] * kLog2e;
+  const float lseL = target >= 0 ? lse[blockIdx.x] * kLog2e : 0.f;
   const int packs = ld / W;
-  for (int p = threadIdx.x; p < packs; p += kCeThreads) {
-    const int col = p * W;
-    float x[W];
-    if (target >= 0 && col < V) {
-      loadPack<E, W>(row + col, x);
+  for (int p0 = threadIdx.x; p0 < packs; p0 += kCeThreads * kInFlight) {
+    float x[kInFlight][W];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int col = (p0 + u * kCeThreads) * W;
+      if (target >= 0 && col < V && p0 + u * kCeThreads < packs) loadPack<E, W>(row + col, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int p = p0 + u * kCeThreads;
+      if (p >= packs) break;
+      const int col = p * W;
 #pragma unroll
       for (int i = 0; i < W; ++i) {
         const int j = col + i;
-        x[i] = j < V ? exp2f(fmaf(x[i], kLog2e, -lseL)) * scale - (j == target ? scale : 0.f) : 0.f;
+        x[u][i] = target >= 0 && j < V
+                      ? exp2f(fmaf(x[u][i], kLog2e, -lseL)) * scale - (j == target ? scale : 0.f)
+                      : 0.f;
       }
-    } else {
-#pragma unroll
-      for (int i = 0; i < W; ++i) x[i] = 0.f;
+      storePack<E, W>(row + col, x[u]);
     }
-    storePack<E, W>(row + col, x);
   }
 }
 
