@@ -141,8 +141,13 @@ bool ltTryMatmul(cublasLtHandle_t lt, LtPlanCache& cache, void* workspace, size_
   if (g.epilogue != LtEpilogue::kNone)
     setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(g.aux));
   const float alpha = 1.f, beta = g.beta;
-  DS_CUBLAS_CHECK(cublasLtMatmul(lt, p.desc, &alpha, g.a, p.a, g.b, p.b, &beta, g.d, p.d, g.d, p.d,
-                                 &p.algo, workspace, workspaceBytes, stream));
+  const cublasStatus_t rc = cublasLtMatmul(lt, p.desc, &alpha, g.a, p.a, g.b, p.b, &beta, g.d, p.d,
+                                           g.d, p.d, &p.algo, workspace, workspaceBytes, stream);
+  if (rc == CUBLAS_STATUS_NOT_SUPPORTED && g.epilogue != LtEpilogue::kNone) {
+    destroyPlan(p);  // an epilogue the heuristic offered but the kernel refuses: refused from now
+    return false;
+  }
+  DS_CUBLAS_CHECK(rc);
   return true;
 }
 

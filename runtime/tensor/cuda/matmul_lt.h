@@ -62,7 +62,8 @@ struct LtPlanCache {
 };
 
 // Enqueues the product on `stream` and returns true, or returns false (enqueuing nothing) when
-// the heuristic offers no algorithm for it; throws (cuda_check.h) on any cuBLASLt failure.
+// the heuristic offers no algorithm for it, or cublasLtMatmul answers NOT_SUPPORTED for a GELU
+// epilogue (cached as refused either way); throws (cuda_check.h) on any other cuBLASLt failure.
 bool ltTryMatmul(cublasLtHandle_t lt, LtPlanCache& cache, void* workspace, size_t workspaceBytes,
                  cudaStream_t stream, const LtGemm& g);
 // ltTryMatmul, with NotSupported naming the product where no algorithm is offered.
