@@ -3,9 +3,11 @@
 // split by op and each op set against its floor (matrix ops: FLOP/s against the dense bf16 peak;
 // memory ops: bytes moved against the copy bandwidth measured in the same run). Host clock around
 // a synchronize, median of --reps after a warm-up. Not a correctness test (tests/runtime/tensor/
-// ops) and not the training benchmark (scripts/gpu_check.sh).
+// ops) and not the training benchmark (scripts/gpu_check.sh). The step estimate sums the ops
+// OpsGpt2Model calls (x/step > 0); rows with x/step 0 are the paths it replaced (fc's separate
+// GELU), kept to compare in one run. DS_CUDA_GELU_FUSION=off times the fused rows' fallback.
 //   bench_gpu_ops [--device cuda|cpu] [--B 16] [--T 1024] [--C 768] [--NH 12] [--V 50257]
-//                 [--L 12] [--dtype bf16|fp32] [--reps 10]
+//                 [--Vp 50304] [--L 12] [--dtype bf16|fp32] [--reps 10]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,7 +26,7 @@ namespace {
 
 struct Args {
   std::string device = "cuda", dtype = "bf16";
-  int B = 16, T = 1024, C = 768, NH = 12, V = 50257, L = 12, reps = 10;
+  int B = 16, T = 1024, C = 768, NH = 12, V = 50257, Vp = 50304, L = 12, reps = 10;
 };
 
 Args parse(int argc, char** argv) {
@@ -38,6 +40,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--C") a.C = std::stoi(v);
     else if (k == "--NH") a.NH = std::stoi(v);
     else if (k == "--V") a.V = std::stoi(v);
+    else if (k == "--Vp") a.Vp = std::stoi(v);
     else if (k == "--L") a.L = std::stoi(v);
     else if (k == "--reps") a.reps = std::stoi(v);
     else throw ConfigError("bench_gpu_ops: unknown flag " + k);
@@ -80,12 +83,13 @@ OpsBuffer randomBuffer(Ops& ops, size_t n, DType dt, uint32_t seed, const char* 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Args a = parse(argc, argv);
+  Args a = parse(argc, argv);
+  a.Vp = std::max(a.Vp, a.V);  // the logits' row width (the model's padded vocabulary)
   auto ops = a.device == "cpu" ? makeCpuOps() : makeCudaOps(0);
   const DType dt = a.dtype == "fp32" ? DType::kF32 : DType::kBF16;
   const size_t BT = size_t(a.B) * a.T, C = size_t(a.C), es = dtypeSize(dt);
-  std::printf("bench_gpu_ops on %s: B=%d T=%d C=%d NH=%d V=%d L=%d %s, median of %d\n",
-              ops->name().c_str(), a.B, a.T, a.C, a.NH, a.V, a.L, a.dtype.c_str(), a.reps);
+  std::printf("bench_gpu_ops on %s: B=%d T=%d C=%d NH=%d V=%d Vp=%d L=%d %s, median of %d\n",
+              ops->name().c_str(), a.B, a.T, a.C, a.NH, a.V, a.Vp, a.L, a.dtype.c_str(), a.reps);
 
   // Copy bandwidth (bytes read + written), the floor of the memory-bound ops.
   const size_t copyBytes = size_t(1) << 30;
@@ -100,9 +104,9 @@ int main(int argc, char** argv) try {
   OpsBuffer x = randomBuffer(*ops, BT * 4 * C, dt, 2, "x");
   OpsBuffer y = randomBuffer(*ops, BT * 4 * C, dt, 3, "y");
   OpsBuffer g = randomBuffer(*ops, BT * 4 * C, dt, 4, "g");
-  OpsBuffer w = randomBuffer(*ops, size_t(a.V) * C, dt, 5, "w");
+  OpsBuffer w = randomBuffer(*ops, size_t(a.Vp) * C, dt, 5, "w");
   OpsBuffer b = randomBuffer(*ops, 4 * C, dt, 6, "b");
-  OpsBuffer dw(*ops, size_t(a.V) * C * 4, "dw");
+  OpsBuffer dw(*ops, size_t(a.Vp) * C * 4, "dw");
   OpsBuffer db(*ops, 4 * C * 4, "db");
   OpsBuffer stats(*ops, BT * 2 * 4, "mean/rstd");
   ops->zero(dw.get(), dw.bytes());
@@ -127,17 +131,21 @@ int main(int argc, char** argv) try {
                       {"attproj", C, C, L},
                       {"fc", C, 4 * C, L},
                       {"fcproj", 4 * C, C, L},
-                      {"lm_head", C, size_t(a.V), 1}};
+                      {"lm_head", C, size_t(a.Vp), 1}};
   for (const Lin& l : lins) {
     const double f = 2.0 * double(BT) * double(l.cin) * double(l.cout);
-    const bool head = l.cout == size_t(a.V);
+    const bool head = l.cout == size_t(a.Vp);
+    // fc's forward and fcproj's backward run fused with the GELU (rows below); these are the
+    // separate products the model used before.
+    const bool fwdReplaced = std::strcmp(l.name, "fc") == 0;
+    const bool bwdReplaced = std::strcmp(l.name, "fcproj") == 0;
     OpsBuffer out = head ? randomBuffer(*ops, BT * l.cout, dt, 7, "logits") : OpsBuffer();
     void* o = head ? out.get() : y.get();
-    add(std::string("matmul fwd ") + l.name, l.count, f, 0, [&] {
+    add(std::string("matmul fwd ") + l.name, fwdReplaced ? 0 : l.count, f, 0, [&] {
       ops->matmulForward(o, x.get(), w.get(), head ? nullptr : b.get(), int(BT), int(l.cin),
                          int(l.cout), dt);
     });
-    add(std::string("matmul bwd ") + l.name, l.count, 2 * f, 0, [&] {
+    add(std::string("matmul bwd ") + l.name, bwdReplaced ? 0 : l.count, 2 * f, 0, [&] {
       ops->matmulBackward(g.get(), dw.as<float>(), head ? nullptr : db.as<float>(), o, x.get(),
                           w.get(), int(BT), int(l.cin), int(l.cout), dt);
     });
@@ -157,33 +165,58 @@ int main(int argc, char** argv) try {
   }
   float* mean = stats.as<float>();
   float* rstd = mean + BT;
-  add("layernorm fwd", 2 * L + 1, 0, double(BT * C * es * 2), [&] {
+  // One LayerNorm per layer runs fused with the residual add before it (ln2), so L + 1 alone.
+  add("layernorm fwd", L + 1, 0, double(BT * C * es * 2), [&] {
     ops->layernormForward(y.get(), mean, rstd, x.get(), b.get(), b.get(), int(BT), int(C), dt);
   });
   add("layernorm bwd", 2 * L + 1, 0, double(BT * C * es * 4), [&] {
     ops->layernormBackward(g.get(), db.as<float>(), db.as<float>(), y.get(), x.get(), b.get(), mean,
                            rstd, int(BT), int(C), dt);
   });
-  add("gelu fwd", L, 0, double(BT * 4 * C * es * 2),
+  add("gelu fwd", 0, 0, double(BT * 4 * C * es * 2),
       [&] { ops->geluForward(y.get(), x.get(), BT * 4 * C, dt); });
-  add("gelu bwd", L, 0, double(BT * 4 * C * es * 4),
+  add("gelu bwd", 0, 0, double(BT * 4 * C * es * 4),
       [&] { ops->geluBackward(g.get(), x.get(), y.get(), BT * 4 * C, dt); });
-  add("residual fwd", 2 * L, 0, double(BT * C * es * 3),
+  {
+    // The fused MLP calls: fc + GELU forward (out and pre-activation), fcproj backward + dGELU.
+    const double ffc = 2.0 * double(BT) * double(C) * double(4 * C);
+    OpsBuffer pre = randomBuffer(*ops, BT * 4 * C, dt, 13, "pre");
+    add("matmul+gelu fwd fc", L, ffc, 0, [&] {
+      ops->matmulGeluForward(y.get(), pre.get(), x.get(), w.get(), b.get(), int(BT), int(C),
+                             int(4 * C), dt);
+    });
+    add("matmul+dgelu bwd fcproj", L, 2 * ffc, 0, [&] {
+      ops->matmulGeluBackward(g.get(), dw.as<float>(), db.as<float>(), y.get(), x.get(), pre.get(),
+                              w.get(), int(BT), int(4 * C), int(C), dt);
+    });
+  }
+  add("residual fwd", L, 0, double(BT * C * es * 3),
       [&] { ops->residualForward(y.get(), x.get(), g.get(), BT * C, dt); });
   {
-    OpsBuffer logits = randomBuffer(*ops, BT * size_t(a.V), dt, 10, "logits");
-    OpsBuffer losses(*ops, BT * 4, "losses");
+    OpsBuffer res = randomBuffer(*ops, BT * C, dt, 14, "res");
+    add("residual+layernorm fwd", L, 0, double(BT * C * es * 4), [&] {
+      ops->residualLayernormForward(res.get(), y.get(), mean, rstd, x.get(), g.get(), b.get(),
+                                    b.get(), int(BT), int(C), dt);
+    });
+  }
+  {
+    OpsBuffer logits = randomBuffer(*ops, BT * size_t(a.Vp), dt, 10, "logits");
+    OpsBuffer losses(*ops, BT * 4, "losses"), lse(*ops, BT * 4, "lse");
     std::vector<int32_t> t(BT);
     for (size_t i = 0; i < BT; ++i) t[i] = int32_t((i * 7919) % size_t(a.V));
     OpsBuffer tg(*ops, BT * 4, "targets");
     ops->upload(tg.get(), t.data(), BT * 4);
-    const double lb = double(BT) * a.V * double(es);
-    add("cross-entropy fwd", 1, 0, 2 * lb, [&] {
-      ops->crossEntropyForward(logits.get(), losses.as<float>(), tg.as<int32_t>(), int(BT), a.V,
-                               a.V, dt);
+    const double lb = double(BT) * a.Vp * double(es);
+    // Forward reads the logits once; backward reads them once and writes them once.
+    add("cross-entropy fwd", 1, 0, lb, [&] {
+      ops->crossEntropyForward(logits.get(), losses.as<float>(), lse.as<float>(), tg.as<int32_t>(),
+                               int(BT), a.V, a.Vp, dt);
     });
+    // Backward overwrites the logits with dlogits; the forward before each rep restores
+    // nothing, so backward times run on dlogits: the same bytes and arithmetic.
     add("cross-entropy bwd", 1, 0, 2 * lb, [&] {
-      ops->crossEntropyBackward(logits.get(), tg.as<int32_t>(), int(BT), a.V, a.V, 1.f, dt);
+      ops->crossEntropyBackward(logits.get(), lse.as<float>(), tg.as<int32_t>(), int(BT), a.V, a.Vp,
+                                1.f, dt);
     });
   }
   {

@@ -1,7 +1,9 @@
 // GPT-2 forward/backward over Ops (see ops_gpt2.h). The op sequence is Gpt2Model's fp32 path
 // call for call, so over CpuOps the gradients are Gpt2Model's bit for bit. Two differences:
 // the head is never recomputed (its logits buffer is needed in forward anyway) and the
-// cross-entropy backward turns the probabilities into dlogits in place.
+// cross-entropy backward turns the logits into dlogits in place (forward keeps them and each
+// row's log-sum-exp). The MLP's GELU goes through matmulGeluForward / matmulGeluBackward, which
+// CudaOps fuses into the products and CpuOps composes from the separate ops (same bits).
 #include "runtime/model/ops_gpt2.h"
 
 #include <fmt/format.h>
@@ -16,8 +18,8 @@ namespace {
 using namespace gpt2;  // LayerKind
 
 // The head's activation fields (a layer's: gpt2::LayerField).
-enum HeadField { fLnf, fLnfMean, fLnfRstd, fLogits, fLosses, fTokens, fTargets, kHeadFields };
-enum ScratchField { sTmp, sDres, sDln, sDqkv, sDatty, sDfch, sDfchGelu, kScratchFields };
+enum HeadField { fLnf, fLnfMean, fLnfRstd, fLogits, fLosses, fLse, fTokens, fTargets, kHeadFields };
+enum ScratchField { sTmp, sDres, sDln, sDqkv, sDatty, sDfch, kScratchFields };
 
 }  // namespace
 
@@ -27,7 +29,7 @@ struct OpsGpt2Model::LayerActs {
 };
 struct OpsGpt2Model::HeadActs {
   void *lnf, *logits;
-  float *mean, *rstd, *losses;
+  float *mean, *rstd, *losses, *lse;
   int32_t *tokens, *targets;
 };
 
@@ -62,11 +64,11 @@ void OpsGpt2Model::allocate(int B, int T) {
   for (int s = 0; s < sets; ++s) layers.insert(layers.end(), layer.begin(), layer.end());
   layers_.layout(ops_, layers, "gpt2 layer activations");
   resid_.layout(ops_, std::vector<size_t>(cfg_.nLayer + 1, act), "gpt2 residual stream");
-  head_.layout(
-      ops_,
-      {act, stat, stat, BT * size_t(Vp_) * es_, stat, BT * sizeof(int32_t), BT * sizeof(int32_t)},
-      "gpt2 head activations");
-  scratch_.layout(ops_, {act, act, act, 3 * act, act, 4 * act, 4 * act}, "gpt2 workspace");
+  head_.layout(ops_,
+               {act, stat, stat, BT * size_t(Vp_) * es_, stat, stat, BT * sizeof(int32_t),
+                BT * sizeof(int32_t)},
+               "gpt2 head activations");
+  scratch_.layout(ops_, {act, act, act, 3 * act, act, 4 * act}, "gpt2 workspace");
   B_ = B;
   T_ = T;
 }
@@ -80,9 +82,9 @@ OpsGpt2Model::LayerActs OpsGpt2Model::layerActs(int l) const {
 }
 
 OpsGpt2Model::HeadActs OpsGpt2Model::headActs() const {
-  return {head_.field(fLnf),          head_.field(fLogits),     head_.as<float>(fLnfMean),
-          head_.as<float>(fLnfRstd),  head_.as<float>(fLosses), head_.as<int32_t>(fTokens),
-          head_.as<int32_t>(fTargets)};
+  return {head_.field(fLnf),          head_.field(fLogits),       head_.as<float>(fLnfMean),
+          head_.as<float>(fLnfRstd),  head_.as<float>(fLosses),   head_.as<float>(fLse),
+          head_.as<int32_t>(fTokens), head_.as<int32_t>(fTargets)};
 }
 
 // ParamAccess's and Gpt2Model's messages for a missing pointer.
@@ -158,10 +160,9 @@ void OpsGpt2Model::layerForward(int l, const zero::ParamTable& p, bool recompute
   ops_.matmulForward(a.qkv, a.ln1, w(kQkvw), w(kQkvb), BT, C, 3 * C, dt_);
   ops_.attentionForward(a.atty, a.att, a.qkv, B, T, C, NH, dt_);
   ops_.matmulForward(tmp, a.atty, w(kAttprojw), w(kAttprojb), BT, C, C, dt_);
-  ops_.residualForward(a.res2, x, tmp, BTC, dt_);
-  ops_.layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, w(kLn2w), w(kLn2b), BT, C, dt_);
-  ops_.matmulForward(a.fch, a.ln2, w(kFcw), w(kFcb), BT, C, 4 * C, dt_);
-  ops_.geluForward(a.fchGelu, a.fch, 4 * BTC, dt_);
+  ops_.residualLayernormForward(a.res2, a.ln2, a.ln2Mean, a.ln2Rstd, x, tmp, w(kLn2w), w(kLn2b), BT,
+                                C, dt_);
+  ops_.matmulGeluForward(a.fchGelu, a.fch, a.ln2, w(kFcw), w(kFcb), BT, C, 4 * C, dt_);
   if (recompute) return;
   ops_.matmulForward(tmp, a.fchGelu, w(kFcprojw), w(kFcprojb), BT, 4 * C, C, dt_);
   ops_.residualForward(resid(l + 1), a.res2, tmp, BTC, dt_);
@@ -176,13 +177,13 @@ double OpsGpt2Model::headForward(const zero::ParamTable& p) {
   // The head runs over all Vp_ rows of wte (the padding rows are zero, as llm.c keeps them): an
   // aligned width keeps the largest product on cuBLASLt's fast kernels. The softmax covers V_.
   ops_.matmulForward(h.logits, h.lnf, value(p, 0, blk), nullptr, BT, C, Vp_, dt_);
-  ops_.crossEntropyForward(h.logits, h.losses, h.targets, BT, V_, Vp_, dt_);
+  ops_.crossEntropyForward(h.logits, h.losses, h.lse, h.targets, BT, V_, Vp_, dt_);
   return ops_.sum(h.losses, static_cast<size_t>(BT));
 }
 
 void OpsGpt2Model::backward(float lossScale, zero::ParamTable& p, zero::BlockHooks& hooks) {
   if (!haveForward_) throw InternalError("gpt2 backward called without a forward");
-  haveForward_ = false;  // the probabilities become dlogits in place: one backward per forward
+  haveForward_ = false;  // the logits become dlogits in place: one backward per forward
   const int L = cfg_.nLayer;
   zeroAct(scratch(sDres), static_cast<size_t>(B_) * T_ * cfg_.nEmbd);
   hooks.beforeBackward(L + 1);
@@ -204,7 +205,7 @@ void OpsGpt2Model::headBackward(float lossScale, const zero::ParamTable& p) {
   const int iLnfw = 2 + kLayerKinds * L, iLnfb = iLnfw + 1;
   const HeadActs h = headActs();
   const float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
-  ops_.crossEntropyBackward(h.logits, h.targets, BT, V_, Vp_, scale, dt_);
+  ops_.crossEntropyBackward(h.logits, h.lse, h.targets, BT, V_, Vp_, scale, dt_);
   void* dln = scratch(sDln);
   zeroAct(dln, static_cast<size_t>(BT) * C);
   ops_.matmulBackward(dln, grad(p, 0, blk), nullptr, h.logits, h.lnf, value(p, 0, blk), BT, C, Vp_,
@@ -221,14 +222,11 @@ void OpsGpt2Model::layerBackward(int l, const zero::ParamTable& p) {
   auto w = [&](int kind) { return value(p, meta_.layerParam(kind, l), blk); };
   auto g = [&](int kind) { return grad(p, meta_.layerParam(kind, l), blk); };
   void *dres = scratch(sDres), *dln = scratch(sDln), *dqkv = scratch(sDqkv);
-  void *datty = scratch(sDatty), *dfch = scratch(sDfch), *dfchGelu = scratch(sDfchGelu);
+  void *datty = scratch(sDatty), *dfch = scratch(sDfch);
 
   // dres holds d(out). out = res2 + fcproj(gelu(fc(ln2(res2)))).
-  zeroAct(dfchGelu, 4 * BTC);
-  ops_.matmulBackward(dfchGelu, g(kFcprojw), g(kFcprojb), dres, a.fchGelu, w(kFcprojw), BT, 4 * C,
-                      C, dt_);
-  zeroAct(dfch, 4 * BTC);
-  ops_.geluBackward(dfch, a.fch, dfchGelu, 4 * BTC, dt_);
+  ops_.matmulGeluBackward(dfch, g(kFcprojw), g(kFcprojb), dres, a.fchGelu, a.fch, w(kFcprojw), BT,
+                          4 * C, C, dt_);  // writes dfch
   zeroAct(dln, BTC);
   ops_.matmulBackward(dln, g(kFcw), g(kFcb), dfch, a.ln2, w(kFcw), BT, C, 4 * C, dt_);
   ops_.layernormBackward(dres, g(kLn2w), g(kLn2b), dln, a.res2, w(kLn2w), a.ln2Mean, a.ln2Rstd, BT,

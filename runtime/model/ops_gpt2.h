@@ -62,7 +62,7 @@ class OpsGpt2Model final : public Model {
   bool haveForward_ = false;
   OpsSlab resid_;    // [L+1] block inputs; resid_[0] = embeddings out
   OpsSlab layers_;   // [L] layer internals ([1]: the recompute target with checkpointing)
-  OpsSlab head_;     // final LN, logits/probabilities, per-row losses, tokens, targets
+  OpsSlab head_;     // final LN, logits (dlogits after backward), losses, lse, tokens, targets
   OpsSlab scratch_;  // projection output and backward gradients (one layer's worth)
 };
 

@@ -12,7 +12,7 @@
 
 namespace ds::runtime {
 namespace {
-enum ActField { aOneHot, aTargets, aLosses, kActFixed };  // then block inputs 1..K-1
+enum ActField { aOneHot, aTargets, aLosses, aLse, kActFixed };  // then block inputs 1..K-1
 enum ScratchField { sDz, sDout, sDin };
 constexpr uint16_t kBf16One = 0x3f80;
 }  // namespace
@@ -32,7 +32,7 @@ void OpsMlpModel::check(const int32_t* inputs, const int32_t* targets, int B, in
 void OpsMlpModel::allocate(int N) {
   const int K = numBlocks();
   const size_t n = static_cast<size_t>(N), stat = n * sizeof(int32_t);
-  std::vector<size_t> acts = {n * sizes_[0] * es_, stat, stat};
+  std::vector<size_t> acts = {n * sizes_[0] * es_, stat, stat, stat};
   for (int k = 1; k < K; ++k) acts.push_back(n * sizes_[k] * es_);
   acts_.layout(ops_, acts, "mlp activations");
   std::vector<size_t> z;
@@ -122,8 +122,8 @@ float OpsMlpModel::forward(const int32_t* inputs, const int32_t* targets, int B,
       ops_.geluForward(acts_.field(kActFixed + k), preact(k), nz, dt_);
     } else {
       float* losses = acts_.as<float>(aLosses);
-      ops_.crossEntropyForward(preact(k), losses, acts_.as<int32_t>(aTargets), N, sizes_[K],
-                               sizes_[K], dt_);
+      ops_.crossEntropyForward(preact(k), losses, acts_.as<float>(aLse),
+                               acts_.as<int32_t>(aTargets), N, sizes_[K], sizes_[K], dt_);
       sum = ops_.sum(losses, static_cast<size_t>(N));
     }
     hooks.afterForward(k);
@@ -134,7 +134,7 @@ float OpsMlpModel::forward(const int32_t* inputs, const int32_t* targets, int B,
 
 void OpsMlpModel::backward(float lossScale, zero::ParamTable& p, zero::BlockHooks& hooks) {
   if (!haveForward_) throw InternalError("mlp backward called without a forward");
-  haveForward_ = false;  // the probabilities become dlogits in place: one backward per forward
+  haveForward_ = false;  // the logits become dlogits in place: one backward per forward
   const int K = numBlocks(), N = N_;
   const int32_t* targets = acts_.as<int32_t>(aTargets);
   void *dz = scratch_.field(sDz), *dout = scratch_.field(sDout), *din = scratch_.field(sDin);
@@ -145,13 +145,14 @@ void OpsMlpModel::backward(float lossScale, zero::ParamTable& p, zero::BlockHook
     if (ckpt_) {
       linear(k, p);
       if (k + 1 == K) {
-        ops_.crossEntropyForward(preact(k), acts_.as<float>(aLosses), targets, N, out, out, dt_);
+        ops_.crossEntropyForward(preact(k), acts_.as<float>(aLosses), acts_.as<float>(aLse),
+                                 targets, N, out, out, dt_);
       }
     }
     const void* dzk = dz;
     if (k + 1 == K) {
       const float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
-      ops_.crossEntropyBackward(preact(k), targets, N, out, out, scale, dt_);
+      ops_.crossEntropyBackward(preact(k), acts_.as<float>(aLse), targets, N, out, out, scale, dt_);
       dzk = preact(k);
     } else {
       ops_.zero(dz, nz * es_);

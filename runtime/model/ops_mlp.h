@@ -49,7 +49,8 @@ class OpsMlpModel final : public Model {
   int N_ = 0, valid_ = 0;
   bool haveForward_ = false;
   OpsSlab acts_;     // one-hot input, targets, losses, block inputs 1..K-1
-  OpsSlab z_;        // pre-activations per block (last = probabilities); one with checkpointing
+  OpsSlab z_;        // pre-activations per block (last = logits, dlogits after backward); one with
+                     // checkpointing
   OpsSlab scratch_;  // dz, dout, din (widest layer)
 };
 

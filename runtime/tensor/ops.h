@@ -118,6 +118,11 @@ class Ops {
   virtual void layernormBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                                  const void* inp, const void* weight, const float* mean,
                                  const float* rstd, int N, int C, DType dt) = 0;
+  // res = a + b and out = LayerNorm(res) (both [N, C], WRITTEN; mean/rstd saved): residualForward
+  // then layernormForward, in one pass on a device where the width allows.
+  virtual void residualLayernormForward(void* res, void* out, float* mean, float* rstd,
+                                        const void* a, const void* b, const void* weight,
+                                        const void* bias, int N, int C, DType dt) = 0;
   // out[N, OC] = inp[N, C] . weight[OC, C]^T + bias[OC] (bias may be null).
   virtual void matmulForward(void* out, const void* inp, const void* weight, const void* bias,
                              int N, int C, int OC, DType dt) = 0;
@@ -125,6 +130,18 @@ class Ops {
   virtual void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                               const void* inp, const void* weight, int N, int C, int OC,
                               DType dt) = 0;
+  // The MLP's first product and its GELU: pre[N, OC] = inp . weight^T + bias (bias may be null)
+  // and out[N, OC] = gelu(pre), both WRITTEN (pre is what matmulGeluBackward needs). The same as
+  // matmulForward then geluForward; CUDA fuses the GELU into the product's epilogue where it can.
+  virtual void matmulGeluForward(void* out, void* pre, const void* inp, const void* weight,
+                                 const void* bias, int N, int C, int OC, DType dt) = 0;
+  // matmulBackward of a product whose input act[N, C] = gelu(pre[N, C]), with GELU's backward:
+  // dpre[N, C] = gelu'(pre) * (dout . weight) is WRITTEN (the exception to the accumulate rule:
+  // a fused epilogue cannot add); dweight[OC, C] and dbias[OC] (fp32, dbias may be null)
+  // ACCUMULATE as in matmulBackward.
+  virtual void matmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout,
+                                  const void* act, const void* pre, const void* weight, int N,
+                                  int C, int OC, DType dt) = 0;
   // Causal self-attention. aux is what backward needs besides qkv and out; its size is
   // attentionAuxBytes() (CPU: the [B, NH, T, T] probabilities; CUDA: the [B, NH, T] fp32
   // log-sum-exp of a flash-style kernel, no T x T buffer).
@@ -140,15 +157,17 @@ class Ops {
   virtual void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) = 0;
   virtual void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) = 0;
   // Softmax cross-entropy over rows of logits[N, V] with row stride ld >= V (a vocabulary padded
-  // to an aligned width, llm.c's Vp: columns [V, ld) are not part of the softmax): the first V
-  // columns become probabilities in place and losses[n] = -log p[target] (0 where target < 0).
+  // to an aligned width, llm.c's Vp: columns [V, ld) are not part of the softmax). Forward only
+  // READS the logits (one pass on a device): losses[n] = -log p[target] (0 where target < 0) and
+  // lse[n] = log sum_{j<V} exp(logits[n, j]) (fp32, every row), which backward needs.
   // targets in Ops memory.
-  virtual void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets,
-                                   int N, int V, int ld, DType dt) = 0;
-  // probs become dlogits = (p - onehot(target)) * scale in place (rows with target < 0: zeros);
-  // the padding columns [V, ld) become zeros.
-  virtual void crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V,
-                                    int ld, float scale, DType dt) = 0;
+  virtual void crossEntropyForward(const void* logits, float* losses, float* lse,
+                                   const int32_t* targets, int N, int V, int ld, DType dt) = 0;
+  // The logits (unchanged since forward) become dlogits = (p - onehot(target)) * scale in place,
+  // p = exp(logit - lse[n]) (rows with target < 0: zeros); the padding columns [V, ld) become
+  // zeros. WRITES (the logits buffer is its own gradient), one pass on a device.
+  virtual void crossEntropyBackward(void* logitsToDlogits, const float* lse, const int32_t* targets,
+                                    int N, int V, int ld, float scale, DType dt) = 0;
 
   // --- reductions and the optimizer (fp32 buffers) -----------------------------------------
   // Sum of x[0..n), in double on the host (waits). NaN/inf propagate.

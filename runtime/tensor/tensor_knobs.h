@@ -36,6 +36,18 @@ inline constexpr Knob kCudaAttention{
     .readBy = kReadByDsrt,
     .choices = "auto|simt"};
 
+// runtime/tensor/cuda/cuda_ops.cc: read when a CudaOps is made (makeCudaOps).
+inline constexpr Knob kCudaGeluFusion{
+    .name = "DS_CUDA_GELU_FUSION",
+    .type = KnobType::kChoice,
+    .dflt = "auto",
+    .doc =
+        "The GPT-2 MLP's GELU on CUDA: auto (fused into the cuBLASLt epilogues GELU_AUX_BIAS "
+        "and DGELU where cuBLASLt offers them, the separate kernels otherwise) or off (the "
+        "separate kernels always). Empty counts as auto.",
+    .readBy = kReadByDsrt,
+    .choices = "auto|off"};
+
 // runtime/cmd/train_command.cc: set by dsrun --max_restarts (launcher/restart_loop.h).
 inline constexpr Knob kRestartAttempt{
     .name = "DS_RESTART_ATTEMPT",
@@ -59,8 +71,8 @@ inline constexpr Knob kFaultKill{
         "(at=save), on restart attempt A (default 0; any: every attempt). Unset: nothing.",
     .readBy = kReadByDsrt};
 
-inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear, &kCudaAttention, &kRestartAttempt,
-                                                   &kFaultKill};
+inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear, &kCudaAttention, &kCudaGeluFusion,
+                                                   &kRestartAttempt, &kFaultKill};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

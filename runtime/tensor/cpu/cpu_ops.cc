@@ -6,8 +6,10 @@
 #include <unistd.h>
 #include <algorithm>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "runtime/tensor/attention.h"
 #include "runtime/tensor/bf16_convert.h"
@@ -93,6 +95,15 @@ void CpuOps::layernormBackward(void* dinp, float* dweight, float* dbias, const v
   runtime::layernormBackward(f(dinp), dweight, dbias, f(dout), f(inp), f(weight), mean, rstd, N, C);
 }
 
+// Composed of the separate ops: their bits.
+void CpuOps::residualLayernormForward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                      const void* b, const void* weight, const void* bias, int N,
+                                      int C, DType dt) {
+  requireF32(dt, "residualLayernormForward");
+  residualForward(res, a, b, static_cast<size_t>(N) * static_cast<size_t>(C), dt);
+  layernormForward(out, mean, rstd, res, weight, bias, N, C, dt);
+}
+
 void CpuOps::matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N,
                            int C, int OC, DType dt) {
   requireF32(dt, "matmulForward");
@@ -103,6 +114,27 @@ void CpuOps::matmulBackward(void* dinp, float* dweight, float* dbias, const void
                             const void* inp, const void* weight, int N, int C, int OC, DType dt) {
   requireF32(dt, "matmulBackward");
   runtime::matmulBackward(f(dinp), dweight, dbias, f(dout), f(inp), f(weight), N, C, OC);
+}
+
+// Composed of the separate ops, so the results are theirs bit for bit.
+void CpuOps::matmulGeluForward(void* out, void* pre, const void* inp, const void* weight,
+                               const void* bias, int N, int C, int OC, DType dt) {
+  requireF32(dt, "matmulGeluForward");
+  matmulForward(pre, inp, weight, bias, N, C, OC, dt);
+  geluForward(out, pre, static_cast<size_t>(N) * OC, dt);
+}
+
+// d(act) into a zeroed scratch by the accumulating matmulBackward, then GELU's backward into a
+// zeroed dpre: the separate ops' sequence, so the same bits.
+void CpuOps::matmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout,
+                                const void* act, const void* pre, const void* weight, int N, int C,
+                                int OC, DType dt) {
+  requireF32(dt, "matmulGeluBackward");
+  const size_t n = static_cast<size_t>(N) * C;
+  scratchGelu_.assign(n, 0.f);
+  matmulBackward(scratchGelu_.data(), dweight, dbias, dout, act, weight, N, C, OC, dt);
+  std::fill(f(dpre), f(dpre) + n, 0.f);
+  geluBackward(dpre, pre, scratchGelu_.data(), n, dt);
 }
 
 size_t CpuOps::attentionAuxBytes(int B, int T, int NH) const {
@@ -143,31 +175,37 @@ void CpuOps::residualBackward(void* da, void* db, const void* dout, size_t n, DT
   runtime::residualBackward(f(da), f(db), f(dout), n);
 }
 
-// Row by row through the host kernel, so probabilities and each row's -log p are the kernel's
-// own; the row loss is rounded once to fp32 (the kernel sums the unrounded doubles).
-void CpuOps::crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N,
-                                 int V, int ld, DType dt) {
+// Row by row through the host kernel on a copy of the row (the logits stay), so each row's
+// -log p is the kernel's own, rounded once to fp32; lse is the same max and double sum.
+void CpuOps::crossEntropyForward(const void* logits, float* losses, float* lse,
+                                 const int32_t* targets, int N, int V, int ld, DType dt) {
   requireF32(dt, "crossEntropyForward");
-  float* probs = f(logitsToProbs);
+  const float* x = f(logits);
 #pragma omp parallel for schedule(static) if (long(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
-    const double loss =
-        softmaxCrossEntropyForward(probs + static_cast<size_t>(n) * ld, targets + n, 1, V, nullptr);
-    losses[n] = static_cast<float>(loss);
+    const float* row = x + static_cast<size_t>(n) * ld;
+    std::vector<float> probs(row, row + V);
+    losses[n] =
+        static_cast<float>(softmaxCrossEntropyForward(probs.data(), targets + n, 1, V, nullptr));
+    const float mx = *std::max_element(row, row + V);
+    double sum = 0.0;
+    for (int j = 0; j < V; ++j) sum += std::exp(row[j] - mx);
+    lse[n] = static_cast<float>(mx + std::log(sum));
   }
 }
 
-void CpuOps::crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V,
-                                  int ld, float scale, DType dt) {
+// Recomputes each row's probabilities in place with the host kernel (not from lse), so the
+// dlogits are bit for bit the host kernels' (Gpt2Model's); then the host backward in place.
+void CpuOps::crossEntropyBackward(void* logitsToDlogits, const float* /*lse*/,
+                                  const int32_t* targets, int N, int V, int ld, float scale,
+                                  DType dt) {
   requireF32(dt, "crossEntropyBackward");
-  float* p = f(probsToDlogits);
-  if (ld == V) {
-    // In place is safe: the kernel reads p[j] only to write d[j] at the same index.
-    softmaxCrossEntropyBackward(p, p, targets, N, V, scale);
-    return;
-  }
+  float* x = f(logitsToDlogits);
+#pragma omp parallel for schedule(static) if (long(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
-    float* row = p + static_cast<size_t>(n) * ld;
+    float* row = x + static_cast<size_t>(n) * ld;
+    (void)softmaxCrossEntropyForward(row, targets + n, 1, V, nullptr);
+    // In place is safe: the kernel reads p[j] only to write d[j] at the same index.
     softmaxCrossEntropyBackward(row, row, targets + n, 1, V, scale);
     std::fill(row + V, row + ld, 0.f);
   }

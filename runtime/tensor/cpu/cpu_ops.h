@@ -34,10 +34,18 @@ class CpuOps : public Ops {  // not final: tests derive fakes of the copy stream
   void layernormBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                          const void* inp, const void* weight, const float* mean, const float* rstd,
                          int N, int C, DType dt) override;
+  void residualLayernormForward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                const void* b, const void* weight, const void* bias, int N, int C,
+                                DType dt) override;
   void matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                      int OC, DType dt) override;
   void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                       const void* weight, int N, int C, int OC, DType dt) override;
+  void matmulGeluForward(void* out, void* pre, const void* inp, const void* weight,
+                         const void* bias, int N, int C, int OC, DType dt) override;
+  void matmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout,
+                          const void* act, const void* pre, const void* weight, int N, int C,
+                          int OC, DType dt) override;
   size_t attentionAuxBytes(int B, int T, int NH) const override;
   void attentionForward(void* out, void* aux, const void* qkv, int B, int T, int C, int NH,
                         DType dt) override;
@@ -47,10 +55,10 @@ class CpuOps : public Ops {  // not final: tests derive fakes of the copy stream
   void geluBackward(void* dinp, const void* inp, const void* dout, size_t n, DType dt) override;
   void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) override;
   void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) override;
-  void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N, int V,
-                           int ld, DType dt) override;
-  void crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V, int ld,
-                            float scale, DType dt) override;
+  void crossEntropyForward(const void* logits, float* losses, float* lse, const int32_t* targets,
+                           int N, int V, int ld, DType dt) override;
+  void crossEntropyBackward(void* logitsToDlogits, const float* lse, const int32_t* targets, int N,
+                            int V, int ld, float scale, DType dt) override;
 
   double sum(const float* x, size_t n) override;
   double sumSquares(const float* x, size_t n) override;
@@ -62,7 +70,8 @@ class CpuOps : public Ops {  // not final: tests derive fakes of the copy stream
            const DecayRange* ranges, int count, const SgdStep& step) override;
 
  private:
-  std::vector<float> scratchTT_;  // attention backward's T x T scratch, grown on demand
+  std::vector<float> scratchTT_;    // attention backward's T x T scratch, grown on demand
+  std::vector<float> scratchGelu_;  // matmulGeluBackward's d(act), grown on demand
 };
 
 }  // namespace ds::runtime

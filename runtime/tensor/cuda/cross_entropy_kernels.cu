@@ -1,10 +1,13 @@
-// CudaOps softmax cross-entropy over rows of logits[N, V]: one block per row, an online fp32
-// (max, sum of exp) pass, then probabilities written in place. Backward rewrites probabilities
-// as (p - onehot) * scale. Not a mean: losses stay per row (0 where the target is negative).
+// CudaOps softmax cross-entropy over rows of logits[N, V] (row stride ld): one block per row.
+// Forward reads each logit once (an online fp32 max / sum of exp per thread, merged across the
+// block) and writes the per-row loss and log-sum-exp; the logits stay. Backward reads each logit
+// once and writes dlogits = (exp(x - lse) - onehot) * scale in place. Rows move in 128-bit packs
+// when ld and the base allow, else element by element (same code, W = 1).
 // Invariant: arithmetic is fp32 whatever the storage type; the loss never takes log of p.
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
-#include "runtime/tensor/cuda/element_io.cuh"
+#include "runtime/tensor/cuda/kernels.h"
+#include "runtime/tensor/cuda/pack_io.cuh"
 
 #include <cmath>
 #include <cstdint>
@@ -13,7 +16,9 @@
 namespace ds::runtime::cuda {
 namespace {
 
-constexpr int kThreads = 512;
+constexpr int kCeThreads = 512;
+constexpr int kCeUnroll = 4;  // packs in flight per thread
+constexpr float kLog2e = 1.4426950408889634f;
 
 // Merges the softmax state (m2, s2) into (m, s): s is a sum of exp(x - m).
 __device__ __forceinline__ void mergeState(float& m, float& s, float m2, float s2) {
@@ -24,27 +29,48 @@ __device__ __forceinline__ void mergeState(float& m, float& s, float m2, float s
     return;
   }
   const float mNew = fmaxf(m, m2);
-  s = s * expf(m - mNew) + s2 * expf(m2 - mNew);
+  s = s * exp2f((m - mNew) * kLog2e) + s2 * exp2f((m2 - mNew) * kLog2e);
   m = mNew;
 }
 
-// Grid N, block kThreads. logits become probabilities; losses[n] = log(sum) - (x_t - max).
-template <class E>
-__global__ void __launch_bounds__(kThreads)
-    crossEntropyForwardKernel(E* logits, float* losses, const int32_t* targets, int V, int ld) {
-  __shared__ float sm[kThreads / 32], ss[kThreads / 32];
-  E* row = logits + static_cast<size_t>(blockIdx.x) * ld;
-  const int target = targets[blockIdx.x];
-  // Read before any thread writes the row (the writes come after the block reduction).
-  const float xt = target >= 0 ? loadF(row + target) : 0.f;
+// Folds W logits (those with column < V) into (m, s).
+template <int W>
+__device__ __forceinline__ void foldPack(float& m, float& s, const float (&x)[W], int col, int V) {
+  float pm = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+    if (col + i < V) pm = fmaxf(pm, x[i]);
+  if (pm == -INFINITY) return;  // nothing finite yet: adds nothing
+  if (pm > m) {
+    s = m == -INFINITY ? 0.f : s * exp2f((m - pm) * kLog2e);
+    m = pm;
+  }
+  const float mL = m * kLog2e;
+#pragma unroll
+  for (int i = 0; i < W; ++i)
+    if (col + i < V) s += exp2f(fmaf(x[i], kLog2e, -mL));
+}
+
+// Grid N, block kCeThreads; W elements per access (ld % W == 0, rows aligned to W elements).
+template <class E, int W>
+__global__ void __launch_bounds__(kCeThreads)
+    crossEntropyForwardKernel(const E* logits, float* losses, float* lse, const int32_t* targets,
+                              int V, int ld) {
+  __shared__ float sm[kCeThreads / 32], ss[kCeThreads / 32];
+  const E* row = logits + static_cast<size_t>(blockIdx.x) * ld;
+  const int packs = (V + W - 1) / W;  // ends at or before ld since ld % W == 0
   float m = -INFINITY, s = 0.f;
-  for (int j = threadIdx.x; j < V; j += kThreads) {
-    const float x = loadF(row + j);
-    if (x > m) {
-      s = s * expf(m - x) + 1.f;  // expf(-inf) = 0 on the first element
-      m = x;
-    } else if (m > -INFINITY) {  // a -inf logit before any finite one adds nothing
-      s += expf(x - m);
+  for (int p0 = threadIdx.x; p0 < packs; p0 += kCeThreads * kCeUnroll) {
+    float x[kCeUnroll][W];
+#pragma unroll
+    for (int u = 0; u < kCeUnroll; ++u) {
+      const int p = p0 + u * kCeThreads;
+      if (p < packs) loadPack<E, W>(row + static_cast<size_t>(p) * W, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kCeUnroll; ++u) {
+      const int p = p0 + u * kCeThreads;
+      if (p < packs) foldPack<W>(m, s, x[u], p * W, V);
     }
   }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -56,27 +82,49 @@ __global__ void __launch_bounds__(kThreads)
     ss[warp] = s;
   }
   __syncthreads();
+  if (threadIdx.x != 0) return;
   m = -INFINITY;
   s = 0.f;
-  for (int w = 0; w < kThreads / 32; ++w) mergeState(m, s, sm[w], ss[w]);  // same order in all
-  const float inv = 1.f / s;
-  for (int j = threadIdx.x; j < V; j += kThreads) storeF(row + j, expf(loadF(row + j) - m) * inv);
-  if (threadIdx.x == 0) losses[blockIdx.x] = target >= 0 ? logf(s) - (xt - m) : 0.f;
+  for (int w = 0; w < kCeThreads / 32; ++w) mergeState(m, s, sm[w], ss[w]);  // fixed order
+  const float logS = logf(s);
+  const int target = targets[blockIdx.x];
+  lse[blockIdx.x] = m + logS;
+  losses[blockIdx.x] = target >= 0 ? logS - (loadF(row + target) - m) : 0.f;
 }
 
-// Grid N, block kThreads: d = p * scale, minus scale at the target; zeros where target < 0.
-template <class E>
-__global__ void __launch_bounds__(kThreads)
-    crossEntropyBackwardKernel(E* probs, const int32_t* targets, int V, int ld, float scale) {
-  E* row = probs + static_cast<size_t>(blockIdx.x) * ld;
+// Grid N, block kCeThreads: d = exp(x - lse) * scale, minus scale at the target; zeros where
+// target < 0 and in the padding columns [V, ld). Two packs in flight per thread (both loaded
+// before either is stored).
+template <class E, int W>
+__global__ void __launch_bounds__(kCeThreads)
+    crossEntropyBackwardKernel(E* __restrict__ logits, const float* __restrict__ lse,
+                               const int32_t* __restrict__ targets, int V, int ld, float scale) {
+  constexpr int kInFlight = 2;
+  E* row = logits + static_cast<size_t>(blockIdx.x) * ld;
   const int target = targets[blockIdx.x];
-  for (int j = threadIdx.x; j < ld; j += kThreads) {
-    float d = 0.f;
-    if (target >= 0 && j < V) {
-      d = loadF(row + j) * scale;
-      if (j == target) d -= scale;
+  const float lseL = target >= 0 ? lse[blockIdx.x] * kLog2e : 0.f;
+  const int packs = ld / W;
+  for (int p0 = threadIdx.x; p0 < packs; p0 += kCeThreads * kInFlight) {
+    float x[kInFlight][W];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int col = (p0 + u * kCeThreads) * W;
+      if (target >= 0 && col < V && p0 + u * kCeThreads < packs) loadPack<E, W>(row + col, x[u]);
     }
-    storeF(row + j, d);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int p = p0 + u * kCeThreads;
+      if (p >= packs) break;
+      const int col = p * W;
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        const int j = col + i;
+        x[u][i] = target >= 0 && j < V
+                      ? exp2f(fmaf(x[u][i], kLog2e, -lseL)) * scale - (j == target ? scale : 0.f)
+                      : 0.f;
+      }
+      storePack<E, W>(row + col, x[u]);
+    }
   }
 }
 
@@ -89,31 +137,40 @@ void checkArgs(int N, int V, int ld, DType dt, const char* what) {
                        " (fp32 or bf16 only)");
 }
 
+// Calls f.template operator()<E, W>() with the widest pack the base pointer and stride allow.
+template <class E, class F>
+void withPack(const void* base, int ld, F&& f) {
+  if (aligned16(base) && ld % kPack16<E> == 0) f.template operator()<E, kPack16<E>>();
+  else f.template operator()<E, 1>();
+}
+
+template <class F>
+void withTypeAndPack(DType dt, const void* base, int ld, F&& f) {
+  if (dt == DType::kF32) withPack<float>(base, ld, f);
+  else withPack<bf16>(base, ld, f);
+}
+
 }  // namespace
 
-void CudaOps::crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N,
-                                  int V, int ld, DType dt) {
+void CudaOps::crossEntropyForward(const void* logits, float* losses, float* lse,
+                                  const int32_t* targets, int N, int V, int ld, DType dt) {
   checkArgs(N, V, ld, dt, "crossEntropyForward");
   if (N == 0) return;
-  if (dt == DType::kF32)
-    crossEntropyForwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<float*>(logitsToProbs),
-                                                           losses, targets, V, ld);
-  else
-    crossEntropyForwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<bf16*>(logitsToProbs),
-                                                           losses, targets, V, ld);
+  withTypeAndPack(dt, logits, ld, [&]<class E, int W>() {
+    crossEntropyForwardKernel<E, W>
+        <<<N, kCeThreads, 0, stream_>>>(static_cast<const E*>(logits), losses, lse, targets, V, ld);
+  });
   DS_CUDA_LAUNCHED("crossEntropyForwardKernel");
 }
 
-void CudaOps::crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V,
-                                   int ld, float scale, DType dt) {
+void CudaOps::crossEntropyBackward(void* logitsToDlogits, const float* lse, const int32_t* targets,
+                                   int N, int V, int ld, float scale, DType dt) {
   checkArgs(N, V, ld, dt, "crossEntropyBackward");
   if (N == 0) return;
-  if (dt == DType::kF32)
-    crossEntropyBackwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<float*>(probsToDlogits),
-                                                            targets, V, ld, scale);
-  else
-    crossEntropyBackwardKernel<<<N, kThreads, 0, stream_>>>(static_cast<bf16*>(probsToDlogits),
-                                                            targets, V, ld, scale);
+  withTypeAndPack(dt, logitsToDlogits, ld, [&]<class E, int W>() {
+    crossEntropyBackwardKernel<E, W><<<N, kCeThreads, 0, stream_>>>(
+        static_cast<E*>(logitsToDlogits), lse, targets, V, ld, scale);
+  });
   DS_CUDA_LAUNCHED("crossEntropyBackwardKernel");
 }
 

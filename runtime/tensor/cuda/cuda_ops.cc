@@ -8,6 +8,7 @@
 
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/matmul_lt.h"
+#include "runtime/tensor/tensor_knobs.h"
 
 namespace ds::runtime::cuda {
 namespace {
@@ -131,6 +132,7 @@ namespace ds::runtime {
 std::unique_ptr<Ops> makeCudaOps(int device, bool allowTf32) {
   cuda::CudaOpsOptions options;
   options.allowTf32 = allowTf32;
+  options.fuseGelu = knobChoice(knobs::kCudaGeluFusion).value_or("auto") != "off";
   return std::make_unique<cuda::CudaOps>(device, options);
 }
 

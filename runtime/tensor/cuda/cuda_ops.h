@@ -23,6 +23,9 @@ struct LtPlanCache;  // cuBLASLt descriptors and algorithms per matmul shape (ma
 struct CudaOpsOptions {
   bool allowTf32 = false;                   // fp32 products may use TF32 tensor cores
   size_t cublasWorkspaceBytes = 32u << 20;  // cuBLASLt workspace (32 MiB, the Hopper choice)
+  // matmulGelu* fuse GELU into cuBLASLt epilogues where offered (else the separate kernels);
+  // makeCudaOps sets it from DS_CUDA_GELU_FUSION.
+  bool fuseGelu = true;
 };
 
 class CudaOps final : public Ops {
@@ -66,10 +69,18 @@ class CudaOps final : public Ops {
   void layernormBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                          const void* inp, const void* weight, const float* mean, const float* rstd,
                          int N, int C, DType dt) override;
+  void residualLayernormForward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                const void* b, const void* weight, const void* bias, int N, int C,
+                                DType dt) override;
   void matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                      int OC, DType dt) override;
   void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                       const void* weight, int N, int C, int OC, DType dt) override;
+  void matmulGeluForward(void* out, void* pre, const void* inp, const void* weight,
+                         const void* bias, int N, int C, int OC, DType dt) override;
+  void matmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout,
+                          const void* act, const void* pre, const void* weight, int N, int C,
+                          int OC, DType dt) override;
   size_t attentionAuxBytes(int B, int T, int NH) const override;
   void attentionForward(void* out, void* aux, const void* qkv, int B, int T, int C, int NH,
                         DType dt) override;
@@ -79,10 +90,10 @@ class CudaOps final : public Ops {
   void geluBackward(void* dinp, const void* inp, const void* dout, size_t n, DType dt) override;
   void residualForward(void* out, const void* a, const void* b, size_t n, DType dt) override;
   void residualBackward(void* da, void* db, const void* dout, size_t n, DType dt) override;
-  void crossEntropyForward(void* logitsToProbs, float* losses, const int32_t* targets, int N, int V,
-                           int ld, DType dt) override;
-  void crossEntropyBackward(void* probsToDlogits, const int32_t* targets, int N, int V, int ld,
-                            float scale, DType dt) override;
+  void crossEntropyForward(const void* logits, float* losses, float* lse, const int32_t* targets,
+                           int N, int V, int ld, DType dt) override;
+  void crossEntropyBackward(void* logitsToDlogits, const float* lse, const int32_t* targets, int N,
+                            int V, int ld, float scale, DType dt) override;
 
   double sum(const float* x, size_t n) override;
   double sumSquares(const float* x, size_t n) override;
@@ -109,6 +120,7 @@ class CudaOps final : public Ops {
   void* scratch_ = nullptr;
   size_t scratchBytes_ = 0;
   std::unique_ptr<LtPlanCache> ltPlans_;
+  bool geluFallbackLogged_ = false;  // one log line when an epilogue is refused
 };
 
 }  // namespace ds::runtime::cuda

@@ -1,26 +1,34 @@
 // CudaOps' token + position embedding (llm.c's encoder) for fp32 and bf16 activations:
 // out[b,t,:] = wte[tokens[b,t]] + wpe[t]; backward adds into fp32 dwte (atomicAdd: rows of a
 // repeated token collide) and dwpe (one thread per (t, c), summing b in order). Not range-checked:
-// tokens are in range (callers check). Invariant: backward ACCUMULATES.
+// tokens are in range (callers check). Forward moves 128-bit packs where C and the pointers allow.
+// Invariant: backward ACCUMULATES.
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"
+#include "runtime/tensor/cuda/pack_io.cuh"
 #include "runtime/tensor/math/bf16_math.h"
 
 namespace ds::runtime::cuda {
 namespace {
 
-template <class T>
+// W elements per access (C % W == 0 and aligned rows: 128-bit packs; else W = 1); n = B*T*C / W.
+template <class T, int W>
 __global__ void encoderForwardKernel(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                                      int T_, int C, size_t n) {
   const size_t step = static_cast<size_t>(gridDim.x) * kThreads;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+  for (size_t p = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x; p < n; p += step) {
+    const size_t i = p * W;
     const size_t bt = i / C;
     const int c = static_cast<int>(i % C);
     const int t = static_cast<int>(bt % T_);
     const size_t tok = static_cast<size_t>(tokens[bt]);
-    out[i] = math::storeAs<T>(math::loadF32(wte[tok * C + c]) +
-                              math::loadF32(wpe[static_cast<size_t>(t) * C + c]));
+    float x[W], y[W];
+    loadPack<T, W>(wte + tok * C + c, x);
+    loadPack<T, W>(wpe + static_cast<size_t>(t) * C + c, y);
+#pragma unroll
+    for (int k = 0; k < W; ++k) x[k] += y[k];
+    storePack<T, W>(out + i, x);
   }
 }
 
@@ -54,9 +62,13 @@ void CudaOps::encoderForward(void* out, const int32_t* tokens, const void* wte, 
     using S = decltype(tag);
     const size_t n = static_cast<size_t>(B) * T * C;
     if (n == 0) return;
-    encoderForwardKernel<S><<<gridFor(n), kThreads, 0, stream_>>>(
-        static_cast<S*>(out), tokens, static_cast<const S*>(wte), static_cast<const S*>(wpe), T, C,
-        n);
+    auto* o = static_cast<S*>(out);
+    const auto *e = static_cast<const S*>(wte), *p = static_cast<const S*>(wpe);
+    constexpr int W = kPack16<S>;
+    if (C % W == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe))
+      encoderForwardKernel<S, W>
+          <<<gridFor(n / W), kThreads, 0, stream_>>>(o, tokens, e, p, T, C, n / W);
+    else encoderForwardKernel<S, 1><<<gridFor(n), kThreads, 0, stream_>>>(o, tokens, e, p, T, C, n);
     DS_CUDA_LAUNCHED(encoderForwardKernel);
   });
 }

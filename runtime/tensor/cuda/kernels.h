@@ -17,6 +17,9 @@ namespace ds::runtime::cuda {
 
 inline constexpr int kThreads = 256;  // block size of the elementwise and reduction kernels
 
+// Whether p is 16-byte aligned (the 128-bit pack path's precondition, pack_io.cuh).
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // Blocks for a grid-stride loop over n elements (capped; the loop covers the rest).
 inline unsigned gridFor(size_t n) {
   const size_t blocks = (n + kThreads - 1) / kThreads;
@@ -43,5 +46,16 @@ void launchColumnSumAdd(float* dst, const void* src, int N, int C, DType dt, voi
                         cudaStream_t stream);
 // out[n, c] += bias[c] for out [N, C] of dt (bias also dt).
 void launchAddBias(void* out, const void* bias, int N, int C, DType dt, cudaStream_t stream);
+
+// The vectorised LayerNorm forward (layernorm_fwd_vec_kernels.cu): out = LayerNorm(a) or, with b,
+// res = a + b and out = LayerNorm(res); mean/rstd [N] fp32. Returns false (launching nothing)
+// where it does not apply: C not a whole number (1..8) of warp-wide 128-bit packs, a pointer not
+// 16-byte aligned, dt not fp32/bf16.
+bool launchLayernormForwardVec(void* res, void* out, float* mean, float* rstd, const void* a,
+                               const void* b, const void* weight, const void* bias, int N, int C,
+                               DType dt, cudaStream_t stream);
+
+// d[i] = gelu'(pre[i]) * d[i] for d, pre of dt (kF32 or kBF16): GELU's backward, written in place.
+void launchGeluGradScale(void* d, const void* pre, size_t n, DType dt, cudaStream_t stream);
 
 }  // namespace ds::runtime::cuda

@@ -1,7 +1,8 @@
-// CudaOps' LayerNorm (eps 1e-5) for fp32 and bf16 storage: one warp per row for the forward and
-// for dinp; the parameter gradients as per-column sums over fixed row chunks, then one pass adding
-// the chunks in order. Not fused with the residual. Invariant: mean/rstd are fp32 and saved;
-// backward ACCUMULATES into dinp (dt), dweight and dbias (fp32); results are deterministic.
+// CudaOps' LayerNorm (eps 1e-5) for fp32 and bf16 storage: one warp per row for the forward (the
+// vectorised kernel of layernorm_fwd_vec_kernels.cu where the width allows) and for dinp; the
+// parameter gradients as per-column sums over fixed row chunks, then one pass adding the chunks in
+// order. Not fused with the residual. Invariant: mean/rstd are fp32 and saved; backward ACCUMULATES
+// into dinp (dt), dweight and dbias (fp32); results are deterministic.
 #include <cstdint>
 #include <type_traits>
 
@@ -126,8 +127,6 @@ __global__ void layernormBackwardInputVecKernel(uint16_t* dinp, const uint16_t* 
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The vector kernel where it applies (bf16, C a multiple of 256 up to 2048, 16-byte aligned
 // rows); false otherwise.
 bool launchBackwardInputVec(void* dinp, const void* dout, const void* inp, const void* weight,
@@ -217,6 +216,9 @@ void CudaOps::layernormForward(void* out, float* mean, float* rstd, const void* 
   dispatchStorage(dt, "layernormForward", [&](auto tag) {
     using T = decltype(tag);
     if (N <= 0 || C <= 0) return;
+    if (launchLayernormForwardVec(nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C, dt,
+                                  stream_))
+      return;
     const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
     layernormForwardKernel<T><<<blocks, kThreads, 0, stream_>>>(
         static_cast<T*>(out), mean, rstd, static_cast<const T*>(inp), static_cast<const T*>(weight),

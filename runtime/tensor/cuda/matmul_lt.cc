@@ -28,6 +28,16 @@ void setDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, con
   DS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
 }
 
+cublasLtEpilogue_t epilogueOf(const LtGemm& g) {
+  switch (g.epilogue) {
+    case LtEpilogue::kGeluAux:
+      return g.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case LtEpilogue::kDgelu: return CUBLASLT_EPILOGUE_DGELU;  // bias: not with DGELU (checked)
+    case LtEpilogue::kNone: break;
+  }
+  return g.bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 void destroyPlan(LtPlan& p) noexcept {
   if (p.desc) cublasLtMatmulDescDestroy(p.desc);
   if (p.a) cublasLtMatrixLayoutDestroy(p.a);
@@ -44,10 +54,15 @@ LtPlan makePlan(cublasLtHandle_t lt, size_t workspaceBytes, const LtGemm& g, con
     const cublasOperation_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     setDesc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, opA);
     setDesc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, opB);
+    setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogueOf(g));
     if (g.bias != nullptr) {
-      setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
       const int32_t biasType = g.abType;
       setDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, biasType);
+      setDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);  // the heuristic reads alignment
+    }
+    if (g.epilogue != LtEpilogue::kNone) {
+      setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<int64_t>(g.auxLd));
+      setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(g.aux));
     }
     // Stored shapes (column-major): A is [m, k] or, transposed, [k, m]; likewise B.
     DS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, g.abType, g.transA ? g.k : g.m,
@@ -76,12 +91,11 @@ LtPlan makePlan(cublasLtHandle_t lt, size_t workspaceBytes, const LtGemm& g, con
     cublasLtMatmulPreferenceDestroy(pref);
     DS_CUBLAS_CHECK(rc);
     if (found == 0) {
-      throw NotSupported(fmt::format(
-          "cuBLASLt offers no algorithm for the product m={} n={} k={} (transA={} transB={}, "
-          "A/B type {}, D type {}, bias {})",
-          g.m, g.n, g.k, g.transA, g.transB, int(g.abType), int(g.dType), g.bias != nullptr));
+      destroyPlan(p);  // cached as refused
+      return p;
     }
     p.algo = result.algo;
+    p.usable = true;
   } catch (...) {
     destroyPlan(p);
     throw;
@@ -95,8 +109,9 @@ LtPlanCache::~LtPlanCache() {
   for (auto& [key, plan] : plans) destroyPlan(plan);
 }
 
-void ltMatmul(cublasLtHandle_t lt, LtPlanCache& cache, void* workspace, size_t workspaceBytes,
-              cudaStream_t stream, const LtGemm& g) {
+bool ltTryMatmul(cublasLtHandle_t lt, LtPlanCache& cache, void* workspace, size_t workspaceBytes,
+                 cudaStream_t stream, const LtGemm& g) {
+  DS_CHECK(!(g.epilogue == LtEpilogue::kDgelu && g.bias != nullptr), "DGELU takes no bias");
   const LtPlanKey key{g.transA,
                       g.transB,
                       g.m,
@@ -109,19 +124,41 @@ void ltMatmul(cublasLtHandle_t lt, LtPlanCache& cache, void* workspace, size_t w
                       int(g.dType),
                       int(g.compute),
                       g.bias != nullptr,
+                      int(g.epilogue),
+                      g.auxLd,
                       alignmentOf(g.a),
                       alignmentOf(g.b),
                       alignmentOf(g.d),
-                      g.bias ? alignmentOf(g.bias) : 0u};
+                      g.bias ? alignmentOf(g.bias) : 0u,
+                      g.aux ? alignmentOf(g.aux) : 0u};
   auto it = cache.plans.find(key);
   if (it == cache.plans.end()) {
     it = cache.plans.emplace(key, makePlan(lt, workspaceBytes, g, key)).first;
   }
   LtPlan& p = it->second;
+  if (!p.usable) return false;
   if (g.bias != nullptr) setDesc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  if (g.epilogue != LtEpilogue::kNone)
+    setDesc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(g.aux));
   const float alpha = 1.f, beta = g.beta;
-  DS_CUBLAS_CHECK(cublasLtMatmul(lt, p.desc, &alpha, g.a, p.a, g.b, p.b, &beta, g.d, p.d, g.d, p.d,
-                                 &p.algo, workspace, workspaceBytes, stream));
+  const cublasStatus_t rc = cublasLtMatmul(lt, p.desc, &alpha, g.a, p.a, g.b, p.b, &beta, g.d, p.d,
+                                           g.d, p.d, &p.algo, workspace, workspaceBytes, stream);
+  if (rc == CUBLAS_STATUS_NOT_SUPPORTED && g.epilogue != LtEpilogue::kNone) {
+    destroyPlan(p);  // an epilogue the heuristic offered but the kernel refuses: refused from now
+    return false;
+  }
+  DS_CUBLAS_CHECK(rc);
+  return true;
+}
+
+void ltMatmul(cublasLtHandle_t lt, LtPlanCache& cache, void* workspace, size_t workspaceBytes,
+              cudaStream_t stream, const LtGemm& g) {
+  if (ltTryMatmul(lt, cache, workspace, workspaceBytes, stream, g)) return;
+  throw NotSupported(fmt::format(
+      "cuBLASLt offers no algorithm for the product m={} n={} k={} (transA={} transB={}, "
+      "A/B type {}, D type {}, bias {}, epilogue {})",
+      g.m, g.n, g.k, g.transA, g.transB, int(g.abType), int(g.dType), g.bias != nullptr,
+      int(g.epilogue)));
 }
 
 namespace {
@@ -136,20 +173,43 @@ cudaDataType_t cudaTypeOf(DType dt, const char* op) {
   }
 }
 
+cublasComputeType_t computeFor(DType dt, bool allowTf32) {
+  return (dt == DType::kF32 && allowTf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 }  // namespace
 
-void CudaOps::matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N,
-                            int C, int OC, DType dt) {
+LtGemm linearForwardGemm(void* out, const void* inp, const void* weight, int N, int C, int OC,
+                         DType dt, bool allowTf32) {
   LtGemm g;
   g.abType = g.dType = cudaTypeOf(dt, "matmulForward");
-  g.compute =
-      (dt == DType::kF32 && options_.allowTf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  g.compute = computeFor(dt, allowTf32);
   g.transA = true;  // W [OC, C] row-major is [C, OC] column-major
   g.m = OC, g.n = N, g.k = C;
   g.a = weight, g.lda = C;
   g.b = inp, g.ldb = C;
   g.d = out, g.ldd = OC;
   g.beta = 0.f;
+  return g;
+}
+
+LtGemm linearDinpGemm(void* dinp, const void* dout, const void* weight, int N, int C, int OC,
+                      DType dt, bool allowTf32, float beta) {
+  // dinp^T [C, N] (+)= W^T [C, OC] . dout^T [OC, N]: A = W ([C, OC] column-major), B = dout.
+  LtGemm g;
+  g.abType = g.dType = cudaTypeOf(dt, "matmulBackward");
+  g.compute = computeFor(dt, allowTf32);
+  g.m = C, g.n = N, g.k = OC;
+  g.a = weight, g.lda = C;
+  g.b = dout, g.ldb = OC;
+  g.d = dinp, g.ldd = C;
+  g.beta = beta;
+  return g;
+}
+
+void CudaOps::matmulForward(void* out, const void* inp, const void* weight, const void* bias, int N,
+                            int C, int OC, DType dt) {
+  LtGemm g = linearForwardGemm(out, inp, weight, N, C, OC, dt, options_.allowTf32);
   // The fused bias epilogue wants an aligned vector; any other bias is a kernel after the product.
   const bool fuseBias = bias != nullptr && reinterpret_cast<uintptr_t>(bias) % 16 == 0;
   g.bias = fuseBias ? bias : nullptr;
@@ -160,18 +220,9 @@ void CudaOps::matmulForward(void* out, const void* inp, const void* weight, cons
 void CudaOps::matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                              const void* inp, const void* weight, int N, int C, int OC, DType dt) {
   const cudaDataType_t type = cudaTypeOf(dt, "matmulBackward");
-  const cublasComputeType_t compute =
-      (dt == DType::kF32 && options_.allowTf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = computeFor(dt, options_.allowTf32);
   if (dinp != nullptr) {
-    // dinp^T [C, N] += W^T [C, OC] . dout^T [OC, N]: A = W ([C, OC] column-major), B = dout.
-    LtGemm g;
-    g.abType = g.dType = type;
-    g.compute = compute;
-    g.m = C, g.n = N, g.k = OC;
-    g.a = weight, g.lda = C;
-    g.b = dout, g.ldb = OC;
-    g.d = dinp, g.ldd = C;
-    g.beta = 1.f;
+    const LtGemm g = linearDinpGemm(dinp, dout, weight, N, C, OC, dt, options_.allowTf32, 1.f);
     ltMatmul(lt_, *ltPlans_, ltWorkspace_, options_.cublasWorkspaceBytes, stream_, g);
   }
   if (dweight != nullptr) {

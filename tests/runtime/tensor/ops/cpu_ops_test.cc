@@ -1,6 +1,7 @@
 // CpuOps against the host kernels it wraps: every op's output (and accumulated gradients) equal
 // bit for bit to the kernel's on the same inputs, except the cross-entropy per-row losses, which
-// are the kernel's double row losses rounded to fp32 (their sum matches the kernel's to ~1e-7).
+// are the kernel's double row losses rounded to fp32 (their sum matches the kernel's to ~1e-7),
+// and the fused matmulGelu* calls, equal bit for bit to the separate kernels composed.
 // Also: bf16 is refused naming the op, memory ops, and adam/sgd equal zero::adamStep/sgdStep.
 #include <catch2/catch.hpp>
 
@@ -152,24 +153,28 @@ TEST_CASE("CpuOps gelu and residual equal the host kernels", "[unit]") {
   CHECK((sameBits(da1, da2) && sameBits(db1, db2)));
 }
 
-TEST_CASE("CpuOps cross-entropy: kernel probabilities, per-row losses summing to the total",
-          "[unit]") {
+TEST_CASE("CpuOps cross-entropy: logits kept, kernel losses and lse, kernel dlogits", "[unit]") {
   rt::CpuOps ops;
   const int N = 7, V = 13;
   const std::vector<int32_t> tg = {3, -1, 0, 12, 5, -1, 7};
   Vec logits = uniformVec(N * V, 4.f, 40);
-  Vec p1 = logits, p2 = logits, losses(N, -1.f);
+  Vec p1 = logits, x = logits, losses(N, -1.f), lse(N, -1.f);
   int valid = 0;
   const double total = rt::softmaxCrossEntropyForward(p1.data(), tg.data(), N, V, &valid);
-  ops.crossEntropyForward(p2.data(), losses.data(), tg.data(), N, V, V, kF32);
-  CHECK(sameBits(p1, p2));
+  ops.crossEntropyForward(x.data(), losses.data(), lse.data(), tg.data(), N, V, V, kF32);
+  CHECK(sameBits(x, logits));  // forward only reads
   double sum = 0.0;
   for (int n = 0; n < N; ++n) {
+    // lse is log sum exp of the row, whatever the target.
+    double s = 0.0;
+    for (int j = 0; j < V; ++j) s += std::exp(double(logits[n * V + j]));
+    CHECK(lse[n] == Approx(std::log(s)).epsilon(1e-6));
     if (tg[n] < 0) {
       CHECK(losses[n] == 0.f);
     } else {
       // Each row is -log p[target] (the kernel computes it via log-sum-exp in double).
       CHECK(losses[n] == Approx(-std::log(p1[n * V + tg[n]])).epsilon(1e-5));
+      CHECK(losses[n] == Approx(lse[n] - logits[n * V + tg[n]]).epsilon(1e-5));
     }
     sum += losses[n];
   }
@@ -179,8 +184,65 @@ TEST_CASE("CpuOps cross-entropy: kernel probabilities, per-row losses summing to
 
   Vec d1(N * V);
   rt::softmaxCrossEntropyBackward(d1.data(), p1.data(), tg.data(), N, V, 0.37f);
-  ops.crossEntropyBackward(p2.data(), tg.data(), N, V, V, 0.37f, kF32);  // in place
-  CHECK(sameBits(d1, p2));
+  ops.crossEntropyBackward(x.data(), lse.data(), tg.data(), N, V, V, 0.37f, kF32);  // in place
+  CHECK(sameBits(d1, x));
+}
+
+TEST_CASE("CpuOps cross-entropy over a padded stride ignores and zeroes the padding", "[unit]") {
+  rt::CpuOps ops;
+  const int N = 4, V = 5, ld = 8;
+  const std::vector<int32_t> tg = {4, -1, 0, 2};
+  Vec plain = uniformVec(N * V, 3.f, 41), padded(N * ld, 50.f);
+  for (int n = 0; n < N; ++n)
+    for (int j = 0; j < V; ++j) padded[n * ld + j] = plain[n * V + j];
+  Vec la(N), lb(N), sa(N), sb(N);
+  ops.crossEntropyForward(plain.data(), la.data(), sa.data(), tg.data(), N, V, V, kF32);
+  ops.crossEntropyForward(padded.data(), lb.data(), sb.data(), tg.data(), N, V, ld, kF32);
+  CHECK((sameBits(la, lb) && sameBits(sa, sb)));
+  ops.crossEntropyBackward(plain.data(), sa.data(), tg.data(), N, V, V, 0.5f, kF32);
+  ops.crossEntropyBackward(padded.data(), sb.data(), tg.data(), N, V, ld, 0.5f, kF32);
+  for (int n = 0; n < N; ++n) {
+    for (int j = 0; j < V; ++j) CHECK(padded[n * ld + j] == plain[n * V + j]);
+    for (int j = V; j < ld; ++j) CHECK(padded[n * ld + j] == 0.f);
+  }
+}
+
+// matmulGelu* are the separate ops composed: the same bits, dpre written whatever it held.
+TEST_CASE("CpuOps matmulGeluForward/Backward equal matmul + gelu", "[unit]") {
+  rt::CpuOps ops;
+  const int N = 6, C = 5, OC = 9;
+  Vec inp = uniformVec(N * C, 1.f, 60), w = uniformVec(OC * C, 1.f, 61),
+      b = uniformVec(OC, 1.f, 62);
+  Vec pre1(N * OC), out1(N * OC), pre2(N * OC, 7.f), out2(N * OC, 7.f);
+  rt::matmulForward(pre1.data(), inp.data(), w.data(), b.data(), N, C, OC);
+  rt::geluForward(out1.data(), pre1.data(), pre1.size());
+  ops.matmulGeluForward(out2.data(), pre2.data(), inp.data(), w.data(), b.data(), N, C, OC, kF32);
+  CHECK((sameBits(pre1, pre2) && sameBits(out1, out2)));
+
+  // The next layer: act = out1 [N, OC] is its input, dout [N, C2] its output gradient.
+  const int C2 = 4;
+  Vec w2 = uniformVec(C2 * OC, 1.f, 63), dout = uniformVec(N * C2, 1.f, 64);
+  Vec dact(N * OC, 0.f), dpre1(N * OC, 0.f), dw1(C2 * OC, .5f), db1(C2, .5f);
+  Vec dpre2(N * OC, 9.f), dw2 = dw1, db2 = db1;
+  rt::matmulBackward(dact.data(), dw1.data(), db1.data(), dout.data(), out1.data(), w2.data(), N,
+                     OC, C2);
+  rt::geluBackward(dpre1.data(), pre1.data(), dact.data(), dact.size());
+  ops.matmulGeluBackward(dpre2.data(), dw2.data(), db2.data(), dout.data(), out1.data(),
+                         pre1.data(), w2.data(), N, OC, C2, kF32);
+  CHECK((sameBits(dpre1, dpre2) && sameBits(dw1, dw2) && sameBits(db1, db2)));
+}
+
+TEST_CASE("CpuOps residualLayernormForward equals residual + layernorm", "[unit]") {
+  rt::CpuOps ops;
+  const int N = 5, C = 11;
+  Vec a = uniformVec(N * C, 1.f, 65), b = uniformVec(N * C, 1.f, 66);
+  Vec w = plus(uniformVec(C, .1f, 67), 1.f), bias = uniformVec(C, .1f, 68);
+  Vec r1(N * C), o1(N * C), m1(N), s1(N), r2(N * C, 3.f), o2(N * C, 3.f), m2(N), s2(N);
+  rt::residualForward(r1.data(), a.data(), b.data(), r1.size());
+  rt::layernormForward(o1.data(), m1.data(), s1.data(), r1.data(), w.data(), bias.data(), N, C);
+  ops.residualLayernormForward(r2.data(), o2.data(), m2.data(), s2.data(), a.data(), b.data(),
+                               w.data(), bias.data(), N, C, kF32);
+  CHECK((sameBits(r1, r2) && sameBits(o1, o2) && sameBits(m1, m2) && sameBits(s1, s2)));
 }
 
 TEST_CASE("CpuOps reductions, scale and bf16 conversion", "[unit]") {
@@ -268,8 +330,13 @@ TEST_CASE("CpuOps refuses bf16, naming the op", "[unit]") {
       {"attentionForward", [&] { ops.attentionForward(buf, buf, buf, 1, 1, 1, 1, b); }},
       {"geluForward", [&] { ops.geluForward(buf, buf, 1, b); }},
       {"residualBackward", [&] { ops.residualBackward(buf, buf, buf, 1, b); }},
-      {"crossEntropyForward", [&] { ops.crossEntropyForward(buf, buf, tok, 1, 1, 1, b); }},
-      {"crossEntropyBackward", [&] { ops.crossEntropyBackward(buf, tok, 1, 1, 1, 1.f, b); }},
+      {"residualLayernormForward",
+       [&] { ops.residualLayernormForward(buf, buf, buf, buf, buf, buf, buf, buf, 1, 1, b); }},
+      {"matmulGeluForward", [&] { ops.matmulGeluForward(buf, buf, buf, buf, buf, 1, 1, 1, b); }},
+      {"matmulGeluBackward",
+       [&] { ops.matmulGeluBackward(buf, buf, buf, buf, buf, buf, buf, 1, 1, 1, b); }},
+      {"crossEntropyForward", [&] { ops.crossEntropyForward(buf, buf, buf, tok, 1, 1, 1, b); }},
+      {"crossEntropyBackward", [&] { ops.crossEntropyBackward(buf, buf, tok, 1, 1, 1, 1.f, b); }},
   };
   for (const auto& [op, call] : calls) {
     INFO(op);

@@ -5,6 +5,7 @@
 // Skips without a CUDA device.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -197,23 +198,24 @@ TEST_CASE("cuda attention refuses head sizes and dtypes it has no kernel for", "
 
 namespace {
 
-void checkCrossEntropy(Ops& ops, int N, int V, DType dt, uint32_t seed) {
-  INFO("N=" << N << " V=" << V << " dt=" << dtName(dt));
+// Rows of stride ld >= V; the padding columns hold garbage the softmax must ignore.
+void checkCrossEntropy(Ops& ops, int N, int V, int ld, DType dt, uint32_t seed) {
+  INFO("N=" << N << " V=" << V << " ld=" << ld << " dt=" << dtName(dt));
   auto logits = randomVec(size_t(N) * V, seed, -4.f, 4.f);
   roundFor(logits, dt);
   std::vector<int32_t> targets(N);
   std::mt19937 rng(seed + 1);
   for (int n = 0; n < N; ++n) targets[n] = n % 3 == 1 ? -1 : int32_t(rng() % V);
 
-  // Host reference: per-row losses in double from the logits, then the host kernels.
-  std::vector<double> lossRef(N, 0.0);
+  // Host reference: per-row losses and log-sum-exp in double, then the host kernels.
+  std::vector<double> lossRef(N, 0.0), lseRef(N, 0.0);
   for (int n = 0; n < N; ++n) {
-    if (targets[n] < 0) continue;
     const float* row = logits.data() + size_t(n) * V;
     double mx = row[0], sum = 0;
     for (int j = 1; j < V; ++j) mx = std::max(mx, double(row[j]));
     for (int j = 0; j < V; ++j) sum += std::exp(row[j] - mx);
-    lossRef[n] = std::log(sum) - (row[targets[n]] - mx);
+    lseRef[n] = mx + std::log(sum);
+    if (targets[n] >= 0) lossRef[n] = std::log(sum) - (row[targets[n]] - mx);
   }
   std::vector<float> probsRef = logits;
   int valid = 0;
@@ -224,29 +226,41 @@ void checkCrossEntropy(Ops& ops, int N, int V, DType dt, uint32_t seed) {
   ds::runtime::softmaxCrossEntropyBackward(dRef.data(), probsRef.data(), targets.data(), N, V,
                                            scale);
 
-  OpsBuffer dLogits = deviceBuffer(ops, logits.size(), dt, &logits, "logits");
+  std::vector<float> padded(size_t(N) * ld, 30.f);
+  for (int n = 0; n < N; ++n)
+    std::copy_n(logits.begin() + size_t(n) * V, V, padded.begin() + size_t(n) * ld);
+  OpsBuffer dLogits = deviceBuffer(ops, padded.size(), dt, &padded, "logits");
   OpsBuffer dTargets(ops, N * sizeof(int32_t), "targets");
   ops.upload(dTargets.get(), targets.data(), dTargets.bytes());
   OpsBuffer dLosses = deviceBuffer(ops, N, DType::kF32, nullptr, "losses");
-  ops.crossEntropyForward(dLogits.get(), dLosses.as<float>(), dTargets.as<int32_t>(), N, V, V, dt);
-  const auto probs = downloadAs(ops, dLogits, logits.size(), dt);
-  std::vector<float> losses(N);
+  OpsBuffer dLse = deviceBuffer(ops, N, DType::kF32, nullptr, "lse");
+  ops.crossEntropyForward(dLogits.get(), dLosses.as<float>(), dLse.as<float>(),
+                          dTargets.as<int32_t>(), N, V, ld, dt);
+  CHECK(downloadAs(ops, dLogits, padded.size(), dt) == padded);  // forward only reads
+  std::vector<float> losses(N), lse(N);
   ops.download(losses.data(), dLosses.get(), N * 4);
+  ops.download(lse.data(), dLse.get(), N * 4);
 
-  const double errP = relError(probs, probsRef);
-  INFO("probabilities rel error " << errP);
-  CHECK(errP <= tolerance(dt));
   double sum = 0;
   for (int n = 0; n < N; ++n) {
     INFO("row " << n << " target " << targets[n]);
     if (targets[n] < 0) CHECK(losses[n] == 0.f);
     else CHECK(std::fabs(losses[n] - lossRef[n]) <= 1e-5 * (1 + lossRef[n]));
+    CHECK(std::fabs(lse[n] - lseRef[n]) <= 1e-5 * (1 + std::fabs(lseRef[n])));
     sum += losses[n];
   }
   CHECK(std::fabs(sum - total) <= 1e-5 * (1 + std::fabs(total)));
 
-  ops.crossEntropyBackward(dLogits.get(), dTargets.as<int32_t>(), N, V, V, scale, dt);
-  const auto d = downloadAs(ops, dLogits, logits.size(), dt);
+  ops.crossEntropyBackward(dLogits.get(), dLse.as<float>(), dTargets.as<int32_t>(), N, V, ld, scale,
+                           dt);
+  const auto dPadded = downloadAs(ops, dLogits, padded.size(), dt);
+  std::vector<float> d(size_t(N) * V);
+  bool padZero = true;
+  for (int n = 0; n < N; ++n) {
+    std::copy_n(dPadded.begin() + size_t(n) * ld, V, d.begin() + size_t(n) * V);
+    for (int j = V; j < ld; ++j) padZero = padZero && dPadded[size_t(n) * ld + j] == 0.f;
+  }
+  CHECK(padZero);
   const double errD = relError(d, dRef);
   INFO("dlogits rel error " << errD);
   CHECK(errD <= tolerance(dt));
@@ -265,15 +279,17 @@ TEST_CASE("cuda cross-entropy matches the host kernels, GPT-2 and small vocabula
   if (!haveCudaDevice()) DS_SKIP("no CUDA device");
   auto ops = ds::runtime::makeCudaOps(0);
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    checkCrossEntropy(*ops, 8, 50257, dt, 11);
-    checkCrossEntropy(*ops, 13, 37, dt, 12);
-    checkCrossEntropy(*ops, 5, 3, dt, 13);
+    checkCrossEntropy(*ops, 8, 50257, 50304, dt, 11);  // GPT-2's padded rows: 128-bit packs
+    checkCrossEntropy(*ops, 8, 50257, 50257, dt, 14);  // odd stride: element by element
+    checkCrossEntropy(*ops, 13, 37, 40, dt, 12);       // a partial last pack
+    checkCrossEntropy(*ops, 5, 3, 3, dt, 13);
   }
 }
 
 // A padded vocabulary (row stride ld > V, llm.c's Vp): the padding columns take no part in the
 // softmax, whatever they hold, and backward zeroes them; the first V columns equal the unpadded
-// run's bit for bit (same kernel, same reduction order).
+// run's bit for bit (same kernel, same pack width, same reduction order: V and ld both whole
+// packs).
 TEST_CASE("cuda cross-entropy over a padded row stride ignores and zeroes the padding", "[gpu]") {
   if (!haveCudaDevice()) DS_SKIP("no CUDA device");
   auto ops = ds::runtime::makeCudaOps(0);
@@ -290,14 +306,16 @@ TEST_CASE("cuda cross-entropy over a padded row stride ignores and zeroes the pa
     OpsBuffer t(*ops, N * sizeof(int32_t), "targets");
     ops->upload(t.get(), targets.data(), t.bytes());
     OpsBuffer la(*ops, N * 4, "la"), lb(*ops, N * 4, "lb");
-    ops->crossEntropyForward(a.get(), la.as<float>(), t.as<int32_t>(), N, V, V, dt);
-    ops->crossEntropyForward(b.get(), lb.as<float>(), t.as<int32_t>(), N, V, ld, dt);
+    OpsBuffer sa(*ops, N * 4, "lse a"), sb(*ops, N * 4, "lse b");
+    ops->crossEntropyForward(a.get(), la.as<float>(), sa.as<float>(), t.as<int32_t>(), N, V, V, dt);
+    ops->crossEntropyForward(b.get(), lb.as<float>(), sb.as<float>(), t.as<int32_t>(), N, V, ld,
+                             dt);
     std::vector<float> lossA(N), lossB(N);
     ops->download(lossA.data(), la.get(), N * 4);
     ops->download(lossB.data(), lb.get(), N * 4);
     CHECK(lossA == lossB);
-    ops->crossEntropyBackward(a.get(), t.as<int32_t>(), N, V, V, 0.5f, dt);
-    ops->crossEntropyBackward(b.get(), t.as<int32_t>(), N, V, ld, 0.5f, dt);
+    ops->crossEntropyBackward(a.get(), sa.as<float>(), t.as<int32_t>(), N, V, V, 0.5f, dt);
+    ops->crossEntropyBackward(b.get(), sb.as<float>(), t.as<int32_t>(), N, V, ld, 0.5f, dt);
     const auto da = downloadAs(*ops, a, plain.size(), dt);
     const auto db = downloadAs(*ops, b, padded.size(), dt);
     bool same = true, padZero = true;

@@ -361,31 +361,35 @@ TEST_CASE("cuda ops: layernorm forward/backward match the host kernels", "[gpu]"
 TEST_CASE("cuda ops: encoder forward/backward match the host kernels", "[gpu]") {
   DS_REQUIRE_GPU();
   auto ops = ds::runtime::makeCudaOps(0);
-  const int B = 4, T = 16, C = 72, V = 13;  // V < B*T: tokens repeat, dwte rows collide
-  std::mt19937 rng(31);
-  std::vector<int32_t> tokens(B * T);
-  for (auto& t : tokens) t = static_cast<int32_t>(rng() % V);
-  OpsBuffer dTok(*ops, tokens.size() * 4, "tokens");
-  ops->upload(dTok.get(), tokens.data(), tokens.size() * 4);
-  for (DType dt : kTypes) {
-    auto wte = asSeen(randomVec(size_t(V) * C, 32), dt),
-         wpe = asSeen(randomVec(size_t(T) * C, 33), dt);
-    auto dout = asSeen(randomVec(size_t(B) * T * C, 34), dt);
-    auto dwte0 = randomVec(size_t(V) * C, 35), dwpe0 = randomVec(size_t(T) * C, 36);
-    DevBuf dWte = upload(*ops, wte, dt), dWpe = upload(*ops, wpe, dt);
-    DevBuf out = poisoned(*ops, size_t(B) * T * C, dt);
-    ops->encoderForward(out.get(), dTok.as<int32_t>(), dWte.get(), dWpe.get(), B, T, C, dt);
-    std::vector<float> rOut(size_t(B) * T * C);
-    ds::runtime::encoderForward(rOut.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
-    checkClose(download(*ops, out), rOut, dt, "encoder out");
+  // C = 72: 128-bit packs; C = 70: element by element.
+  for (int C : {72, 70}) {
+    INFO("C = " << C);
+    const int B = 4, T = 16, V = 13;  // V < B*T: tokens repeat, dwte rows collide
+    std::mt19937 rng(31);
+    std::vector<int32_t> tokens(B * T);
+    for (auto& t : tokens) t = static_cast<int32_t>(rng() % V);
+    OpsBuffer dTok(*ops, tokens.size() * 4, "tokens");
+    ops->upload(dTok.get(), tokens.data(), tokens.size() * 4);
+    for (DType dt : kTypes) {
+      auto wte = asSeen(randomVec(size_t(V) * C, 32), dt),
+           wpe = asSeen(randomVec(size_t(T) * C, 33), dt);
+      auto dout = asSeen(randomVec(size_t(B) * T * C, 34), dt);
+      auto dwte0 = randomVec(size_t(V) * C, 35), dwpe0 = randomVec(size_t(T) * C, 36);
+      DevBuf dWte = upload(*ops, wte, dt), dWpe = upload(*ops, wpe, dt);
+      DevBuf out = poisoned(*ops, size_t(B) * T * C, dt);
+      ops->encoderForward(out.get(), dTok.as<int32_t>(), dWte.get(), dWpe.get(), B, T, C, dt);
+      std::vector<float> rOut(size_t(B) * T * C);
+      ds::runtime::encoderForward(rOut.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+      checkClose(download(*ops, out), rOut, dt, "encoder out");
 
-    DevBuf dDout = upload(*ops, dout, dt);
-    DevBuf gWte = upload(*ops, dwte0, DType::kF32), gWpe = upload(*ops, dwpe0, DType::kF32);
-    ops->encoderBackward(gWte.f32(), gWpe.f32(), dDout.get(), dTok.as<int32_t>(), B, T, C, dt);
-    auto rWte = dwte0, rWpe = dwpe0;
-    ds::runtime::encoderBackward(rWte.data(), rWpe.data(), dout.data(), tokens.data(), B, T, C);
-    checkClose(download(*ops, gWte), rWte, dt, "encoder dwte");
-    checkClose(download(*ops, gWpe), rWpe, dt, "encoder dwpe");
+      DevBuf dDout = upload(*ops, dout, dt);
+      DevBuf gWte = upload(*ops, dwte0, DType::kF32), gWpe = upload(*ops, dwpe0, DType::kF32);
+      ops->encoderBackward(gWte.f32(), gWpe.f32(), dDout.get(), dTok.as<int32_t>(), B, T, C, dt);
+      auto rWte = dwte0, rWpe = dwpe0;
+      ds::runtime::encoderBackward(rWte.data(), rWpe.data(), dout.data(), tokens.data(), B, T, C);
+      checkClose(download(*ops, gWte), rWte, dt, "encoder dwte");
+      checkClose(download(*ops, gWpe), rWpe, dt, "encoder dwpe");
+    }
   }
 }
 
