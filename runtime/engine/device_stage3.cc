@@ -112,9 +112,13 @@ float* DeviceStage3::gradOf(size_t param) const {
   return gradSlot_.as<float>() + slotOffset_[param];
 }
 
-void DeviceStage3::beforeForward(int block) { gatherer_.acquire(block, block + 1); }
+void DeviceStage3::beforeForward(int block) {
+  DS_CHECK(index_.validBlock(block), "beforeForward({}) of {} blocks", block, index_.numBlocks());
+  gatherer_.acquire(block, block + 1);
+}
 
 void DeviceStage3::afterForward(int block) {
+  DS_CHECK(index_.validBlock(block), "afterForward({}) of {} blocks", block, index_.numBlocks());
   // The last block's parameters stay for its backward, which comes next.
   if (block + 1 < index_.numBlocks()) gatherer_.release(block);
 }
@@ -122,6 +126,7 @@ void DeviceStage3::afterForward(int block) {
 // The slot's zeroing is ordered after the previous block's bucket copies (one stream; CpuOps are
 // synchronous), so one gradient slot serves every block.
 void DeviceStage3::beforeBackward(int block) {
+  DS_CHECK(index_.validBlock(block), "beforeBackward({}) of {} blocks", block, index_.numBlocks());
   gatherer_.acquire(block, block - 1);
   if (slotUsed_[size_t(block)] > 0)
     ops_.zero(gradSlot_.get(), slotUsed_[size_t(block)] * sizeof(float));
@@ -136,6 +141,7 @@ void DeviceStage3::beforeBackward(int block) {
 }
 
 void DeviceStage3::afterBackward(int block) {
+  DS_CHECK(index_.validBlock(block), "afterBackward({}) of {} blocks", block, index_.numBlocks());
   gatherer_.release(block);
   for (const auto& bucket : plan_[size_t(block)]) issueBucket(bucket);
   for (size_t p : index_.usedBy(block))

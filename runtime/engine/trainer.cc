@@ -81,10 +81,10 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   z.compute = mc.compute;
   DecayChoice decay = applyDecayChoice(model_->params(), plan_);
   logLine(decay.line);
-  // On a device, stages 0-2 without offload keep everything there (DeviceEngine; a backend
-  // without device buffers, gloo or mpi, stages them through pinned host memory in comm); stage 3
-  // and offload run the host ZeroEngine with a DeviceMirror that moves parameters and gradients
-  // per block.
+  // On a device, stages 0-3 without offload keep everything there (DeviceEngine, stage 3 only
+  // this rank's partition; a backend without device buffers, gloo or mpi, stages them through
+  // pinned host memory in comm); offload runs the host ZeroEngine with a DeviceMirror that moves
+  // parameters and gradients per block.
   if (ops_ && DeviceEngine::handles(z, plan_.deepspeed.optimizer)) {
     const size_t numel = model_->numParamsTotal();
     try {
