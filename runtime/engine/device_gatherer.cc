@@ -10,8 +10,6 @@
 namespace ds::runtime {
 namespace {
 
-constexpr int kSlots = 2;  // the running block and the one prefetched
-
 size_t alignUp(size_t n) {
   return (n + zero::kAlignElems - 1) / zero::kAlignElems * zero::kAlignElems;
 }
@@ -32,10 +30,7 @@ DeviceGatherer::DeviceGatherer(Ops& ops, const zero::ParamIndex& index,
       part_(part),
       dt_(zopts.compute),
       elem_(dtypeSize(zopts.compute)) {
-  if (group_ != nullptr) {
-    rank_ = group_->rank();
-    world_ = group_->size();
-  }
+  if (group_ != nullptr) world_ = group_->size();
   const size_t n = index_.count();
   persistentParam_.assign(n, 0);
   persistentOffset_.assign(n, 0);
@@ -59,9 +54,11 @@ DeviceGatherer::DeviceGatherer(Ops& ops, const zero::ParamIndex& index,
     }
     slotElems_ = std::max(slotElems_, at);
   }
+  // The running block's slot and the prefetched one's; one when the knobs allow no prefetch.
+  const int slots = zopts_.prefetchBucketSize > 0 && zopts_.maxLiveParameters > 0 ? 2 : 1;
   slotOf_.assign(blocks_.size(), -1);
-  blockIn_.assign(kSlots, -1);
-  slots_ = OpsBuffer(ops_, kSlots * slotElems_ * elem_, "stage-3 parameter gather slots");
+  blockIn_.assign(size_t(slots), -1);
+  slots_ = OpsBuffer(ops_, size_t(slots) * slotElems_ * elem_, "stage-3 parameter gather slots");
   persistent_ = OpsBuffer(ops_, persistentElems * elem_, "stage-3 persistent parameters");
 }
 
@@ -107,7 +104,7 @@ bool DeviceGatherer::published(size_t param, const void* at) const {
 // block is released (a prefetch, or a block whose next use never came) rather than failing.
 int DeviceGatherer::takeSlot(int block, bool evict) {
   if (slotOf_[size_t(block)] >= 0) return slotOf_[size_t(block)];
-  for (int s = 0; s < kSlots; ++s)
+  for (int s = 0; s < int(blockIn_.size()); ++s)
     if (blockIn_[size_t(s)] < 0) {
       blockIn_[size_t(s)] = block;
       slotOf_[size_t(block)] = s;

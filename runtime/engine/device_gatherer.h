@@ -2,13 +2,13 @@
 // parameters are all-gathered (one collective per parameter, rank-major chunks as
 // zero/param_gatherer) into one of two fixed gather slots before the block runs; the next block's
 // are issued ahead within stage3_prefetch_bucket_size and stage3_max_live_parameters (the host
-// rule); a slot is freed after its block; parameters <= stage3_param_persistence_threshold stay
-// gathered in a buffer of their own. Not the gradient path (DeviceStage3) nor the partition's
-// owner (DeviceEngine). Invariants: a slot holds one block's copies at fixed offsets (a parameter
-// read by two consecutive blocks is gathered into each block's slot); table value/value16[p] is
-// non-null while a complete copy of p is published; a slot is rewritten only after the kernels
-// that read it (NCCL's stream waits on an event of the compute stream at each issue). Not
-// thread-safe: the training thread only.
+// rule; one slot when they allow no prefetch); a slot is freed after its block; parameters <=
+// stage3_param_persistence_threshold stay gathered in a buffer of their own. Not the gradient path
+// (DeviceStage3) nor the partition's owner (DeviceEngine). Invariants: a slot holds one block's
+// copies at fixed offsets (a parameter read by two consecutive blocks is gathered into each block's
+// slot); table value/value16[p] is non-null while a complete copy of p is published; a slot is
+// rewritten only after the kernels that read it (NCCL's stream waits on an event of the compute
+// stream at each issue). Not thread-safe: the training thread only.
 #pragma once
 
 #include <cstddef>
@@ -73,7 +73,7 @@ class DeviceGatherer {
   const void* part_;
   DType dt_;
   size_t elem_;
-  int rank_ = 0, world_ = 1;
+  int world_ = 1;
   std::vector<char> persistentParam_;      // [numParams]
   std::vector<size_t> persistentOffset_;   // [numParams] elements in persistent_
   std::vector<std::vector<Copy>> blocks_;  // [block] its non-persistent params, slot layout

@@ -81,7 +81,7 @@ class DeviceStage3 {
   zero::ParamTable& table_;
   zero::Tracer& tracer_;
   Partition part_;
-  int rank_ = 0, world_ = 1;
+  int world_ = 1;
   zero::ParamIndex index_;
   zero::Stage3Layout layout_;
   DeviceGatherer gatherer_;

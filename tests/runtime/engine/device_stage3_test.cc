@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct Setup {
   size_t prefetch = 50000000;   // stage3_prefetch_bucket_size
   size_t maxLive = 1000000000;  // stage3_max_live_parameters
   int steps = 4, startStep = 0, gas = 2;
+  bool evalForward = false;   // a forward without backward (an evaluation) before each step
   FullState* load = nullptr;  // start from this checkpoint
   FullState* save = nullptr;  // the checkpoint after the last step
 };
@@ -110,6 +112,13 @@ Curve train(bool device, int world, const Setup& s, int stage = 3) {
       }
       if (dev) dev->takeTrace();
       for (int step = s.startStep; step < s.steps; ++step) {
+        for (int b = 0; s.evalForward && b < m.L; ++b) {  // the blocks' hooks, as an eval's
+          e.beforeForward(b);
+          const size_t w = size_t(1 + 2 * b);  // W_b: published while its block runs
+          if (e.table().value[w] == nullptr && e.table().value16[w] == nullptr)
+            throw std::runtime_error("W" + std::to_string(b) + " not gathered in its eval block");
+          e.afterForward(b);
+        }
         double loss = 0;
         for (int k = 0; k < s.gas; ++k) {
           e.beginStep(k == s.gas - 1);
@@ -236,6 +245,21 @@ TEST_CASE("device engine stage 3: tied parameters read by adjacent and distant b
   }
 }
 
+TEST_CASE("device engine stage 3 after a forward without backward (an evaluation)", "[multirank]") {
+  // The eval leaves the last block gathered (its backward never came): the next forward's
+  // first block finds no free slot for its prefetch, and the last block's is reused after.
+  for (size_t prefetch : {size_t(0), size_t(50000000)}) {
+    INFO("prefetch " << prefetch);
+    Setup s;
+    s.evalForward = true;
+    s.prefetch = prefetch;
+    const Curve host = train(false, 2, s);
+    const Curve dev = train(true, 2, s);
+    CHECK(dev.losses == host.losses);
+    CHECK(dev.params == host.params);
+  }
+}
+
 TEST_CASE("device engine stage 3 prefetches the next block's gathers while a block computes",
           "[multirank]") {
   Setup s;
@@ -346,4 +370,9 @@ TEST_CASE("device engine stage 3 keeps less on the device than stage 2, and says
   CHECK(m3.at(zero::MemKind::kBuffers, dev) ==
         4 * (2 * slot + grads + tied + 2 * (bucket + bucket / 2)));
   CHECK(m3.at(zero::MemKind::kParams, zero::MemPlace::kHost) == 0);
+  // No prefetch allowed (stage3_prefetch_bucket_size 0): one gather slot.
+  s.prefetch = 0;
+  const Curve one = train(true, 2, s, 3);
+  CHECK(one.mem[0].at(zero::MemKind::kBuffers, dev) ==
+        m3.at(zero::MemKind::kBuffers, dev) - 4 * slot);
 }
