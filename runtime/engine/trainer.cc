@@ -99,7 +99,11 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
           double(numel * dtypeSize(mc.compute)) / 1048576.0, double(numel * 4) / 1048576.0,
           double(numel * 12) / 1048576.0));
     }
-    logLine(fmt::format("device engine: ZeRO stage {} on {}", z.stage, ops_->name()));
+    logLine(fmt::format("device engine: ZeRO stage {} on {}{}", z.stage, ops_->name(),
+                        z.stage == 3 ? " (the memory table's params, grads and optimizer states "
+                                       "are this rank's partition; its buffers the gather slots, "
+                                       "gradient slot and reduce buckets)"
+                                     : ""));
   } else {
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_,
                                               z, plan_.deepspeed.optimizer);
