@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 
 #include "comm/process_group.h"
 #include "core/error.h"
@@ -56,6 +57,9 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::
   table_.value.assign(n, nullptr);
   table_.value16.assign(n, nullptr);
   table_.grad.assign(n, nullptr);
+  if (zopts_.stage > 0 && reducing())
+    normBuf_ =
+        OpsBuffer(ops_, (2 + 2 * size_t(world_)) * sizeof(float), "gradient norm all-gather");
   if (zopts_.stage == 3) {
     initStage3();
     return;
@@ -340,6 +344,23 @@ void DeviceEngine::allgatherParams() {
   else gather(master(), DType::kF32);
 }
 
+// As the host engine's zero::checkGradients: every rank's double travels as two fp32 words (an
+// all-gather copies bytes, no arithmetic) and the sum runs in rank order, so both engines get the
+// same norm. Through the Ops' memory: NCCL takes no host buffers.
+double DeviceEngine::globalSumSquares(double local) {
+  const comm::Device where = ops_.onDevice() ? comm::Device::kCuda : comm::Device::kCpu;
+  const size_t world = size_t(world_);
+  float* buf = normBuf_.as<float>();  // [2] this rank's words, then [2 * world] everyone's
+  ops_.upload(buf, &local, sizeof(double));
+  group_
+      ->allgather({buf, 2, DType::kF32, where}, {buf + 2, 2 * world, DType::kF32, where},
+                  std::vector<size_t>(world, 2))
+      ->wait();
+  std::vector<double> all(world);
+  ops_.download(all.data(), buf + 2, world * sizeof(double));
+  return std::accumulate(all.begin(), all.end(), 0.0);
+}
+
 zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float clipNorm) {
   zero::StepResult result;
   auto t0 = Clock::now();
@@ -347,11 +368,7 @@ zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float c
   else reduceGrads();
   const size_t lo = lo_, part = part_;
   double sumSquares = ops_.sumSquares(grads_.as<float>() + lo, part);
-  if (zopts_.stage > 0 && group_ != nullptr && world_ > 1) {
-    float local = float(sumSquares);  // NaN/inf survive the narrowing
-    group_->allreduce(comm::view(&local, 1), comm::ReduceOp::kSum)->wait();
-    sumSquares = double(local);
-  }
+  if (zopts_.stage > 0 && reducing()) sumSquares = globalSumSquares(sumSquares);
   result.commMs = msSince(t0);
   zero::GradCheck check;
   check.sumSquares = sumSquares;

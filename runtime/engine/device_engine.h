@@ -92,9 +92,10 @@ class DeviceEngine final : public zero::TrainingEngine {
   void initStage3();             // stage 3's buffers, runs and DeviceStage3
   void allgatherParams();
   void getParamsStage3(float* fullFlat);
-  void gather(void* full, DType dt);  // every rank's partition of `full` into all of it
-  void initBuckets();                 // offsets_, finalAt_, reduced_, inPlaceRs_
-  void addToBucket(size_t param);     // flushes the open bucket first when param cannot join it
+  double globalSumSquares(double local);  // the sum over ranks, as zero::checkGradients
+  void gather(void* full, DType dt);      // every rank's partition of `full` into all of it
+  void initBuckets();                     // offsets_, finalAt_, reduced_, inPlaceRs_
+  void addToBucket(size_t param);         // flushes the open bucket first when param cannot join it
   void flushBucket();
   void issueBucket(size_t lo, size_t hi);  // the reduction of grads [lo, hi)
   void reduceGrads();                      // what the hooks did not issue, then wait on all
@@ -116,6 +117,7 @@ class DeviceEngine final : public zero::TrainingEngine {
   size_t lo_ = 0, part_ = 0;  // the partition within the buffers above: [lo_, lo_ + part_)
   std::vector<ShardRange> shards_;
   OpsBuffer gatherIn_;              // stages 1-2, world > 1: this rank's updated partition, sent
+  OpsBuffer normBuf_;               // stages 1-3, world > 1: globalSumSquares's words
   std::vector<DecayRange> ranges_;  // this rank's partition, relative to lo_, by decay
   zero::ParamTable table_;
   int64_t steps_ = 0;
