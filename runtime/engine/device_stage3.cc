@@ -67,19 +67,28 @@ DeviceStage3::DeviceStage3(Ops& ops, const std::vector<zero::ParamInfo>& params,
     }
     slotUsed_[size_t(b)] = at;
     slotElems = std::max(slotElems, at);
-    // zero::BlockedStage::queueGrad's rule, the queue flushed at the end of each block.
+    // zero::BlockedStage::queueGrad's rule, the queue flushed at the end of each block and a tied
+    // parameter always alone.
     auto& buckets = plan_[size_t(b)];
     std::vector<size_t> queued;
     size_t queuedElems = 0;
     auto flush = [&] {
       if (queued.empty()) return;
       buckets.push_back(queued);
-      bucketIn_ = std::max(bucketIn_, queuedElems);
+      if (!direct(queued)) bucketIn_ = std::max(bucketIn_, queuedElems);
+      bucketOut_ = std::max(bucketOut_, queuedElems / world);
       queued.clear();
       queuedElems = 0;
     };
     for (size_t p : index_.completeAfter(b)) {
       const size_t need = layout_.chunk(p) * world;
+      if (tied(p)) {  // a bucket of its own: reduce-scattered from its buffer (direct())
+        flush();
+        queued.push_back(p);
+        queuedElems = need;
+        flush();
+        continue;
+      }
       if (!queued.empty() && queuedElems + need > cap) flush();
       queued.push_back(p);
       queuedElems += need;
@@ -93,7 +102,7 @@ DeviceStage3::DeviceStage3(Ops& ops, const std::vector<zero::ParamInfo>& params,
     for (int s = 0; s < kBuckets; ++s) {
       bucketInBuf_[s] = OpsBuffer(ops_, bucketIn_ * sizeof(float), "stage-3 reduce bucket input");
       bucketOutBuf_[s] =
-          OpsBuffer(ops_, bucketIn_ / world * sizeof(float), "stage-3 reduce bucket output");
+          OpsBuffer(ops_, bucketOut_ * sizeof(float), "stage-3 reduce bucket output");
     }
 }
 
@@ -132,6 +141,7 @@ void DeviceStage3::beforeBackward(int block) {
   const size_t world = size_t(world_);
   for (size_t p : index_.usedBy(block)) {
     if (tied(p) && !tiedHeld_[p]) {
+      retireReadersOf(p);
       ops_.zero(gradOf(p), layout_.chunk(p) * world * sizeof(float));
       tiedHeld_[p] = 1;
     }
@@ -163,12 +173,13 @@ void DeviceStage3::issueBucket(const std::vector<size_t>& params) {
     return;
   }
   const int slot = takeBucket();
-  float* in = bucketInBuf_[slot].as<float>();
+  const bool inPlace = direct(params);
+  float* in = inPlace ? gradOf(params[0]) : bucketInBuf_[slot].as<float>();
   size_t pos = 0;
   for (int r = 0; r < world_; ++r)
     for (size_t p : params) {
       const size_t chunk = layout_.chunk(p);
-      ops_.copy(in + pos, gradOf(p) + size_t(r) * chunk, chunk * sizeof(float));
+      if (!inPlace) ops_.copy(in + pos, gradOf(p) + size_t(r) * chunk, chunk * sizeof(float));
       pos += chunk;
     }
   const size_t perRank = pos / size_t(world_);
@@ -177,7 +188,7 @@ void DeviceStage3::issueBucket(const std::vector<size_t>& params) {
       {in, pos, DType::kF32, where}, {bucketOutBuf_[slot].get(), perRank, DType::kF32, where},
       std::vector<size_t>(size_t(world_), perRank), comm::ReduceOp::kSum);
   tracer_.note(zero::TraceEvent::Kind::kBucketIssued, bucketNumber_);
-  inFlight_.push_back({std::move(work), slot, params, bucketNumber_++});
+  inFlight_.push_back({std::move(work), slot, params, bucketNumber_++, inPlace});
 }
 
 int DeviceStage3::takeBucket() {
@@ -206,6 +217,17 @@ void DeviceStage3::retire(InFlight& f) {
     from += layout_.chunk(p);
   }
   bucketBusy_[f.slot] = false;
+}
+
+void DeviceStage3::retireReadersOf(size_t param) {
+  for (size_t i = 0; i < inFlight_.size(); ++i)
+    if (inFlight_[i].direct && inFlight_[i].params[0] == param) {
+      for (size_t k = 0; k <= i; ++k) {  // in issue order
+        retire(inFlight_.front());
+        inFlight_.pop_front();
+      }
+      return;
+    }
 }
 
 void DeviceStage3::finish() {

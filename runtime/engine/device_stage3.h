@@ -3,7 +3,8 @@
 // ahead. Gradients: the model adds a block's into a zeroed gradient slot (a parameter read by
 // several blocks, a tied one, into a buffer of its own that lives from its last block's backward
 // to its first's); after the block's backward the gradients it completed are copied rank-major
-// into a bucket of at most reduce_bucket_size elements (one bucket never spans blocks) and
+// into a bucket of at most reduce_bucket_size elements (one bucket never spans blocks; a tied
+// parameter's is its own, reduce-scattered from its buffer without a copy) and
 // reduce-scattered, every micro-step, as zero::BlockedStage; a bucket's result is added into the
 // fp32 gradient partition once its collective completed (when its bucket buffer is needed again,
 // or in finish()). Not the partition's owner nor the optimizer (DeviceEngine). Invariants: the
@@ -66,10 +67,17 @@ class DeviceStage3 {
     int slot = 0;
     std::vector<size_t> params;
     int64_t number = 0;
+    bool direct = false;  // reads the tied parameter's own gradient buffer, not a bucket input
   };
 
   bool tied(size_t param) const { return tiedOffset_[param] != kNone; }
-  float* gradOf(size_t param) const;  // where the model adds param's gradient [chunk * world]
+  // A bucket of one tied parameter: its buffer is already rank-major (chunk r at r * chunk) and
+  // lives until the next micro-step, so it is reduce-scattered in place of a bucket input.
+  bool direct(const std::vector<size_t>& bucket) const {
+    return bucket.size() == 1 && tied(bucket[0]);
+  }
+  void retireReadersOf(size_t param);  // before param's tied buffer is zeroed again
+  float* gradOf(size_t param) const;   // where the model adds param's gradient [chunk * world]
   void issueBucket(const std::vector<size_t>& params);
   int takeBucket();          // a free bucket buffer, retiring the oldest bucket when none is
   void retire(InFlight& f);  // wait, then add the reduced block into the gradient partition
@@ -92,10 +100,10 @@ class DeviceStage3 {
   std::vector<size_t> slotUsed_;  // [block] elements of gradSlot_ its parameters use
   OpsBuffer gradSlot_, tiedGrads_;
   // Buckets: plan_[block] = the buckets its backward issues; two buffers, each [bucketIn_]
-  // input (rank-major) and [bucketIn_ / world] output.
+  // input (rank-major; direct buckets need none) and [bucketOut_] output.
   std::vector<std::vector<std::vector<size_t>>> plan_;
   static constexpr int kBuckets = 2;
-  size_t bucketIn_ = 0;
+  size_t bucketIn_ = 0, bucketOut_ = 0;
   OpsBuffer bucketInBuf_[kBuckets], bucketOutBuf_[kBuckets];
   bool bucketBusy_[kBuckets] = {};
   std::deque<InFlight> inFlight_;

@@ -364,8 +364,9 @@ TEST_CASE("device engine stage 3 keeps less on the device than stage 2, and says
   CHECK(m3.at(zero::MemKind::kGrads, dev) == 4 * local);
   CHECK(m3.at(zero::MemKind::kOptimizerStates, dev) == 8 * local);
   // Buffers: the two gather slots (one block: E, W, c), the gradient slot (W, c), E's own
-  // gradient and two buckets (input and half-size output of the largest: block 0's E, W, c).
-  const size_t slot = 32 + 1024 + 32, grads = 1024 + 32, tied = 32, bucket = 32 + 1024 + 32;
+  // gradient and two buckets (input and half-size output of the largest: a block's W and c; E's
+  // bucket is its own, reduce-scattered from E's gradient buffer).
+  const size_t slot = 32 + 1024 + 32, grads = 1024 + 32, tied = 32, bucket = 1024 + 32;
   CHECK(m3.at(zero::MemKind::kBuffers, dev) ==
         4 * (2 * slot + grads + tied + 2 * (bucket + bucket / 2)));
   CHECK(m3.at(zero::MemKind::kParams, zero::MemPlace::kHost) == 0);
