@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 
 #include "comm/process_group.h"
 #include "core/error.h"
+#include "runtime/engine/device_stage3.h"
 #include "zero/grad_check.h"
+#include "zero/partition.h"
 
 namespace ds::runtime {
 namespace {
@@ -30,7 +33,7 @@ size_t clampTo(size_t x, size_t lo, size_t hi) { return std::min(hi, std::max(lo
 }  // namespace
 
 bool DeviceEngine::handles(const zero::ZeroOptions& zopts, const zero::OptimizerOptions& oopts) {
-  return zopts.stage <= 2 && !zopts.offloadOptimizer.enabled() && !zopts.offloadParam.enabled() &&
+  return zopts.stage <= 3 && !zopts.offloadOptimizer.enabled() && !zopts.offloadParam.enabled() &&
          zopts.compute != DType::kF16 && (isAdam(oopts.type) || oopts.type == "SGD");
 }
 
@@ -50,41 +53,50 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::
   bf16_ = zopts_.compute == DType::kBF16;
   adam_ = isAdam(oopts_.type);
   for (const auto& p : params_) numel_ += p.numel;
+  const size_t n = params_.size();
+  table_.value.assign(n, nullptr);
+  table_.value16.assign(n, nullptr);
+  table_.grad.assign(n, nullptr);
+  if (zopts_.stage > 0 && reducing())
+    normBuf_ =
+        OpsBuffer(ops_, (2 + 2 * size_t(world_)) * sizeof(float), "gradient norm all-gather");
+  if (zopts_.stage == 3) {
+    initStage3();
+    return;
+  }
   shard_ = zopts_.stage == 0 ? numel_ : (numel_ + size_t(world_) - 1) / size_t(world_);
   partIndex_ = zopts_.stage == 0 ? 0 : rank_;  // stage 0: every rank updates everything
+  lo_ = partBegin();
+  part_ = partEnd() - lo_;
+  shards_ = {{lo_, 0, part_}};
 
   params32_ =
       OpsBuffer(ops_, numel_ * sizeof(float), bf16_ ? "fp32 master parameters" : "fp32 parameters");
   if (bf16_) params16_ = OpsBuffer(ops_, numel_ * sizeof(bf16), "bf16 parameters");
   grads_ = OpsBuffer(ops_, numel_ * sizeof(float), "fp32 gradients");
   ops_.zero(grads_.get(), grads_.bytes());
-  const size_t part = partEnd() - partBegin();
   const size_t nstates = adam_ ? 2 : (oopts_.momentum != 0.f ? 1 : 0);
   if (zopts_.stage > 0 && world_ > 1)
-    gatherIn_ = OpsBuffer(ops_, part * sizeof(float),  // fp32: getParams gathers the master
+    gatherIn_ = OpsBuffer(ops_, part_ * sizeof(float),  // fp32: getParams gathers the master
                           "parameter all-gather input");
   if (nstates > 0) {
-    states_ = OpsBuffer(ops_, nstates * part * sizeof(float), "optimizer states");
+    states_ = OpsBuffer(ops_, nstates * part_ * sizeof(float), "optimizer states");
     ops_.zero(states_.get(), states_.bytes());
   }
 
-  // The partition as runs of equal decay, relative to partBegin().
+  // The partition as runs of equal decay, relative to lo_.
   size_t offset = 0;
   for (const auto& p : params_) {
     const size_t lo = std::max(offset, partBegin()), hi = std::min(offset + p.numel, partEnd());
     if (lo < hi) {
       if (!ranges_.empty() && ranges_.back().decay == p.decay &&
-          ranges_.back().offset + ranges_.back().size == lo - partBegin())
+          ranges_.back().offset + ranges_.back().size == lo - lo_)
         ranges_.back().size += hi - lo;
-      else ranges_.push_back({lo - partBegin(), hi - lo, p.decay});
+      else ranges_.push_back({lo - lo_, hi - lo, p.decay});
     }
     offset += p.numel;
   }
 
-  const size_t n = params_.size();
-  table_.value.assign(n, nullptr);
-  table_.value16.assign(n, nullptr);
-  table_.grad.assign(n, nullptr);
   offset = 0;
   for (size_t i = 0; i < n; ++i) {
     if (bf16_) table_.value16[i] = params16_.as<const bf16>() + offset;
@@ -93,6 +105,43 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::
     offset += params_[i].numel;
   }
   initBuckets();
+}
+
+// Stage 3: every buffer holds this rank's partition only, laid out as the host engine's
+// (zero::Stage3Layout: chunk p of every parameter p at its local offset, zero padding after a
+// parameter's last real element); the table's pointers are DeviceStage3's to set.
+void DeviceEngine::initStage3() {
+  const zero::Stage3Layout layout(params_, world_);
+  part_ = layout.localSize();
+  offsets_ = zero::paramOffsets(params_);
+  for (size_t p = 0; p < params_.size(); ++p) {
+    const zero::Shard own = layout.ownRange(p, rank_);
+    if (own.size == 0) continue;
+    shards_.push_back({offsets_[p] + own.offset, layout.localOffset(p), own.size});
+    const size_t local = layout.localOffset(p);
+    if (!ranges_.empty() && ranges_.back().decay == params_[p].decay &&
+        ranges_.back().offset + ranges_.back().size == local)
+      ranges_.back().size += own.size;
+    else ranges_.push_back({local, own.size, params_[p].decay});
+  }
+  params32_ = OpsBuffer(ops_, part_ * sizeof(float),
+                        bf16_ ? "fp32 master parameter partition" : "fp32 parameter partition");
+  ops_.zero(params32_.get(), params32_.bytes());
+  if (bf16_) {
+    params16_ = OpsBuffer(ops_, part_ * sizeof(bf16), "bf16 parameter partition");
+    ops_.zero(params16_.get(), params16_.bytes());
+  }
+  grads_ = OpsBuffer(ops_, part_ * sizeof(float), "fp32 gradient partition");
+  ops_.zero(grads_.get(), grads_.bytes());
+  const size_t nstates = adam_ ? 2 : (oopts_.momentum != 0.f ? 1 : 0);
+  if (nstates > 0) {
+    states_ = OpsBuffer(ops_, nstates * part_ * sizeof(float), "optimizer states");
+    ops_.zero(states_.get(), states_.bytes());
+  }
+  DeviceStage3::Partition part;
+  part.params = bf16_ ? params16_.get() : params32_.get();
+  part.grads = grads_.as<float>();
+  stage3_ = std::make_unique<DeviceStage3>(ops_, params_, group_, zopts_, table_, tracer_, part);
 }
 
 void DeviceEngine::initBuckets() {
@@ -127,14 +176,17 @@ DeviceEngine::~DeviceEngine() {
 
 void DeviceEngine::beforeForward(int block) {
   tracer_.note(zero::TraceEvent::Kind::kBeforeForward, block);
+  if (stage3_) stage3_->beforeForward(block);
 }
 
 void DeviceEngine::afterForward(int block) {
   tracer_.note(zero::TraceEvent::Kind::kAfterForward, block);
+  if (stage3_) stage3_->afterForward(block);
 }
 
 void DeviceEngine::beforeBackward(int block) {
   tracer_.note(zero::TraceEvent::Kind::kBeforeBackward, block);
+  if (stage3_) stage3_->beforeBackward(block);
 }
 
 // No ops_.synchronize(): NCCL's stream waits on an event of the default stream, where the
@@ -142,6 +194,10 @@ void DeviceEngine::beforeBackward(int block) {
 // synchronous.
 void DeviceEngine::afterBackward(int block) {
   tracer_.note(zero::TraceEvent::Kind::kAfterBackward, block);
+  if (stage3_) {
+    stage3_->afterBackward(block);
+    return;
+  }
   if (!reducing() || !lastMicro_ || block < 0) return;
   if (size_t(block) < finalAt_.size())
     for (size_t param : finalAt_[size_t(block)]) addToBucket(param);
@@ -150,9 +206,7 @@ void DeviceEngine::afterBackward(int block) {
 
 float* DeviceEngine::master() const { return params32_.as<float>(); }
 
-float* DeviceEngine::state(size_t k) const {
-  return states_.as<float>() + k * (partEnd() - partBegin());
-}
+float* DeviceEngine::state(size_t k) const { return states_.as<float>() + k * part_; }
 
 std::vector<std::string> DeviceEngine::stateNames() const {
   if (adam_) return {"fp32", "exp_avg", "exp_avg_sq"};
@@ -160,12 +214,47 @@ std::vector<std::string> DeviceEngine::stateNames() const {
 }
 
 void DeviceEngine::setParams(const float* fullFlat) {
+  if (stage3_) {
+    for (const auto& r : shards_)
+      ops_.upload(master() + r.local, fullFlat + r.flat, r.size * sizeof(float));
+    if (bf16_) ops_.toBf16(params16_.as<bf16>(), master(), part_);
+    stage3_->refresh();
+    ops_.synchronize();
+    return;
+  }
   ops_.upload(master(), fullFlat, numel_ * sizeof(float));
   if (bf16_) ops_.toBf16(params16_.as<bf16>(), master(), numel_);
   ops_.synchronize();
 }
 
+// Stage 3: one all-gather of the fp32 master per parameter (as the host engine) through a buffer
+// of the largest parameter; collective.
+void DeviceEngine::getParamsStage3(float* fullFlat) {
+  const zero::Stage3Layout& layout = stage3_->layout();
+  const size_t world = size_t(world_);
+  size_t most = 0;
+  for (size_t p = 0; p < params_.size(); ++p) most = std::max(most, layout.chunk(p) * world);
+  OpsBuffer all(ops_, most * sizeof(float), "stage-3 getParams gather buffer");
+  const comm::Device where = ops_.onDevice() ? comm::Device::kCuda : comm::Device::kCpu;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    const size_t chunk = layout.chunk(p);
+    float* mine = master() + layout.localOffset(p);
+    if (reducing())
+      group_
+          ->allgather({mine, chunk, DType::kF32, where},
+                      {all.get(), chunk * world, DType::kF32, where},
+                      std::vector<size_t>(world, chunk))
+          ->wait();
+    else ops_.copy(all.get(), mine, chunk * sizeof(float));
+    ops_.download(fullFlat + offsets_[p], all.get(), params_[p].numel * sizeof(float));
+  }
+}
+
 void DeviceEngine::getParams(float* fullFlat) {
+  if (stage3_) {
+    getParamsStage3(fullFlat);
+    return;
+  }
   // bf16 at stages 1-2: only this rank's part of the fp32 master is current; gather the rest.
   if (bf16_ && gatherIn_.get() != nullptr) gather(master(), DType::kF32);
   ops_.download(fullFlat, master(), numel_ * sizeof(float));
@@ -255,17 +344,31 @@ void DeviceEngine::allgatherParams() {
   else gather(master(), DType::kF32);
 }
 
+// As the host engine's zero::checkGradients: every rank's double travels as two fp32 words (an
+// all-gather copies bytes, no arithmetic) and the sum runs in rank order, so both engines get the
+// same norm. Through the Ops' memory: NCCL takes no host buffers.
+double DeviceEngine::globalSumSquares(double local) {
+  const comm::Device where = ops_.onDevice() ? comm::Device::kCuda : comm::Device::kCpu;
+  const size_t world = size_t(world_);
+  float* buf = normBuf_.as<float>();  // [2] this rank's words, then [2 * world] everyone's
+  ops_.upload(buf, &local, sizeof(double));
+  group_
+      ->allgather({buf, 2, DType::kF32, where}, {buf + 2, 2 * world, DType::kF32, where},
+                  std::vector<size_t>(world, 2))
+      ->wait();
+  std::vector<double> all(world);
+  ops_.download(all.data(), buf + 2, world * sizeof(double));
+  return std::accumulate(all.begin(), all.end(), 0.0);
+}
+
 zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float clipNorm) {
   zero::StepResult result;
   auto t0 = Clock::now();
-  reduceGrads();
-  const size_t lo = partBegin(), part = partEnd() - lo;
+  if (stage3_) stage3_->finish();
+  else reduceGrads();
+  const size_t lo = lo_, part = part_;
   double sumSquares = ops_.sumSquares(grads_.as<float>() + lo, part);
-  if (zopts_.stage > 0 && group_ != nullptr && world_ > 1) {
-    float local = float(sumSquares);  // NaN/inf survive the narrowing
-    group_->allreduce(comm::view(&local, 1), comm::ReduceOp::kSum)->wait();
-    sumSquares = double(local);
-  }
+  if (zopts_.stage > 0 && reducing()) sumSquares = globalSumSquares(sumSquares);
   result.commMs = msSince(t0);
   zero::GradCheck check;
   check.sumSquares = sumSquares;
@@ -303,7 +406,10 @@ zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float c
   }
   result.optimMs = msSince(t1);
   auto t2 = Clock::now();
-  if (!result.skipped) allgatherParams();
+  if (!result.skipped) {
+    if (stage3_) stage3_->refresh();
+    else allgatherParams();
+  }
   ops_.zero(grads_.get(), grads_.bytes());
   ops_.synchronize();
   lastMicro_ = true;  // as ZeroEngine: the next step is announced again (or is one micro-step)
@@ -315,6 +421,10 @@ zero::MemoryReport DeviceEngine::memory() const {
   zero::MemoryReport report;
   const auto dev = int(zero::MemPlace::kDevice);
   report.bytes[int(zero::MemKind::kParams)][dev] = bf16_ ? params16_.bytes() : params32_.bytes();
+  if (stage3_) {  // the partition, plus the persistent parameters gathered whole
+    report.bytes[int(zero::MemKind::kParams)][dev] += stage3_->persistentBytes();
+    report.bytes[int(zero::MemKind::kBuffers)][dev] = stage3_->bufferBytes();
+  }
   report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes();
   // The fp32 master counts as an optimizer state in bf16 mode (zero.md's K = 12 per element).
   report.bytes[int(zero::MemKind::kOptimizerStates)][dev] =
@@ -322,36 +432,42 @@ zero::MemoryReport DeviceEngine::memory() const {
   return report;
 }
 
+// One tensor per state and run of the partition (stage 3: per parameter, as the host engine).
 std::vector<DeviceEngine::ShardTensor> DeviceEngine::optimizerShard() const {
-  const size_t lo = partBegin(), part = partEnd() - lo;
   std::vector<ShardTensor> shard;
   const auto names = stateNames();
-  for (size_t k = 0; k < names.size(); ++k) {
-    ShardTensor tensor{names[k], lo, part, std::vector<float>(part)};
-    if (part > 0) {
-      if (k == 0) ops_.download(tensor.data.data(), master() + lo, part * sizeof(float));
-      else if (states_.get() != nullptr)
-        ops_.download(tensor.data.data(), state(k - 1), part * sizeof(float));
+  for (size_t k = 0; k < names.size(); ++k)
+    for (const auto& r : shards_) {
+      ShardTensor tensor{names[k], r.flat, r.size, std::vector<float>(r.size)};
+      if (r.size > 0) {
+        if (k == 0)
+          ops_.download(tensor.data.data(), master() + lo_ + r.local, r.size * sizeof(float));
+        else if (states_.get() != nullptr)
+          ops_.download(tensor.data.data(), state(k - 1) + r.local, r.size * sizeof(float));
+      }
+      shard.push_back(std::move(tensor));
     }
-    shard.push_back(std::move(tensor));
-  }
   return shard;
 }
 
 void DeviceEngine::loadOptimizerState(
     const std::function<void(size_t, size_t, const std::string&, float*)>& readRange,
     int64_t stepCount) {
-  const size_t lo = partBegin(), part = partEnd() - lo;
+  if (stage3_) stage3_->finish();  // nothing may still add into the gradients
   const auto names = stateNames();
-  std::vector<float> values(part);
-  for (size_t k = 0; k < names.size(); ++k) {
-    if (part == 0 || (k > 0 && states_.get() == nullptr)) continue;
-    readRange(lo, part, names[k], values.data());
-    ops_.upload(k == 0 ? master() + lo : state(k - 1), values.data(), part * sizeof(float));
-  }
+  std::vector<float> values;
+  for (size_t k = 0; k < names.size(); ++k)
+    for (const auto& r : shards_) {
+      if (r.size == 0 || (k > 0 && states_.get() == nullptr)) continue;
+      values.resize(r.size);
+      readRange(r.flat, r.size, names[k], values.data());
+      ops_.upload(k == 0 ? master() + lo_ + r.local : state(k - 1) + r.local, values.data(),
+                  r.size * sizeof(float));
+    }
   steps_ = stepCount;
-  if (bf16_) ops_.toBf16(params16_.as<bf16>() + lo, master() + lo, part);
-  allgatherParams();
+  if (bf16_) ops_.toBf16(params16_.as<bf16>() + lo_, master() + lo_, part_);
+  if (stage3_) stage3_->refresh();
+  else allgatherParams();
   ops_.synchronize();
 }
 

@@ -1,17 +1,20 @@
-// DeviceEngine: ZeRO stages 0-2 with every buffer in one Ops' memory (the GPU's, or the host's for
+// DeviceEngine: ZeRO stages 0-3 with every buffer in one Ops' memory (the GPU's, or the host's for
 // CpuOps in tests): the model's parameters (fp32, or bf16 plus an fp32 master), the fp32
-// gradients, and Adam/SGD states, each one flat allocation sized up front. In the last micro-step
-// of a step, afterBackward(b) issues the reduction of every parameter whose gradient is final
-// (b is the smallest block that reads it), coalesced into buckets of contiguous parameters of up
-// to reduce_bucket_size elements: allreduce at stage 0, reduce-scatter into this rank's partition
-// (in place) at stages 1-2; the collectives run while backward goes on (NCCL on its stream; gloo
-// and mpi on host memory on their worker; staged device buffers synchronously). step() reduces
-// what the hooks did not, waits on every bucket in issue order, checks overflow and the global
-// norm, and runs the fused optimizer kernel on this rank's partition; stages 1-2 then all-gather
-// the updated partition. Not offload nor stage 3 (those run on the host ZeroEngine with a
-// DeviceMirror). Invariant: identical calls on every rank; the partition of rank r is
-// [r*shard, min((r+1)*shard, numel)) with shard = ceil(numel / world), as zero/partition; a
-// parameter is reduced at most once per step, after its last gradient contribution.
+// gradients, and Adam/SGD states, each one flat allocation sized up front. Stages 0-2: in the
+// last micro-step of a step, afterBackward(b) issues the reduction of every parameter whose
+// gradient is final (b is the smallest block that reads it), coalesced into buckets of contiguous
+// parameters of up to reduce_bucket_size elements: allreduce at stage 0, reduce-scatter into this
+// rank's partition (in place) at stages 1-2; the collectives run while backward goes on (NCCL on
+// its stream; gloo and mpi on host memory on their worker; staged device buffers synchronously).
+// Stage 3: only this rank's partition of every buffer (zero::Stage3Layout, per parameter, as the
+// host engine), the blocks' parameters gathered and their gradients reduce-scattered every
+// micro-step by DeviceStage3 (device_stage3.h). step() reduces what the hooks did not, waits on
+// every bucket in issue order, checks overflow and the global norm, and runs the fused optimizer
+// kernel on this rank's partition; stages 1-2 then all-gather the updated partition, stage 3
+// regathers its persistent parameters. Not offload nor fp16 (those run on the host ZeroEngine
+// with a DeviceMirror). Invariant: identical calls on every rank; at stages 1-2 the partition of
+// rank r is [r*shard, min((r+1)*shard, numel)) with shard = ceil(numel / world); a parameter is
+// reduced at most once per step (stage 3: per micro-step), after its last gradient contribution.
 #pragma once
 
 #include <memory>
@@ -29,10 +32,12 @@ class ProcessGroup;
 
 namespace ds::runtime {
 
+class DeviceStage3;
+
 class DeviceEngine final : public zero::TrainingEngine {
  public:
   // params in the model's order, with decay flags; group == nullptr: one rank. Throws
-  // NotSupported for what it does not implement (stage 3, offload, fp16, Lamb), naming the key.
+  // NotSupported for what it does not implement (offload, fp16, Lamb), naming the key.
   DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::ProcessGroup* group,
                const zero::ZeroOptions& zopts, const zero::OptimizerOptions& oopts);
   ~DeviceEngine() override;
@@ -62,7 +67,8 @@ class DeviceEngine final : public zero::TrainingEngine {
   int64_t stepCount() const override { return steps_; }
 
   // Diagnostics, as zero::ZeroEngine's: the hooks and kBucketIssued / kBucketWaited (id = bucket
-  // number from 0 per engine; allreduce set at stage 0).
+  // number from 0 per engine; allreduce set at stage 0); stage 3 adds kGatherIssued /
+  // kGatherWaited / kReleased (id = parameter index).
   void enableTrace(bool enabled) { tracer_.enable(enabled); }
   std::vector<zero::TraceEvent> takeTrace() { return tracer_.take(); }
 
@@ -71,17 +77,25 @@ class DeviceEngine final : public zero::TrainingEngine {
     comm::WorkPtr work;
     int64_t number = 0;
   };
+  // A run of this rank's partition: where it sits in the full flat space and in the partition
+  // (relative to lo_). Stages 0-2: one run; stage 3: one per parameter it owns a part of.
+  struct ShardRange {
+    size_t flat = 0, local = 0, size = 0;
+  };
 
   bool reducing() const { return group_ != nullptr && world_ > 1; }
   size_t partBegin() const { return std::min(numel_, size_t(partIndex_) * shard_); }
   size_t partEnd() const { return std::min(numel_, size_t(partIndex_ + 1) * shard_); }
   float* master() const;  // fp32 values the optimizer updates (full buffer; partition used)
   std::vector<std::string> stateNames() const;
-  float* state(size_t k) const;  // optimizer state k, indexed by flat offset - partBegin()
+  float* state(size_t k) const;  // optimizer state k, indexed by partition offset (from lo_)
+  void initStage3();             // stage 3's buffers, runs and DeviceStage3
   void allgatherParams();
-  void gather(void* full, DType dt);  // every rank's partition of `full` into all of it
-  void initBuckets();                 // offsets_, finalAt_, reduced_, inPlaceRs_
-  void addToBucket(size_t param);     // flushes the open bucket first when param cannot join it
+  void getParamsStage3(float* fullFlat);
+  double globalSumSquares(double local);  // the sum over ranks, as zero::checkGradients
+  void gather(void* full, DType dt);      // every rank's partition of `full` into all of it
+  void initBuckets();                     // offsets_, finalAt_, reduced_, inPlaceRs_
+  void addToBucket(size_t param);         // flushes the open bucket first when param cannot join it
   void flushBucket();
   void issueBucket(size_t lo, size_t hi);  // the reduction of grads [lo, hi)
   void reduceGrads();                      // what the hooks did not issue, then wait on all
@@ -95,12 +109,16 @@ class DeviceEngine final : public zero::TrainingEngine {
   int partIndex_ = 0;  // which partition this rank updates (0 for all at stage 0)
   size_t numel_ = 0, shard_ = 0;
   bool bf16_ = false, adam_ = true;
-  OpsBuffer params32_;  // fp32: the model's params and the master; bf16: the fp32 master
-  OpsBuffer params16_;  // bf16 compute: the model's params
-  OpsBuffer grads_;     // fp32 [numel], accumulated by the model
-  OpsBuffer states_;    // optimizer states over the partition: [k][partEnd - partBegin]
-  OpsBuffer gatherIn_;  // stages 1-2, world > 1: this rank's updated partition, sent
-  std::vector<DecayRange> ranges_;  // this rank's partition, relative to partBegin, by decay
+  // Stages 0-2: [numel]; stage 3: this rank's partition [Stage3Layout::localSize()].
+  OpsBuffer params32_;        // fp32: the model's params and the master; bf16: the fp32 master
+  OpsBuffer params16_;        // bf16 compute: the model's params
+  OpsBuffer grads_;           // fp32, accumulated by the model (stage 3: by the reduced buckets)
+  OpsBuffer states_;          // optimizer states over the partition: [k][part_]
+  size_t lo_ = 0, part_ = 0;  // the partition within the buffers above: [lo_, lo_ + part_)
+  std::vector<ShardRange> shards_;
+  OpsBuffer gatherIn_;              // stages 1-2, world > 1: this rank's updated partition, sent
+  OpsBuffer normBuf_;               // stages 1-3, world > 1: globalSumSquares's words
+  std::vector<DecayRange> ranges_;  // this rank's partition, relative to lo_, by decay
   zero::ParamTable table_;
   int64_t steps_ = 0;
 
@@ -116,6 +134,7 @@ class DeviceEngine final : public zero::TrainingEngine {
   bool lastMicro_ = true;  // as ZeroEngine: without beginStep every micro-step is the last
   bool inPlaceRs_ = true;  // reduce-scatter may write its output into its own input block
   zero::Tracer tracer_;
+  std::unique_ptr<DeviceStage3> stage3_;  // stage 3 only; refers to the members above
 };
 
 }  // namespace ds::runtime

@@ -81,10 +81,10 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   z.compute = mc.compute;
   DecayChoice decay = applyDecayChoice(model_->params(), plan_);
   logLine(decay.line);
-  // On a device, stages 0-2 without offload keep everything there (DeviceEngine; a backend
-  // without device buffers, gloo or mpi, stages them through pinned host memory in comm); stage 3
-  // and offload run the host ZeroEngine with a DeviceMirror that moves parameters and gradients
-  // per block.
+  // On a device, stages 0-3 without offload keep everything there (DeviceEngine, stage 3 only
+  // this rank's partition; a backend without device buffers, gloo or mpi, stages them through
+  // pinned host memory in comm); offload runs the host ZeroEngine with a DeviceMirror that moves
+  // parameters and gradients per block.
   if (ops_ && DeviceEngine::handles(z, plan_.deepspeed.optimizer)) {
     const size_t numel = model_->numParamsTotal();
     try {
@@ -99,7 +99,11 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
           double(numel * dtypeSize(mc.compute)) / 1048576.0, double(numel * 4) / 1048576.0,
           double(numel * 12) / 1048576.0));
     }
-    logLine(fmt::format("device engine: ZeRO stage {} on {}", z.stage, ops_->name()));
+    logLine(fmt::format("device engine: ZeRO stage {} on {}{}", z.stage, ops_->name(),
+                        z.stage == 3 ? " (the memory table's params, grads and optimizer states "
+                                       "are this rank's partition; its buffers the gather slots, "
+                                       "gradient slot and reduce buckets)"
+                                     : ""));
   } else {
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_,
                                               z, plan_.deepspeed.optimizer);

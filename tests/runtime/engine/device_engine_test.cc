@@ -1,8 +1,9 @@
 // The device-resident engine (runtime/engine/device_engine.h) over the CPU ops, against the host
 // ZeroEngine on the same toy model, data and gloo group: stages 0-2, fp32 and bf16, 1 and 2
-// thread ranks. The engine's logic (partitions, reduction, norm, clipping, optimizer ranges,
-// the all-gather, checkpoint shards, the buckets reduced during backward) is device-agnostic, so
-// this is where it is proven; the CUDA ops run the same calls on a GPU (scripts/gpu_check.sh).
+// thread ranks (stage 3: device_stage3_test.cc). The engine's logic (partitions, reduction, norm,
+// clipping, optimizer ranges, the all-gather, checkpoint shards, the buckets reduced during
+// backward) is device-agnostic, so this is where it is proven; the CUDA ops run the same calls on a
+// GPU (scripts/gpu_check.sh).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -211,9 +212,12 @@ TEST_CASE("device engine refuses what it does not implement, naming it", "[unit]
   auto ops = runtime::makeCpuOps();
   zero::ZeroOptions z;
   z.stage = 3;
+  CHECK(runtime::DeviceEngine::handles(z, test::toyOptimizer()));
+  z.offloadParam.device = "cpu";
   CHECK_FALSE(runtime::DeviceEngine::handles(z, test::toyOptimizer()));
   CHECK_THROWS_WITH(runtime::DeviceEngine(*ops, m.params, nullptr, z, test::toyOptimizer()),
-                    Catch::Contains("stage 3"));
+                    Catch::Contains("stage 3") && Catch::Contains("offload_param 'cpu'"));
+  z = {};
   z.stage = 1;
   z.offloadOptimizer.device = "cpu";
   CHECK_FALSE(runtime::DeviceEngine::handles(z, test::toyOptimizer()));

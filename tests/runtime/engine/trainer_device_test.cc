@@ -1,5 +1,5 @@
-// The trainer's device path (runtime/engine: the device engine for stages 0-2, the host engine
-// with the device mirror for stage 3 and offload, the op models) driven over the CPU ops
+// The trainer's device path (runtime/engine: the device engine for stages 0-3, the host engine
+// with the device mirror for offload, the op models) driven over the CPU ops
 // (TrainerOptions::ops), so the whole wiring the GPU runs is checked on every machine: the same
 // losses as the host path, checkpoints that resume the same trajectory and move between the two
 // paths, and 2 ranks over gloo. scripts/gpu_check.sh runs the same plans on a real GPU.
@@ -11,6 +11,7 @@
 #include "runtime/engine/trainer.h"
 #include "runtime/tensor/ops.h"
 #include "tests/runtime/engine/engine_fixtures.h"
+#include "tests/support/skip.h"
 
 using namespace ds;
 using namespace ds::runtime;
@@ -40,6 +41,22 @@ std::vector<double> train(const Plan& plan, int world, bool onOps, TrainerOption
     mine.out = nullptr;
     if (onOps) mine.ops = ops.get();
     Trainer t(plan, group, mine);
+    auto l = lossesOf(t.run());
+    if (rank == 0) losses = l;
+  });
+  return losses;
+}
+
+// Losses of rank 0 for `plan` on `world` gloo thread ranks, every rank on its own CUDA ops on
+// device 0 (gloo stages the device buffers through pinned memory).
+std::vector<double> trainOnCuda(const Plan& plan, int world) {
+  std::vector<double> losses;
+  test::withRanks(world, [&](int rank, comm::ProcessGroup* group) {
+    auto ops = makeCudaOps(0);
+    TrainerOptions o;
+    o.out = nullptr;
+    o.ops = ops.get();
+    Trainer t(plan, group, o);
     auto l = lossesOf(t.run());
     if (rank == 0) losses = l;
   });
@@ -120,4 +137,24 @@ TEST_CASE("trainer on the device path refuses fp16, naming the ops", "[unit]") {
   o.out = nullptr;
   o.ops = ops.get();
   CHECK_THROWS_WITH(Trainer(p, nullptr, o), Catch::Contains("fp16") && Catch::Contains("cpu"));
+}
+
+TEST_CASE("trainer on cuda ops: ZeRO stage 3 on the device engine, 1 and 2 ranks", "[gpu]") {
+  try {
+    makeCudaOps(0);
+  } catch (const Error& e) {
+    DS_SKIP(std::string("no CUDA device: ") + e.what());
+  }
+  for (int world : {1, 2}) {
+    INFO("world " << world);
+    // fp32 (no TF32) against the host path on the CPU, as scripts/gpu_check.sh's 1e-4.
+    Plan p = test::gptPlan(world, 3, 2, 6);
+    p.train.tf32 = false;
+    CHECK(maxRel(trainOnCuda(p, world), train(p, world, false)) < 1e-4);
+    // bf16: stage 3 against stage 2 on the same device (only the reduction order differs).
+    p.deepspeed.bf16 = true;
+    Plan s2 = p;
+    s2.deepspeed.zero.stage = 2;
+    CHECK(maxRel(trainOnCuda(p, world), trainOnCuda(s2, world)) < 1e-3);
+  }
 }
