@@ -1,5 +1,5 @@
 // Causal attention backward, bf16 head size 64, second tensor-core version (attention_tc2.h):
-// a block per 64-key tile (four warps, 16 keys each, K and V fragments held in registers for the
+// a block per 64-key tile (four warps, 16 keys each, K's fragments held in registers for the
 // whole block), streaming the 64-query tiles at or after it (Q, dO, lse, D) through a 3-stage
 // cp.async ring; P recomputed from lse with MUFU ex2, masks only on the diagonal and tail tiles;
 // dK, dV in registers, dQ by vector fp32 atomics. Not the forward (attention_tc2_forward.cu) nor
@@ -24,8 +24,8 @@ constexpr int kStages = 2;                   // query ring: load t+1 while t com
 constexpr int kTileElems = kTile * kLd;      // one [64][kLd] bf16 tile
 constexpr int kStageElems = 2 * kTileElems;  // Q then dO
 // Shared: K, V, dS^T, the Q/dO ring (bf16), then the lse/D ring (fp32, [64] each).
-constexpr size_t kSmemBytes =
-    sizeof(uint16_t) * (3 * kTileElems + kStages * kStageElems) + sizeof(float) * kStages * 2 * kTile;
+constexpr size_t kSmemBytes = sizeof(uint16_t) * (3 * kTileElems + kStages * kStageElems) +
+                              sizeof(float) * kStages * 2 * kTile;
 
 // Issues the loads of query tile qt into ring stage `stage`: Q and dO rows (zero past T) and
 // lse, D (zero past T; 4-byte copies since bh*T + q0 need not be a multiple of 4).
@@ -44,10 +44,10 @@ __device__ __forceinline__ void issueQueryTile(uint16_t* ring, float* fring, int
   cpAsync4(fring + stage * 2 * kTile + threadIdx.x, src, valid);  // [lse 64][D 64]
 }
 
-// Per-warp accumulators and the block-constant A fragments of its 16 keys.
+// Per-warp accumulators and the block-constant A fragments of its 16 keys' K.
 struct KeyState {
   float dk[kHs / 8][4], dv[kHs / 8][4];  // keys (g, g+8), dims 8n+2c.., accumulator layout
-  u32 ka[kHs / 16][4], va[kHs / 16][4];  // K, V rows of the warp, k = dims 16kd..16kd+15
+  u32 ka[kHs / 16][4];                   // K rows of the warp, k = dims 16kd..16kd+15
 };
 
 // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys x 64 queries, then in place P^T and
@@ -56,27 +56,36 @@ struct KeyState {
 // off the tail every query is < T. Masked entries are selected to 0, never multiplied, so an
 // ex2 overflow there (key > query can have a large score) cannot leak.
 __device__ __forceinline__ void scoresTile(float (&st)[kTile / 8][4], float (&dpt)[kTile / 8][4],
-                                           const KeyState& ks, const uint16_t* qs,
-                                           const uint16_t* gs, const float* lses,
-                                           const float* dsums, bool mask, int wk0, int q0, int T,
-                                           float scale, float scaleLog2, int lane) {
+                                           const KeyState& ks, const uint16_t* vs,
+                                           const uint16_t* qs, const uint16_t* gs,
+                                           const float* lses, const float* dsums, bool mask, int wr,
+                                           int wk0, int q0, int T, float scale, float scaleLog2,
+                                           int lane) {
   const int g = lane / 4, c = lane % 4;
 #pragma unroll
   for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
     for (int i = 0; i < 4; ++i) st[n][i] = dpt[n][i] = 0.f;
-  // B[d][query] = Q[query][d] (dO likewise): rows by ldmatrix, as K's in the forward.
+  // V's A fragments are reloaded per tile (4 ldmatrix): held like K's they push the kernel past
+  // 255 registers into spills.
+  u32 va[kHs / 16][4];
+#pragma unroll
+  for (int kd = 0; kd < kHs / 16; ++kd) loadA(va[kd], vs, wr, 16 * kd, lane);
+    // B[d][query] = Q[query][d] (dO likewise): rows by ldmatrix, as K's in the forward.
 #pragma unroll
   for (int n = 0; n < kTile / 8; ++n) {
-    u32 qb[2][4], gb[2][4];
-    loadBRows(qb[0], qs, 8 * n, 0, lane);
-    loadBRows(qb[1], qs, 8 * n, 32, lane);
-    loadBRows(gb[0], gs, 8 * n, 0, lane);
-    loadBRows(gb[1], gs, 8 * n, 32, lane);
+    // Half of hs per load (8 registers live, not 16: the kernel is at the 255 cap).
 #pragma unroll
-    for (int kd = 0; kd < kHs / 16; ++kd) {
-      mma(st[n], ks.ka[kd], qb[kd / 2][2 * (kd % 2)], qb[kd / 2][2 * (kd % 2) + 1]);
-      mma(dpt[n], ks.va[kd], gb[kd / 2][2 * (kd % 2)], gb[kd / 2][2 * (kd % 2) + 1]);
+    for (int half = 0; half < 2; ++half) {
+      u32 qb[4], gb[4];
+      loadBRows(qb, qs, 8 * n, 32 * half, lane);
+      loadBRows(gb, gs, 8 * n, 32 * half, lane);
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const int kd = 2 * half + kk;
+        mma(st[n], ks.ka[kd], qb[2 * kk], qb[2 * kk + 1]);
+        mma(dpt[n], va[kd], gb[2 * kk], gb[2 * kk + 1]);
+      }
     }
   }
   // Element i of block n: key wk0 + g + 8(i/2), query q0 + 8n + 2c + i%2 (lse, D indices
@@ -171,10 +180,10 @@ __global__ void __launch_bounds__(kThreads, 2)
                                const float* lse, const float* dsum, int T, int C, int NH,
                                float scale, float scaleLog2) {
   extern __shared__ __align__(16) uint16_t tc2BwdSmem[];
-  uint16_t* ks = tc2BwdSmem;                                    // [64][kLd] keys of this block
-  uint16_t* vs = ks + kTileElems;                               // [64][kLd] values
-  uint16_t* dst = vs + kTileElems;                              // [64 keys][kLd] dS^T (bf16)
-  uint16_t* ring = dst + kTileElems;                            // kStages x {Q, dO} [64][kLd]
+  uint16_t* ks = tc2BwdSmem;          // [64][kLd] keys of this block
+  uint16_t* vs = ks + kTileElems;     // [64][kLd] values
+  uint16_t* dst = vs + kTileElems;    // [64 keys][kLd] dS^T (bf16)
+  uint16_t* ring = dst + kTileElems;  // kStages x {Q, dO} [64][kLd]
   float* fring = reinterpret_cast<float*>(ring + kStages * kStageElems);  // kStages x {lse, D}
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int kt = blockIdx.y, numTiles = gridDim.y;
@@ -200,22 +209,20 @@ __global__ void __launch_bounds__(kThreads, 2)
     // reads of the ring precede its barrier (B), which this thread (so every warp) has passed.
     if (qt + 1 < numTiles)
       issueQueryTile(ring, fring, (it + 1) % kStages, base, gbase, lseRow, dsumRow, qt + 1, T, C);
-    cpAsyncCommit();   // possibly empty: "all but the newest group" is always tile qt
+    cpAsyncCommit();  // possibly empty: "all but the newest group" is always tile qt
     cpAsyncWait<1>();
-    __syncthreads();   // (A) tile qt visible; every warp's dQ of tile qt-1 (reads dst) done
+    __syncthreads();  // (A) tile qt visible; every warp's dQ of tile qt-1 (reads dst) done
     if (it == 0) {
 #pragma unroll
-      for (int kd = 0; kd < kHs / 16; ++kd) {
-        loadA(ksr.ka[kd], ks, wr, 16 * kd, lane);
-        loadA(ksr.va[kd], vs, wr, 16 * kd, lane);
-      }
+      for (int kd = 0; kd < kHs / 16; ++kd) loadA(ksr.ka[kd], ks, wr, 16 * kd, lane);
     }
     const uint16_t* qs = ring + stage * kStageElems;
     const uint16_t* gs = qs + kTileElems;
     const float* lses = fring + stage * 2 * kTile;
     const bool mask = qt == kt || q0 + kTile > T;
     float st[kTile / 8][4], dpt[kTile / 8][4];
-    scoresTile(st, dpt, ksr, qs, gs, lses, lses + kTile, mask, wk0, q0, T, scale, scaleLog2, lane);
+    scoresTile(st, dpt, ksr, vs, qs, gs, lses, lses + kTile, mask, wr, wk0, q0, T, scale, scaleLog2,
+               lane);
     keyGradsTile(ksr, st, dpt, qs, gs, lane);
     // dS^T (bf16, as the tensor cores will read it) to shared memory: dst[key][query].
 #pragma unroll

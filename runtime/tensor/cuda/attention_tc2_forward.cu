@@ -49,7 +49,7 @@ __device__ __forceinline__ void forwardTile(RowState& st, const u32 (&qa)[kMt][k
     for (int n = 0; n < kKTile / 8; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[mt][n][i] = 0.f;
-  // S = Q K^T: B[d][key] = K[key][d], K's rows by ldmatrix (loadBRows), two m-tiles per load.
+        // S = Q K^T: B[d][key] = K[key][d], K's rows by ldmatrix (loadBRows), two m-tiles per load.
 #pragma unroll
   for (int n = 0; n < kKTile / 8; ++n) {
     u32 kb[2][4];
@@ -78,9 +78,10 @@ __device__ __forceinline__ void forwardTile(RowState& st, const u32 (&qa)[kMt][k
     for (int r = 0; r < 2; ++r) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < kKTile / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
+      for (int n = 0; n < kKTile / 8; ++n)
+        mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
       const float mNew = fmaxf(st.m[mt][r], quadMax(mx) * scaleLog2);  // scaleLog2 > 0
-      const float corr = ex2(st.m[mt][r] - mNew);                    // 0 on tile 0 (m = -inf)
+      const float corr = ex2(st.m[mt][r] - mNew);                      // 0 on tile 0 (m = -inf)
       st.m[mt][r] = mNew;
       float sum = 0.f;
 #pragma unroll
@@ -125,8 +126,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     attentionTc2ForwardKernel(uint16_t* out, float* lse, const uint16_t* qkv, int T, int C, int NH,
                               float scaleLog2) {
   extern __shared__ __align__(16) uint16_t tc2FwdSmem[];
-  uint16_t* qs = tc2FwdSmem;            // [128][kLd] queries
-  uint16_t* kvs = qs + kQTile * kLd;    // kStages x {K [64][kLd], V [64][kLd]}
+  uint16_t* qs = tc2FwdSmem;          // [128][kLd] queries
+  uint16_t* kvs = qs + kQTile * kLd;  // kStages x {K [64][kLd], V [64][kLd]}
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const int qt = gridDim.y - 1 - blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
@@ -203,7 +204,7 @@ void attentionTc2Forward(uint16_t* out, float* lse, const uint16_t* qkv, int B, 
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHs));
   dim3 grid(B * NH, (T + kQTile - 1) / kQTile);
   attentionTc2ForwardKernel<<<grid, kThreads, kSmemBytes, stream>>>(out, lse, qkv, T, C, NH,
-                                                                      scale * kLog2e);
+                                                                    scale * kLog2e);
   DS_CUDA_LAUNCHED("attentionTc2ForwardKernel");
 }
 

@@ -72,7 +72,9 @@ __device__ __forceinline__ void cpAsync4(void* dst, const void* src, bool valid)
                : "memory");
 }
 // Closes this thread's group of cp.async issued since the last commit (an empty group is legal).
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 // Waits until at most N of this thread's committed groups are pending. Other threads' copies are
 // visible only after a barrier that follows.
 template <int N>
