@@ -223,7 +223,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     float st[kTile / 8][4], dpt[kTile / 8][4];
     scoresTile(st, dpt, ksr, vs, qs, gs, lses, lses + kTile, mask, wr, wk0, q0, T, scale, scaleLog2,
                lane);
-    keyGradsTile(ksr, st, dpt, qs, gs, lane);
     // dS^T (bf16, as the tensor cores will read it) to shared memory: dst[key][query].
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n)
@@ -231,6 +230,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int r = 0; r < 2; ++r)
         st32(dst + (wr + g + 8 * r) * kLd + 8 * n + 2 * c,
              packBf16(dpt[n][2 * r], dpt[n][2 * r + 1]));
+    keyGradsTile(ksr, st, dpt, qs, gs, lane);
     __syncthreads();  // (B) all of dS^T written
     queryGradTile(dq + (static_cast<size_t>(b) * T + q0) * C + h * kHs, dst, ks, wr, T - q0, C,
                   lane);
