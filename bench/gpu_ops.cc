@@ -11,13 +11,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/knobs.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/tensor_knobs.h"
 
 using namespace ds;
 using namespace ds::runtime;
@@ -162,6 +166,22 @@ int main(int argc, char** argv) try {
       ops->attentionBackward(dqkv.get(), g.get(), qkv.get(), y.get(), aux.get(), a.B, a.T, int(C),
                              a.NH, dt);
     });
+    // Each DS_CUDA_ATTENTION variant side by side (x/step 0: not in the step estimate).
+    if (a.device == "cuda") {
+      const std::optional<std::string> prev = knobChoice(knobs::kCudaAttention);
+      for (const char* path : {"tc2", "tc1", "simt"}) {
+        ::setenv("DS_CUDA_ATTENTION", path, 1);
+        add(std::string("attention fwd ") + path, 0, f, 0, [&] {
+          ops->attentionForward(y.get(), aux.get(), qkv.get(), a.B, a.T, int(C), a.NH, dt);
+        });
+        add(std::string("attention bwd ") + path, 0, 2.5 * f, 0, [&] {
+          ops->attentionBackward(dqkv.get(), g.get(), qkv.get(), y.get(), aux.get(), a.B, a.T,
+                                 int(C), a.NH, dt);
+        });
+      }
+      if (prev) ::setenv("DS_CUDA_ATTENTION", prev->c_str(), 1);
+      else ::unsetenv("DS_CUDA_ATTENTION");
+    }
   }
   float* mean = stats.as<float>();
   float* rstd = mean + BT;

@@ -31,10 +31,12 @@ inline constexpr Knob kCudaAttention{
     .dflt = "auto",
     .doc =
         "The CUDA attention kernels: auto (tensor cores, mma.sync bf16, where they apply: bf16 "
-        "storage, head size 64; the SIMT kernels otherwise) or simt (the fp32 SIMT kernels "
-        "always). Empty counts as auto.",
+        "storage, head size 64; the SIMT kernels otherwise), tc2 (the same as auto: the second "
+        "tensor-core kernels, cp.async pipelines, 128-query forward tiles), tc1 (the first "
+        "tensor-core kernels, the fallback should tc2 misbehave; SIMT where they do not apply) "
+        "or simt (the fp32 SIMT kernels always). Empty counts as auto.",
     .readBy = kReadByDsrt,
-    .choices = "auto|simt"};
+    .choices = "auto|tc2|tc1|simt"};
 
 // runtime/tensor/cuda/cuda_ops.cc: read when a CudaOps is made (makeCudaOps).
 inline constexpr Knob kCudaGeluFusion{

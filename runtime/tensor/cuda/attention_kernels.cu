@@ -3,10 +3,12 @@
 // with an online softmax; backward recomputes the probabilities from the saved log-sum-exp.
 // Not a T x T algorithm: aux is only the fp32 lse [B, NH, T]; no buffer grows with T^2.
 // Invariant: every product and accumulator is fp32; bf16 is a storage format only. The dispatch
-// below sends bf16 with head size 64 to the tensor-core kernels (attention_tc.h) unless
-// DS_CUDA_ATTENTION=simt; these SIMT kernels stay the reference and every other case.
+// below sends bf16 with head size 64 to the tensor-core kernels (attention_tc2.h by default,
+// attention_tc.h with DS_CUDA_ATTENTION=tc1) unless DS_CUDA_ATTENTION=simt; these SIMT kernels
+// stay the reference and every other case.
 #include "core/knobs.h"
 #include "runtime/tensor/cuda/attention_tc.h"
+#include "runtime/tensor/cuda/attention_tc2.h"
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/element_io.cuh"
@@ -399,10 +401,14 @@ void withHeadSize(int hs, Fn&& fn) {
   }
 }
 
-// DS_CUDA_ATTENTION (read per call, so that simt takes effect without a rebuild or restart).
-bool tensorCoresAllowed() {
+// Which kernels DS_CUDA_ATTENTION asks for (read per call, so that a fallback takes effect
+// without a rebuild or restart). The tensor-core ones still need bf16, hs 64 and alignment.
+enum class AttentionPath { kTc2, kTc1, kSimt };
+
+AttentionPath attentionPath() {
   const auto v = knobChoice(knobs::kCudaAttention);
-  return !v || *v == "auto";
+  if (!v || *v == "auto" || *v == "tc2") return AttentionPath::kTc2;
+  return *v == "tc1" ? AttentionPath::kTc1 : AttentionPath::kSimt;
 }
 
 }  // namespace
@@ -416,10 +422,13 @@ void CudaOps::attentionForward(void* out, void* aux, const void* qkv, int B, int
   const Shape s = checkShape(B, T, C, NH, dt, "attentionForward");
   if (B == 0 || T == 0) return;
   auto* lse = static_cast<float*>(aux);
-  if (dt == DType::kBF16 && attentionTcSupported(s.hs, qkv, out, qkv, out) &&
-      tensorCoresAllowed()) {
-    attentionTcForward(static_cast<uint16_t*>(out), lse, static_cast<const uint16_t*>(qkv), B, T, C,
-                       NH, stream_);
+  const AttentionPath path = attentionPath();
+  if (dt == DType::kBF16 && path != AttentionPath::kSimt &&
+      attentionTcSupported(s.hs, qkv, out, qkv, out)) {
+    auto* o = static_cast<uint16_t*>(out);
+    const auto* x = static_cast<const uint16_t*>(qkv);
+    if (path == AttentionPath::kTc2) attentionTc2Forward(o, lse, x, B, T, C, NH, stream_);
+    else attentionTcForward(o, lse, x, B, T, C, NH, stream_);
     return;
   }
   withHeadSize(s.hs, [&]<int HS>() {
@@ -435,8 +444,9 @@ void CudaOps::attentionBackward(void* dqkv, const void* dout, const void* qkv, c
   if (B == 0 || T == 0) return;
   const auto* lse = static_cast<const float*>(aux);
   const size_t rows = static_cast<size_t>(B) * T;
-  // Scratch: D [B, NH, T] fp32, then (bf16 only) the fp32 dQ accumulator [B, T, C].
-  const size_t dsumBytes = sizeof(float) * rows * NH;
+  // Scratch: D [B, NH, T] fp32, then (bf16 only) the fp32 dQ accumulator [B, T, C], starting
+  // 256-byte aligned (tc2's vector atomics need 8 bytes; rows * NH may be odd).
+  const size_t dsumBytes = (sizeof(float) * rows * NH + 255) / 256 * 256;
   const size_t dqBytes = dt == DType::kBF16 ? sizeof(float) * rows * C : 0;
   auto* dsum = static_cast<float*>(scratch(dsumBytes + dqBytes));
   withHeadSize(s.hs, [&]<int HS>() {
@@ -446,17 +456,21 @@ void CudaOps::attentionBackward(void* dqkv, const void* dout, const void* qkv, c
                          static_cast<const float*>(qkv), static_cast<const float*>(out), lse, s,
                          stream_);
     } else {
-      float* dq = dsum + rows * NH;
+      float* dq = dsum + dsumBytes / sizeof(float);
       DS_CUDA_CHECK(cudaMemsetAsync(dq, 0, dqBytes, stream_));
       auto* g = static_cast<bf16*>(dqkv);
       const auto* gOut = static_cast<const bf16*>(dout);
       const auto* x = static_cast<const bf16*>(qkv);
       const auto* y = static_cast<const bf16*>(out);
-      if (attentionTcSupported(HS, qkv, out, dout, dqkv) && tensorCoresAllowed()) {
+      const AttentionPath path = attentionPath();
+      if (path != AttentionPath::kSimt && attentionTcSupported(HS, qkv, out, dout, dqkv)) {
         launchRowDot<HS>(dsum, gOut, y, s, stream_);
-        attentionTcBackward(reinterpret_cast<uint16_t*>(g), dq,
-                            reinterpret_cast<const uint16_t*>(gOut),
-                            reinterpret_cast<const uint16_t*>(x), lse, dsum, B, T, C, NH, stream_);
+        auto* g16 = reinterpret_cast<uint16_t*>(g);
+        const auto* gOut16 = reinterpret_cast<const uint16_t*>(gOut);
+        const auto* x16 = reinterpret_cast<const uint16_t*>(x);
+        if (path == AttentionPath::kTc2)
+          attentionTc2Backward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
+        else attentionTcBackward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
       } else {
         launchBackward<HS>(g, dq, C, dsum, gOut, x, y, lse, s, stream_);
       }

@@ -1,7 +1,8 @@
-// Tensor-core (mma.sync bf16) causal attention: CudaOps' fast path for bf16 storage, head size 64
-// (attention_tc_kernels.cu). Not the dispatch: attention_kernels.cu picks these or the SIMT
-// kernels (DS_CUDA_ATTENTION). Invariant: the SIMT kernels' contract (aux = natural-log lse
-// [B, NH, T] of scale*S; backward adds into dqkv); bf16 operands, every accumulator fp32.
+// Tensor-core (mma.sync bf16) causal attention, the first version: bf16 storage, head size 64
+// (attention_tc_kernels.cu); since attention_tc2.h replaced it, the fallback DS_CUDA_ATTENTION=tc1
+// selects. Not the dispatch: attention_kernels.cu picks these, tc2 or the SIMT kernels. Invariant:
+// the SIMT kernels' contract (aux = natural-log lse [B, NH, T] of scale*S; backward adds into
+// dqkv); bf16 operands, every accumulator fp32.
 #pragma once
 
 #include <cuda_runtime.h>

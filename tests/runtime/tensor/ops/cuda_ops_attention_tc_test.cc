@@ -1,6 +1,7 @@
 // CudaOps' tensor-core attention path (bf16, head size 64; attention_tc_kernels.cu) [gpu]: against
 // the host kernels of runtime/tensor/attention.h (inputs rounded to bf16 first) and against the
-// SIMT kernels (DS_CUDA_ATTENTION=simt) on the same inputs, outputs poisoned first. Out, dq, dk,
+// SIMT kernels (DS_CUDA_ATTENTION=simt) on the same inputs, outputs poisoned first; each
+// tensor-core variant (auto = tc2, tc1) by the knob. Out, dq, dk,
 // dv within 1e-2 relative (||got - ref|| / ||ref||), lse within 1e-3 absolute, at tail and
 // multiple-of-64 lengths. Skips without a CUDA device.
 #include <catch2/catch.hpp>
@@ -177,13 +178,21 @@ Inputs randomInputs(int B, int T, int NH, uint32_t seed) {
 
 }  // namespace
 
+// Every tensor-core variant DS_CUDA_ATTENTION selects (auto = tc2), at lengths below, at and
+// past the 64-key and 128-query tiles (1, 17, 63, 64, 65, 100, 127, 128, 129, 200) and T=1024,
+// several B and NH (the grid's head dimension).
 TEST_CASE("cuda tensor-core attention matches the host kernels", "[gpu]") {
   if (!haveCudaDevice()) DS_SKIP("no CUDA device");
   auto ops = ds::runtime::makeCudaOps(0);
-  constexpr int B = 2, NH = 3, C = NH * kHs;
+  struct Shape {
+    int B, NH, T;
+  };
+  const Shape shapes[] = {{2, 3, 1},   {2, 3, 17},  {1, 2, 63},  {2, 3, 64},
+                          {1, 1, 65},  {2, 3, 100}, {1, 2, 127}, {3, 1, 128},
+                          {1, 2, 129}, {2, 2, 200}, {2, 3, 1024}};
   uint32_t seed = 500;
-  for (int T : {1, 17, 64, 100, 1024}) {
-    INFO("B=" << B << " T=" << T << " NH=" << NH << " hs=" << kHs);
+  for (const Shape& sh : shapes) {
+    const int B = sh.B, NH = sh.NH, T = sh.T, C = NH * kHs;
     const Inputs in = randomInputs(B, T, NH, seed += 10);
     std::vector<float> outRef(size_t(B) * T * C), att(size_t(B) * NH * T * T),
         scratch(size_t(T) * T);
@@ -192,8 +201,11 @@ TEST_CASE("cuda tensor-core attention matches the host kernels", "[gpu]") {
     ds::runtime::attentionBackward(dqkvRef.data(), scratch.data(), in.dout.data(), in.qkv.data(),
                                    att.data(), B, T, C, NH);
     const auto lseRef = lseReference(in.qkv, B, T, NH);
-    const AttentionResult tc = runDevice(*ops, "auto", in.qkv, in.dout, in.dqkv0, B, T, NH);
-    checkClose(tc, outRef, lseRef, dqkvRef, C);
+    for (const char* path : {"auto", "tc2", "tc1"}) {
+      INFO("path " << path << " B=" << B << " T=" << T << " NH=" << NH << " hs=" << kHs);
+      const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH);
+      checkClose(tc, outRef, lseRef, dqkvRef, C);
+    }
   }
 }
 
@@ -202,13 +214,15 @@ TEST_CASE("cuda tensor-core attention matches the SIMT kernels", "[gpu]") {
   auto ops = ds::runtime::makeCudaOps(0);
   constexpr int B = 2, NH = 3, C = NH * kHs;
   uint32_t seed = 900;
-  for (int T : {1, 17, 64, 100, 1024}) {
-    INFO("B=" << B << " T=" << T << " NH=" << NH << " hs=" << kHs);
+  for (int T : {1, 17, 64, 100, 129, 1024}) {
     const Inputs in = randomInputs(B, T, NH, seed += 10);
     const AttentionResult simt = runDevice(*ops, "simt", in.qkv, in.dout, in.dqkv0, B, T, NH);
-    const AttentionResult tc = runDevice(*ops, nullptr, in.qkv, in.dout, in.dqkv0, B, T, NH);
     const std::vector<double> simtLse(simt.lse.begin(), simt.lse.end());
-    checkClose(tc, simt.out, simtLse, simt.dqkv, C);
+    for (const char* path : {static_cast<const char*>(nullptr), "tc1"}) {
+      INFO("path " << (path ? path : "unset") << " B=" << B << " T=" << T << " NH=" << NH);
+      const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH);
+      checkClose(tc, simt.out, simtLse, simt.dqkv, C);
+    }
   }
 }
 
