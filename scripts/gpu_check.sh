@@ -522,7 +522,7 @@ EOF2
     [[ -x $ob ]] || ob=$BIN_DIR/bench/bench_gpu_ops
     rc=0
     bounded 120 "$LOGS/bench/gpu_ops.txt" "${RUN[@]}" "$ob" --B $G_B --T $G_T --C $G_C --NH $G_H \
-      --V $G_VP --L $G_L || rc=$?
+      --V $G_V --Vp $G_VP --L $G_L || rc=$?
     line=$(grep '^step estimate' "$LOGS/bench/gpu_ops.txt" | sed 's/  */ /g' || true)
     if ((rc == 0)) && [[ -n $line ]]; then
       result bench "bench_gpu_ops per-op split" OK "${line#step estimate }"
