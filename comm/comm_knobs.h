@@ -80,6 +80,27 @@ inline constexpr Knob kGlooPieceBytes{
     .lo = 0,
     .hi = kGiB};
 
+// comm/shm/shm_backend.cc: the shared-memory transport within a host (docs/comm.md).
+inline constexpr Knob kCommShm{
+    .name = "DS_COMM_SHM",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "gloo: when every rank of a group runs on one host (same CROSS_RANK and kernel), "
+        "collectives go through a shared-memory segment in /dev/shm instead of TCP; 0 turns "
+        "it off.",
+    .readBy = kReadByDsrt};
+inline constexpr Knob kCommShmSlotBytes{
+    .name = "DS_COMM_SHM_SLOT_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "4194304",
+    .doc =
+        "shm: bytes per local rank in the shared-memory segment (two pipeline halves, rounded "
+        "down to 4 KiB); the segment holds one slot per local rank.",
+    .readBy = kReadByDsrt,
+    .lo = 65536,
+    .hi = kGiB};
+
 // comm/nccl/peer_liveness.cc
 inline constexpr Knob kNcclPeerTimeout{
     .name = "DS_NCCL_PEER_TIMEOUT",
@@ -104,7 +125,8 @@ inline constexpr Knob kNcclHeartbeatMs{
 inline constexpr const Knob* kCommKnobList[] = {
     &kStoreBindAddr,        &kGlooSmallAllreduceBytes, &kGlooSegmentBytes,
     &kGlooRingSegmentBytes, &kGlooPairAllreduceBytes,  &kGlooDirectReduceScatterBytes,
-    &kGlooPieceBytes,       &kNcclPeerTimeout,         &kNcclHeartbeatMs,
+    &kGlooPieceBytes,       &kCommShm,                 &kCommShmSlotBytes,
+    &kNcclPeerTimeout,      &kNcclHeartbeatMs,
 };
 inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};
 
