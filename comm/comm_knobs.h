@@ -123,10 +123,12 @@ inline constexpr Knob kNcclHeartbeatMs{
     .hi = 3600 * 1000};
 
 inline constexpr const Knob* kCommKnobList[] = {
-    &kStoreBindAddr,        &kGlooSmallAllreduceBytes, &kGlooSegmentBytes,
-    &kGlooRingSegmentBytes, &kGlooPairAllreduceBytes,  &kGlooDirectReduceScatterBytes,
-    &kGlooPieceBytes,       &kCommShm,                 &kCommShmSlotBytes,
-    &kNcclPeerTimeout,      &kNcclHeartbeatMs,
+    &kStoreBindAddr,          &kGlooSmallAllreduceBytes,
+    &kGlooSegmentBytes,       &kGlooRingSegmentBytes,
+    &kGlooPairAllreduceBytes, &kGlooDirectReduceScatterBytes,
+    &kGlooPieceBytes,         &kCommShm,
+    &kCommShmSlotBytes,       &kNcclPeerTimeout,
+    &kNcclHeartbeatMs,
 };
 inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};
 

@@ -29,7 +29,8 @@ void allreduce(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
       Slice q = sliceOf(m, n, p);
-      if (q.count > 0) std::memcpy(d + (off + q.begin) * es, link.slot(p, h) + q.begin * es, q.count * es);
+      if (q.count > 0)
+        std::memcpy(d + (off + q.begin) * es, link.slot(p, h) + q.begin * es, q.count * es);
     }
   }
 }

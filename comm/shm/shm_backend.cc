@@ -56,8 +56,9 @@ class ShmBackend final : public Backend {
 
   WorkPtr allreduce(BufferView buf, ReduceOp op) override {
     if (!onShm(buf, true)) return inner_->allreduce(buf, op);
-    return run("allreduce",
-               [this, buf, op] { shm_impl::allreduce(*link_, buf.data, buf.count, buf.dtype, op); });
+    return run("allreduce", [this, buf, op] {
+      shm_impl::allreduce(*link_, buf.data, buf.count, buf.dtype, op);
+    });
   }
 
   WorkPtr reduceScatter(BufferView input, BufferView output, const std::vector<size_t>& counts,
@@ -145,10 +146,10 @@ bool allOnThisHost(Store& store, int rank, int size, std::chrono::milliseconds t
   try {
     store.wait(keys, timeout);
   } catch (const TimeoutError& e) {
-    throw TimeoutError(fmt::format("shared memory: group rank {} of {} waited {:.1f} s for the "
-                                   "others' host keys: {}",
-                                   rank, size, std::chrono::duration<double>(timeout).count(),
-                                   e.what()));
+    throw TimeoutError(
+        fmt::format("shared memory: group rank {} of {} waited {:.1f} s for the "
+                    "others' host keys: {}",
+                    rank, size, std::chrono::duration<double>(timeout).count(), e.what()));
   }
   for (const auto& k : keys) {
     if (text(store.get(k, timeout)) != mine) return false;
@@ -181,9 +182,9 @@ ShmSegment createOrOpen(Store& store, int rank, size_t segBytes, int size, size_
   }
   std::string got = text(store.get("segment", timeout));
   if (got.rfind("error ", 0) == 0) {
-    throw CommError(fmt::format("shared memory: group rank 0 could not create the segment: {}",
-                                got.substr(6)),
-                    -1);
+    throw CommError(
+        fmt::format("shared memory: group rank 0 could not create the segment: {}", got.substr(6)),
+        -1);
   }
   return ShmSegment::open(got.substr(3), segBytes);
 }

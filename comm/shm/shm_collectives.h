@@ -1,10 +1,11 @@
 // The shared-memory collectives (one per file), run synchronously on the group's worker over a
 // ShmLink. Every one is a pipeline over chunks that fit a slot half, so any size works with a
 // bounded segment; consecutive chunks (across collectives too) use alternate slot halves
-// (ShmLink::nextHalf), so a rank may fill the next chunk while the others still read the last. Reductions combine the members' contributions in rank order
-// (op(op(r0, r1), r2)...), fp16/bf16 widened to fp32 and rounded once (comm/gloo/reduce_kernels):
-// bitwise the gloo path's result wherever gloo's order is also rank order (2 ranks; gloo's
-// direct allreduce). Counts are elements; counts of zero do no step at all.
+// (ShmLink::nextHalf), so a rank may fill the next chunk while the others still read the last.
+// Reductions combine the members' contributions in rank order (op(op(r0, r1), r2)...), fp16/bf16
+// widened to fp32 and rounded once (comm/gloo/reduce_kernels): bitwise the gloo path's result
+// wherever gloo's order is also rank order (2 ranks; gloo's direct allreduce). Counts are elements;
+// counts of zero do no step at all.
 #pragma once
 
 #include <cstddef>

@@ -48,8 +48,7 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::mill
 }
 
 void futexWake(std::atomic<uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 void cpuRelax() {
@@ -103,8 +102,8 @@ ShmLink::ShmLink(ShmSegment seg, int rank, int size, size_t slotBytes,
       globalRanks_(std::move(globalRanks)) {
   auto* h = reinterpret_cast<Header*>(seg_.data());
   if (h->magic != kMagic || h->size != static_cast<uint32_t>(size) || h->slotBytes != slotBytes) {
-    throw CommError(fmt::format("shared memory: {} has a foreign or different header",
-                                seg_.name()));
+    throw CommError(
+        fmt::format("shared memory: {} has a foreign or different header", seg_.name()));
   }
   std::string id = localProcessId();
   std::strncpy(state(rank).procId, id.c_str(), kIdBytes - 1);
@@ -185,8 +184,8 @@ void ShmLink::waitFor(int peer, uint32_t target, const char* what) {
     if (reached(v, target)) return;
     int32_t culprit = h->abortRank.load(std::memory_order_acquire);
     if (culprit >= 0) fail(culprit, what, "failed (recorded by a member of the group)", false);
-    if (s.closed.load()) fail(peer, what, "left the group (its shared-memory endpoint closed)",
-                              false);
+    if (s.closed.load())
+      fail(peer, what, "left the group (its shared-memory endpoint closed)", false);
     auto now = std::chrono::steady_clock::now();
     if (now - start > timeout_) {
       fail(peer, what,
@@ -225,8 +224,8 @@ void ShmLink::fail(int culprit, const char* what, const std::string& detail, boo
   try {
     if (timeout) throw TimeoutError(msg);
     throw CommError(msg, culprit < static_cast<int>(globalRanks_.size())
-                                   ? globalRanks_[static_cast<size_t>(culprit)]
-                                   : -1);
+                             ? globalRanks_[static_cast<size_t>(culprit)]
+                             : -1);
   } catch (...) {
     broken_ = std::current_exception();
     throw;

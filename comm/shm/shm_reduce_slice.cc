@@ -18,7 +18,8 @@ void reduceNative(void* dst, const std::vector<const char*>& srcs, size_t count,
     std::memcpy(dst, srcs[0], count * dtypeSize(t));
   } else {
     gloo_impl::reduceFrom(dst, srcs[0], srcs[1], count, t, op);
-    for (int p = 2; p < n; ++p) gloo_impl::reduceInto(dst, srcs[static_cast<size_t>(p)], count, t, op);
+    for (int p = 2; p < n; ++p)
+      gloo_impl::reduceInto(dst, srcs[static_cast<size_t>(p)], count, t, op);
   }
   gloo_impl::finishAvg(dst, count, t, op, n);
 }

@@ -133,8 +133,8 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
     int err = errno;
     struct stat st {};
     if (err != EEXIST || ::lstat(path(name).c_str(), &st) != 0) {
-      throw CommError(fmt::format("shared memory: cannot create {}: {}", path(name),
-                                  sysError(err)));
+      throw CommError(
+          fmt::format("shared memory: cannot create {}: {}", path(name), sysError(err)));
     }
     // Our own name carries our pid: an entry of ours under it is a dead predecessor's.
     bool stale = S_ISREG(st.st_mode) && st.st_uid == ::getuid() && attempt == 0;
@@ -175,8 +175,8 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   }
   if (!bad.empty()) {
     ::close(fd);
-    throw CommError(fmt::format("shared memory: {} is not this group's segment: {}", path(name),
-                                bad));
+    throw CommError(
+        fmt::format("shared memory: {} is not this group's segment: {}", path(name), bad));
   }
   ShmSegment s;
   s.name_ = name;

@@ -107,8 +107,8 @@ std::string compareOne(ProcessGroup& shm, ProcessGroup& tcp, const std::string& 
     auto counts = evenCounts(count, n);
     both([&](ProcessGroup& pg, std::vector<char>& in, std::vector<char>& out) {
       out.assign(counts[static_cast<size_t>(r)] * es, 0);
-      return pg.reduceScatter(bv(in, count, t), bv(out, counts[static_cast<size_t>(r)], t),
-                              counts, op);
+      return pg.reduceScatter(bv(in, count, t), bv(out, counts[static_cast<size_t>(r)], t), counts,
+                              op);
     });
   } else if (what == "allgather") {
     auto counts = evenCounts(count * static_cast<size_t>(n), n);
@@ -133,7 +133,8 @@ std::string runSuite(ProcessGroup& shm, ProcessGroup& tcp) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{70001}}) {
       for (const char* what : {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"}) {
         std::vector<ReduceOp> ops{ReduceOp::kSum};
-        if (std::string(what) == "allreduce") ops = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
+        if (std::string(what) == "allreduce")
+          ops = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax};
         for (ReduceOp op : ops) {
           // Averages of exact inputs at 3 ranks are not exact: compare only where order agrees.
           if (op == ReduceOp::kAvg && exact && t != DType::kI32) continue;
@@ -161,8 +162,8 @@ TEST_CASE("shm: every collective equals the gloo TCP path, 2-4 processes", "[mul
           so.timeout = std::chrono::seconds(60);
           auto tcpStore = std::make_shared<PrefixStore>("tcp", store);
           ProcessGroup tcp(createGlooBackend(tcpStore, r, n, tcpOptions()));
-          auto glooForShm = createGlooBackend(std::make_shared<PrefixStore>("shm", store), r, n,
-                                              tcpOptions());
+          auto glooForShm =
+              createGlooBackend(std::make_shared<PrefixStore>("shm", store), r, n, tcpOptions());
           auto wrapped = wrapWithShm(std::move(glooForShm), store, so);
           if (!isShmBackend(*wrapped)) return "the group of one host was not put on shm";
           ProcessGroup shm(std::move(wrapped));

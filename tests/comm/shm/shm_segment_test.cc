@@ -119,8 +119,7 @@ TEST_CASE("shm: a segment name that exists and belongs to another user is a clea
   ::unlink(path.c_str());
 }
 
-TEST_CASE("shm: /dev/shm without room is a clear error and leaves nothing behind",
-          "[multiproc]") {
+TEST_CASE("shm: /dev/shm without room is a clear error and leaves nothing behind", "[multiproc]") {
   auto res = forkRanks(
       1,
       [&](int) -> std::string {
