@@ -93,7 +93,7 @@ inline constexpr Knob kCommShm{
 inline constexpr Knob kCommShmSlotBytes{
     .name = "DS_COMM_SHM_SLOT_BYTES",
     .type = KnobType::kInt,
-    .dflt = "4194304",
+    .dflt = "1048576",
     .doc =
         "shm: bytes per local rank in the shared-memory segment (two pipeline halves, rounded "
         "down to 4 KiB); the segment holds one slot per local rank.",

@@ -16,7 +16,7 @@
 namespace ds::comm {
 
 struct ShmOptions {
-  size_t slotBytes = 4 << 20;            // per rank, two pipeline halves (DS_COMM_SHM_SLOT_BYTES)
+  size_t slotBytes = 1 << 20;            // per rank, two pipeline halves (DS_COMM_SHM_SLOT_BYTES)
   std::chrono::milliseconds timeout{0};  // every wait; 0 = ds::defaultTimeout()
 };
 

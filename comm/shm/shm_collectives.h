@@ -32,9 +32,10 @@ void broadcast(ShmLink& link, void* data, size_t bytes, int root);
 void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op);
 void barrier(ShmLink& link);
 
-// dst[i] = op over srcs[0..n)[i] in rank order (kAvg: then / n), via fp32 for 16-bit types. dst
-// may not overlap any src.
-void reduceSlice(ShmLink& link, void* dst, const std::vector<const char*>& srcs, size_t count,
-                 DType t, ReduceOp op);
+// dst[i] = op over srcs[0..n)[i] in rank order (kAvg: then / n), via fp32 for 16-bit types; then
+// copy[i] = dst[i] unless copy is null. dst may be one of the srcs exactly (no partial overlap);
+// copy overlaps nothing.
+void reduceSlice(ShmLink& link, void* dst, void* copy, const std::vector<const char*>& srcs,
+                 size_t count, DType t, ReduceOp op);
 
 }  // namespace ds::comm::shm_impl

@@ -1,7 +1,8 @@
-// Shared-memory reduce-scatter: per chunk, every rank copies piece k of each of its n input
-// blocks into its slot (block b at b * P); step; rank p reduces piece k of block p over all slots
-// (rank order) straight into its output. One step per chunk: a slot half is refilled two chunks
-// later, after a step every member reaches only once done reading it.
+// Shared-memory reduce-scatter: per chunk, every rank copies piece k of each of the others'
+// input blocks into its slot (block b at b * P; its own block stays in its input); step; rank p
+// reduces piece k of block p over its input and the others' slots (rank order) straight into
+// its output (which may be its own input block). One step per chunk: a slot half is refilled two
+// chunks later, after a step every member reaches only once done reading it.
 #include <algorithm>
 #include <cstring>
 
@@ -33,16 +34,17 @@ void reduceScatter(ShmLink& link, const void* input, void* output,
     const int h = link.nextHalf();
     for (int b = 0; b < n; ++b) {
       size_t l = len(b, base);
-      if (l > 0) {
+      if (b != r && l > 0) {
         std::memcpy(link.slot(r, h) + static_cast<size_t>(b) * piece * es,
                     in + (offs[static_cast<size_t>(b)] + base) * es, l * es);
       }
     }
     link.step("reduce_scatter");
     for (int p = 0; p < n; ++p) {
-      srcs[static_cast<size_t>(p)] = link.slot(p, h) + static_cast<size_t>(r) * piece * es;
+      srcs[static_cast<size_t>(p)] = p == r ? in + (offs[static_cast<size_t>(r)] + base) * es
+                                            : link.slot(p, h) + static_cast<size_t>(r) * piece * es;
     }
-    reduceSlice(link, out + base * es, srcs, len(r, base), t, op);
+    reduceSlice(link, out + base * es, nullptr, srcs, len(r, base), t, op);
   }
 }
 

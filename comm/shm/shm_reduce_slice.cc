@@ -1,4 +1,7 @@
-// Rank-order reduction of one slice over the members' slots (shm_collectives.h): the arithmetic
+// Rank-order reduction of one slice over the members' contributions (shm_collectives.h), block
+// by block through a small fp32/native accumulator that stays in L1: each block of every source
+// is read before the block of dst is written, so dst may be one of the sources exactly (a rank's
+// own contribution is read from its own buffer, not copied to the segment first). The arithmetic
 // is comm/gloo/reduce_kernels', so 16-bit sums accumulate in fp32 and round once, as in gloo.
 #include <algorithm>
 #include <cstring>
@@ -9,49 +12,45 @@
 namespace ds::comm::shm_impl {
 namespace {
 
-constexpr size_t kHalfBlock = 4096;  // fp32 staging per pass: 16 KiB, stays in L1
-
-void reduceNative(void* dst, const std::vector<const char*>& srcs, size_t count, DType t,
-                  ReduceOp op) {
-  int n = static_cast<int>(srcs.size());
-  if (n == 1) {
-    std::memcpy(dst, srcs[0], count * dtypeSize(t));
-  } else {
-    gloo_impl::reduceFrom(dst, srcs[0], srcs[1], count, t, op);
-    for (int p = 2; p < n; ++p)
-      gloo_impl::reduceInto(dst, srcs[static_cast<size_t>(p)], count, t, op);
-  }
-  gloo_impl::finishAvg(dst, count, t, op, n);
-}
-
-void reduceHalf(ShmLink& link, void* dst, const std::vector<const char*>& srcs, size_t count,
-                DType t, ReduceOp op) {
-  float* acc = link.scratch(0, kHalfBlock);
-  float* in = link.scratch(1, kHalfBlock);
-  int n = static_cast<int>(srcs.size());
-  for (size_t at = 0; at < count; at += kHalfBlock) {
-    size_t m = std::min(kHalfBlock, count - at);
-    gloo_impl::widenToF32(srcs[0] + at * 2, t, acc, m);
-    for (int p = 1; p < n; ++p) {
-      gloo_impl::widenToF32(srcs[static_cast<size_t>(p)] + at * 2, t, in, m);
-      gloo_impl::reduceInto(acc, in, m, DType::kF32, op);
-    }
-    gloo_impl::finishAvg(acc, m, DType::kF32, op, n);
-    gloo_impl::narrowFromF32(acc, t, static_cast<char*>(dst) + at * 2, m);
-  }
-}
+constexpr size_t kBlockBytes = 16 << 10;  // accumulator per pass (work type)
 
 }  // namespace
 
 bool reducible(DType t) { return gloo_impl::isReduceNative(t) || gloo_impl::isHalf(t); }
 
-void reduceSlice(ShmLink& link, void* dst, const std::vector<const char*>& srcs, size_t count,
-                 DType t, ReduceOp op) {
+void reduceSlice(ShmLink& link, void* dst, void* copy, const std::vector<const char*>& srcs,
+                 size_t count, DType t, ReduceOp op) {
   if (count == 0) return;
-  if (gloo_impl::isHalf(t)) {
-    reduceHalf(link, dst, srcs, count, t, op);
-  } else {
-    reduceNative(dst, srcs, count, t, op);
+  const DType wt = gloo_impl::workType(t);
+  const bool half = wt != t;
+  const size_t es = dtypeSize(t), wes = dtypeSize(wt), block = kBlockBytes / wes;
+  char* acc = reinterpret_cast<char*>(link.scratch(0, kBlockBytes / 4));
+  char* in = reinterpret_cast<char*>(link.scratch(1, kBlockBytes / 4));
+  const int n = static_cast<int>(srcs.size());
+  char* d = static_cast<char*>(dst);
+  char* c = static_cast<char*>(copy);
+  for (size_t at = 0; at < count; at += block) {
+    const size_t m = std::min(block, count - at);
+    auto src = [&](int p) { return srcs[static_cast<size_t>(p)] + at * es; };
+    if (half) {
+      gloo_impl::widenToF32(src(0), t, reinterpret_cast<float*>(acc), m);
+      for (int p = 1; p < n; ++p) {
+        gloo_impl::widenToF32(src(p), t, reinterpret_cast<float*>(in), m);
+        gloo_impl::reduceInto(acc, in, m, wt, op);
+      }
+    } else if (n == 1) {
+      std::memcpy(acc, src(0), m * es);
+    } else {
+      gloo_impl::reduceFrom(acc, src(0), src(1), m, wt, op);
+      for (int p = 2; p < n; ++p) gloo_impl::reduceInto(acc, src(p), m, wt, op);
+    }
+    gloo_impl::finishAvg(acc, m, wt, op, n);
+    if (half) {
+      gloo_impl::narrowFromF32(reinterpret_cast<float*>(acc), t, d + at * es, m);
+    } else {
+      std::memcpy(d + at * es, acc, m * es);
+    }
+    if (c) std::memcpy(c + at * es, d + at * es, m * es);
   }
 }
 

@@ -128,7 +128,7 @@ TEST_CASE("shm: /dev/shm without room is a clear error and leaves nothing behind
             ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) {
           return "skip: cannot mount a small tmpfs on /dev/shm";
         }
-        auto errs = twoThreads();  // 2 slots of 4 MiB do not fit in 1 MiB
+        auto errs = twoThreads();  // 2 slots of 1 MiB do not fit in 1 MiB
         std::string out;
         if (errs[0].find("cannot reserve") == std::string::npos ||
             errs[0].find("No space left on device") == std::string::npos ||
