@@ -186,7 +186,14 @@ ShmSegment createOrOpen(Store& store, int rank, size_t segBytes, int size, size_
         fmt::format("shared memory: group rank 0 could not create the segment: {}", got.substr(6)),
         -1);
   }
-  return ShmSegment::open(got.substr(3), segBytes);
+  try {
+    return ShmSegment::open(got.substr(3), segBytes);
+  } catch (const std::exception& e) {
+    // The others wait for every member to map the segment: tell them at once.
+    store.set("failed",
+              bytes(fmt::format("group rank {} could not open the segment: {}", rank, e.what())));
+    throw;
+  }
 }
 
 }  // namespace
@@ -214,7 +221,10 @@ std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
   ShmSegment seg = createOrOpen(store, rank, shm_impl::segmentBytes(size, o.slotBytes), size,
                                 o.slotBytes, o.timeout);
   auto link = std::make_unique<ShmLink>(std::move(seg), rank, size, o.slotBytes, o.timeout, global);
-  link->awaitMapped();
+  link->awaitMapped([&store] {
+    if (!store.check({"failed"})) return std::string();
+    return text(store.get("failed", std::chrono::seconds(5)));
+  });
   return std::make_unique<ShmBackend>(std::move(inner), std::move(link), std::move(root), prefix, o,
                                       std::move(global));
 }

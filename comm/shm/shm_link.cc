@@ -127,17 +127,27 @@ char* ShmLink::slot(int r, int half) const {
          static_cast<size_t>(half) * halfBytes();
 }
 
-void ShmLink::awaitMapped() {
+void ShmLink::awaitMapped(const std::function<std::string()>& failed) {
   auto* h = reinterpret_cast<Header*>(seg_.data());
   auto start = std::chrono::steady_clock::now();
+  auto lastPoll = start;
   while (h->mapped.load(std::memory_order_acquire) < static_cast<uint32_t>(size_)) {
-    if (std::chrono::steady_clock::now() - start > timeout_) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - lastPoll > std::chrono::milliseconds(50)) {
+      lastPoll = now;
+      std::string why = failed ? failed() : "";
+      if (!why.empty()) {
+        seg_.unlink();
+        throw CommError(fmt::format("shared memory: {} (rank {} gives up)", why, describe(rank_)));
+      }
+    }
+    if (now - start > timeout_) {
       seg_.unlink();
-      throw TimeoutError(fmt::format(
-          "shared memory: {} of {} local ranks mapped {} within {:.1f} s (rank {} waited) "
-          "[DS_TIMEOUT]",
-          h->mapped.load(), size_, seg_.name(), std::chrono::duration<double>(timeout_).count(),
-          describe(rank_)));
+      throw TimeoutError(
+          fmt::format("shared memory: {} of {} local ranks mapped {} within {:.1f} s ({} waited) "
+                      "[DS_TIMEOUT]",
+                      h->mapped.load(), size_, seg_.name(),
+                      std::chrono::duration<double>(timeout_).count(), describe(rank_)));
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

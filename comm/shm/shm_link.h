@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,10 @@ class ShmLink {
   static void initHeader(char* base, int size, size_t slotBytes);
 
   // Waits (up to the timeout) until every local rank has mapped the segment, then removes its
-  // name. TimeoutError naming how many never mapped it (the name is removed either way).
-  void awaitMapped();
+  // name. TimeoutError naming how many never mapped it; the CommError of `failed` when it
+  // returns a text (polled every 50 ms: a member that could not open the segment). The name is
+  // removed either way.
+  void awaitMapped(const std::function<std::string()>& failed);
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -188,3 +188,29 @@ TEST_CASE("shm: ranks the launcher puts on different hosts stay on gloo", "[mult
       std::chrono::seconds(60));
   CHECK(failures(res) == "");
 }
+
+TEST_CASE("shm: ranks that disagree on the slot size fail at once, naming the rank",
+          "[multirank]") {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errs(2);
+  ds::test::runRanks(2, [&](int r) {
+    try {
+      ShmOptions so;
+      so.slotBytes = r == 0 ? 64 << 10 : 128 << 10;  // e.g. DS_COMM_SHM_SLOT_BYTES set on one
+      so.timeout = std::chrono::seconds(60);         // a hang would show as a timeout here
+      auto be = wrapWithShm(createBackend("gloo", store, r, 2,
+                                          [] {
+                                            GroupOptions o = opts();
+                                            o.sharedMemory = false;
+                                            return o;
+                                          }()),
+                            store, so);
+      errs[static_cast<size_t>(r)] = "no error";
+    } catch (const std::exception& e) {
+      errs[static_cast<size_t>(r)] = e.what();
+    }
+  });
+  CHECK_THAT(errs[1], Catch::Contains("is not this group's segment"));
+  CHECK_THAT(errs[0], Catch::Contains("group rank 1 could not open the segment"));
+  CHECK_THAT(errs[0], Catch::Contains("rank 0 gives up"));
+}
