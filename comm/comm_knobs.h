@@ -101,6 +101,18 @@ inline constexpr Knob kCommShmSlotBytes{
     .lo = 65536,
     .hi = kGiB};
 
+inline constexpr Knob kMpiShmMinBytes{
+    .name = "DS_MPI_SHM_MIN_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "67108864",
+    .doc =
+        "mpi: when every rank of the world group runs on one host, collectives on at least this "
+        "many bytes go through the shared-memory path (faster than Open MPI's there: "
+        "bench/results/comm_efficiency.txt); 0 = never. DS_COMM_SHM=0 turns it off too.",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = int64_t{1} << 40};
+
 // comm/nccl/peer_liveness.cc
 inline constexpr Knob kNcclPeerTimeout{
     .name = "DS_NCCL_PEER_TIMEOUT",
@@ -127,8 +139,8 @@ inline constexpr const Knob* kCommKnobList[] = {
     &kGlooSegmentBytes,       &kGlooRingSegmentBytes,
     &kGlooPairAllreduceBytes, &kGlooDirectReduceScatterBytes,
     &kGlooPieceBytes,         &kCommShm,
-    &kCommShmSlotBytes,       &kNcclPeerTimeout,
-    &kNcclHeartbeatMs,
+    &kCommShmSlotBytes,       &kMpiShmMinBytes,
+    &kNcclPeerTimeout,        &kNcclHeartbeatMs,
 };
 inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};
 

@@ -73,7 +73,7 @@ class ShmBackend final : public Backend {
 
   WorkPtr allgather(BufferView input, BufferView output,
                     const std::vector<size_t>& counts) override {
-    if (!onShm(input, false) || counts.size() != static_cast<size_t>(size())) {
+    if (!onShm(output, false) || counts.size() != static_cast<size_t>(size())) {
       return inner_->allgather(input, output, counts);
     }
     return run("allgather", [this, input, output, counts] {
@@ -95,6 +95,7 @@ class ShmBackend final : public Backend {
   }
 
   WorkPtr barrier() override {
+    if (options_.minBytes > 0) return inner_->barrier();
     return run("barrier", [this] { shm_impl::barrier(*link_); });
   }
 
@@ -116,9 +117,11 @@ class ShmBackend final : public Backend {
                                              const ShmOptions& options, std::vector<int> global);
 
  private:
-  // The shm path takes host buffers of the dtypes it handles (reduce: those it can reduce).
-  static bool onShm(const BufferView& b, bool reduces) {
-    if (b.device != Device::kCpu) return false;
+  // The shm path takes host buffers of the dtypes it handles (reduce: those it can reduce), of
+  // at least options_.minBytes (the buffer given: the input of reduce_scatter, the output of
+  // allgather).
+  bool onShm(const BufferView& b, bool reduces) const {
+    if (b.device != Device::kCpu || b.bytes() < options_.minBytes) return false;
     return !reduces || shm_impl::reducible(b.dtype);
   }
 
@@ -233,8 +236,9 @@ bool isShmBackend(const Backend& b) { return dynamic_cast<const ShmBackend*>(&b)
 
 bool shmEnabledByEnv() { return knobBoolOrDefault(knobs::kCommShm); }
 
-ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout) {
+ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::string& backend) {
   ShmOptions o;
+  if (backend == "mpi") o.minBytes = static_cast<size_t>(knobIntOrDefault(knobs::kMpiShmMinBytes));
   o.slotBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmSlotBytes));
   o.timeout = timeout;
   return o;

@@ -18,11 +18,14 @@ namespace ds::comm {
 struct ShmOptions {
   size_t slotBytes = 1 << 20;            // per rank, two pipeline halves (DS_COMM_SHM_SLOT_BYTES)
   std::chrono::milliseconds timeout{0};  // every wait; 0 = ds::defaultTimeout()
+  size_t minBytes = 0;  // collectives on fewer bytes (barrier: all, when > 0) go to the inner
+                        // backend: the mpi backend keeps Open MPI where it is faster
 };
 
-// Whether DS_COMM_SHM leaves the transport on (default yes), and the knob-derived options.
+// Whether DS_COMM_SHM leaves the transport on (default yes), and the knob-derived options for a
+// layer over `backend` (mpi: minBytes = DS_MPI_SHM_MIN_BYTES).
 bool shmEnabledByEnv();
-ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout);
+ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::string& backend);
 
 // This process's host identity for grouping: "<CROSS_RANK>|<boot id>|<dev:ino of /dev/shm>|<uid>".
 std::string shmHostKey();
