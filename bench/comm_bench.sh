@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Collective bandwidth of dsrun's comm layer next to the raw libraries, measured in one run:
-#   ours gloo  = dsrun --num_gpus N dsrt comm-bench --comm_backend gloo
+#   ours gloo  = DS_COMM_SHM=0 dsrun --num_gpus N dsrt comm-bench --comm_backend gloo (our gloo
+#                over TCP: the shared-memory path, on by default on one host, is measured
+#                against both in bench/comm_efficiency.sh)
 #   raw gloo   = dsrun --num_gpus N bench_raw_gloo   (libgloo's own algorithms)
 #   ours mpi   = mpirun -np N dsrt comm-bench --comm_backend mpi
 #   raw mpi    = mpirun -np N bench_raw_mpi          (the same MPI calls our backend makes:
@@ -56,7 +58,7 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 run() {
   local be=$1 n=$2 who=$3 rep=$4 port=$((29700 + $2))
   case "$be/$who" in
-    gloo/ours) "$B/dsrun" --num_gpus "$n" --master_port "$port" "$B/dsrt" comm-bench \
+    gloo/ours) DS_COMM_SHM=0 "$B/dsrun" --num_gpus "$n" --master_port "$port" "$B/dsrt" comm-bench \
                  --comm_backend gloo --sizes "$SIZES" --ops "$OPS" \
                  --target_seconds "$DS_BENCH_TARGET_SECONDS" ;;
     gloo/raw)  rm -rf "$TMP/store"; mkdir -p "$TMP/store"

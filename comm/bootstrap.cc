@@ -9,6 +9,7 @@
 
 #include "comm/comm_knobs.h"
 #include "comm/registry.h"
+#include "comm/shm/shm_backend.h"
 #include "comm/store/prefix_store.h"
 #include "comm/store/tcp_store.h"
 #include "core/core_knobs.h"
@@ -155,8 +156,14 @@ std::unique_ptr<ProcessGroup> connectGroup(const Rendezvous& rv, const std::stri
   go.timeout = rv.timeout;
   go.hostAddr = hostAddr;
   auto store = std::make_shared<PrefixStore>("pg/world", rv.store);
-  return std::make_unique<ProcessGroup>(
-      createBackend(backend, store, rv.env.rank, rv.env.worldSize, go));
+  auto be = createBackend(backend, store, rv.env.rank, rv.env.worldSize, go);
+  // mpi: large collectives of a one-host job go through shared memory (DS_MPI_SHM_MIN_BYTES).
+  // Here rather than in createBackend: only a bootstrapped job is sure to share one store.
+  if (be->name() == "mpi" && shmEnabledByEnv()) {
+    ShmOptions so = shmOptionsFromEnv(rv.timeout, "mpi");
+    if (so.minBytes > 0) be = wrapWithShm(std::move(be), store, so);
+  }
+  return std::make_unique<ProcessGroup>(std::move(be));
 }
 
 std::unique_ptr<ProcessGroup> bootstrap(const BootstrapOptions& options) {

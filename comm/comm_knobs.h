@@ -80,6 +80,39 @@ inline constexpr Knob kGlooPieceBytes{
     .lo = 0,
     .hi = kGiB};
 
+// comm/shm/shm_backend.cc: the shared-memory transport within a host (docs/comm.md).
+inline constexpr Knob kCommShm{
+    .name = "DS_COMM_SHM",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "gloo: when every rank of a group runs on one host (same CROSS_RANK and kernel), "
+        "collectives go through a shared-memory segment in /dev/shm instead of TCP; 0 turns "
+        "it off.",
+    .readBy = kReadByDsrt};
+inline constexpr Knob kCommShmSlotBytes{
+    .name = "DS_COMM_SHM_SLOT_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "1048576",
+    .doc =
+        "shm: bytes per local rank in the shared-memory segment (two pipeline halves, rounded "
+        "down to 4 KiB); the segment holds one slot per local rank.",
+    .readBy = kReadByDsrt,
+    .lo = 65536,
+    .hi = kGiB};
+
+inline constexpr Knob kMpiShmMinBytes{
+    .name = "DS_MPI_SHM_MIN_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "67108864",
+    .doc =
+        "mpi: when every rank of the world group runs on one host, collectives on at least this "
+        "many bytes go through the shared-memory path (faster than Open MPI's there: "
+        "bench/results/comm_efficiency.txt); 0 = never. DS_COMM_SHM=0 turns it off too.",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = int64_t{1} << 40};
+
 // comm/nccl/peer_liveness.cc
 inline constexpr Knob kNcclPeerTimeout{
     .name = "DS_NCCL_PEER_TIMEOUT",
@@ -102,9 +135,12 @@ inline constexpr Knob kNcclHeartbeatMs{
     .hi = 3600 * 1000};
 
 inline constexpr const Knob* kCommKnobList[] = {
-    &kStoreBindAddr,        &kGlooSmallAllreduceBytes, &kGlooSegmentBytes,
-    &kGlooRingSegmentBytes, &kGlooPairAllreduceBytes,  &kGlooDirectReduceScatterBytes,
-    &kGlooPieceBytes,       &kNcclPeerTimeout,         &kNcclHeartbeatMs,
+    &kStoreBindAddr,          &kGlooSmallAllreduceBytes,
+    &kGlooSegmentBytes,       &kGlooRingSegmentBytes,
+    &kGlooPairAllreduceBytes, &kGlooDirectReduceScatterBytes,
+    &kGlooPieceBytes,         &kCommShm,
+    &kCommShmSlotBytes,       &kMpiShmMinBytes,
+    &kNcclPeerTimeout,        &kNcclHeartbeatMs,
 };
 inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};
 

@@ -25,6 +25,8 @@ struct GroupOptions {
   std::chrono::milliseconds timeout{0};  // 0 = ds::defaultTimeout()
   std::string hostAddr;                  // address this rank listens on ("" = MASTER_ADDR-side
                                          // interface; loopback for local jobs)
+  bool sharedMemory = true;              // gloo: a group on one host uses comm/shm (unless
+                                         // DS_COMM_SHM=0); false: the backend's own transport
 };
 
 class ProcessGroup {

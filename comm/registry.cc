@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "comm/gloo/gloo_backend.h"
+#include "comm/shm/shm_backend.h"
 #include "ds/config.h"
 #if DS_HAVE_MPI
 #include "comm/mpi/mpi_backend.h"
@@ -49,7 +50,11 @@ Device bufferDevice(const std::string& backend) {
 std::unique_ptr<Backend> createBackend(const std::string& name, std::shared_ptr<Store> store,
                                        int rank, int size, const GroupOptions& options) {
   std::string which = name.empty() ? defaultBackendName() : name;
-  if (which == "gloo") return createGlooBackend(std::move(store), rank, size, options);
+  if (which == "gloo") {
+    auto gloo = createGlooBackend(store, rank, size, options);
+    if (!options.sharedMemory || !shmEnabledByEnv()) return gloo;
+    return wrapWithShm(std::move(gloo), std::move(store), shmOptionsFromEnv(options.timeout, "gloo"));
+  }
 #if DS_HAVE_MPI
   if (which == "mpi") return createMpiBackend(std::move(store), rank, size, options);
 #endif

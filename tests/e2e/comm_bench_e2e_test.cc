@@ -1,7 +1,9 @@
 // End to end through the real binaries: `dsrun --num_gpus 2 --comm_backend gloo <dsrt>
-// comm-bench` and the same with `--launcher openmpi --comm_backend mpi` (real mpirun), at a few
-// small sizes. Every row of rank 0's table must say "ok" (the benchmark checked the result
-// against values it computed) and the table must have one row per (collective, size).
+// comm-bench` (on one host: the shared-memory path, and with DS_COMM_SHM=0 gloo's TCP) and the
+// same with `--launcher openmpi --comm_backend mpi` (real mpirun; with DS_MPI_SHM_MIN_BYTES=1
+// every collective of the mpi backend through shared memory), at a few small sizes. Every row of
+// rank 0's table must say "ok" (the benchmark checked the result against values it computed) and
+// the table must have one row per (collective, size).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -75,6 +77,37 @@ TEST_CASE("e2e: dsrun --launcher openmpi --comm_backend mpi dsrt comm-bench chec
                      "--mca mpi_yield_when_idle 1' " +
                      bin("dsrt") + kBenchArgs + " 2>&1",
                  &out, std::chrono::seconds(120));
+  INFO(out);
+  CHECK(rc == 0);
+  checkTable(out, "mpi");
+#else
+  DS_SKIP("this build has no mpi backend (libopenmpi-dev)");
+#endif
+}
+
+TEST_CASE("e2e: comm-bench rows check on gloo over TCP (DS_COMM_SHM=0)", "[e2e]") {
+  std::string out;
+  int rc = runCommand("DS_COMM_SHM=0 " + bin("dsrun") + " --num_gpus 2 --master_port " +
+                          std::to_string(ds::test::freePort()) + " --comm_backend gloo " +
+                          bin("dsrt") + kBenchArgs + " 2>&1",
+                      &out, std::chrono::seconds(120));
+  INFO(out);
+  CHECK(rc == 0);
+  checkTable(out, "gloo");
+}
+
+TEST_CASE("e2e: the mpi backend's collectives through shared memory check every row", "[e2e]") {
+#if DS_HAVE_MPI
+  std::string out;
+  int rc = runCommand(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "DS_MPI_SHM_MIN_BYTES=1 " +
+          bin("dsrun") + " --num_gpus 2 --master_port " + std::to_string(ds::test::freePort()) +
+          " --launcher openmpi --comm_backend mpi --launcher_args '--mca btl self,tcp "
+          "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo --bind-to none "
+          "--mca mpi_yield_when_idle 1' " +
+          bin("dsrt") + kBenchArgs + " 2>&1",
+      &out, std::chrono::seconds(120));
   INFO(out);
   CHECK(rc == 0);
   checkTable(out, "mpi");

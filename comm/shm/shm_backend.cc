@@ -1,0 +1,270 @@
+// ShmBackend: the decorator of shm_backend.h, and the connection protocol under the group's
+// store prefix "shm/<generation>" (subgroups: "<parent>/sub<k>"): "host/<r>" = host key of each
+// rank; "segment" = "ok <name>" or "error <text>" from group rank 0, the creator.
+#include "comm/shm/shm_backend.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "comm/comm_knobs.h"
+#include "comm/serial_worker.h"
+#include "comm/shm/shm_collectives.h"
+#include "comm/shm/shm_link.h"
+#include "comm/store/prefix_store.h"
+#include "core/core_knobs.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace ds::comm {
+namespace {
+
+using shm_impl::ShmLink;
+using shm_impl::ShmSegment;
+
+std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
+Bytes bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+class ShmBackend final : public Backend {
+ public:
+  ShmBackend(std::unique_ptr<Backend> inner, std::unique_ptr<ShmLink> link,
+             std::shared_ptr<Store> store, std::string prefix, ShmOptions options,
+             std::vector<int> globalRanks)
+      : inner_(std::move(inner)),
+        link_(std::move(link)),
+        store_(std::move(store)),
+        prefix_(std::move(prefix)),
+        options_(options),
+        globalRanks_(std::move(globalRanks)),
+        worker_(std::make_unique<SerialWorker>(options_.timeout)) {}
+
+  ~ShmBackend() override {
+    worker_.reset();  // runs what is queued; a member that already left fails it at once
+    link_.reset();    // closes this endpoint
+  }
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+  bool supports(Device d) const override { return inner_->supports(d); }
+
+  WorkPtr allreduce(BufferView buf, ReduceOp op) override {
+    if (!onShm(buf, true)) return inner_->allreduce(buf, op);
+    return run("allreduce", [this, buf, op] {
+      shm_impl::allreduce(*link_, buf.data, buf.count, buf.dtype, op);
+    });
+  }
+
+  WorkPtr reduceScatter(BufferView input, BufferView output, const std::vector<size_t>& counts,
+                        ReduceOp op) override {
+    if (!onShm(input, true) || counts.size() != static_cast<size_t>(size())) {
+      return inner_->reduceScatter(input, output, counts, op);
+    }
+    return run("reduce_scatter", [this, input, output, counts, op] {
+      shm_impl::reduceScatter(*link_, input.data, output.data, counts, input.dtype, op);
+    });
+  }
+
+  WorkPtr allgather(BufferView input, BufferView output,
+                    const std::vector<size_t>& counts) override {
+    if (!onShm(output, false) || counts.size() != static_cast<size_t>(size())) {
+      return inner_->allgather(input, output, counts);
+    }
+    return run("allgather", [this, input, output, counts] {
+      shm_impl::allgather(*link_, input.data, output.data, counts, dtypeSize(input.dtype));
+    });
+  }
+
+  WorkPtr broadcast(BufferView buf, int root) override {
+    if (!onShm(buf, false) || root < 0 || root >= size()) return inner_->broadcast(buf, root);
+    return run("broadcast",
+               [this, buf, root] { shm_impl::broadcast(*link_, buf.data, buf.bytes(), root); });
+  }
+
+  WorkPtr reduce(BufferView buf, int root, ReduceOp op) override {
+    if (!onShm(buf, true) || root < 0 || root >= size()) return inner_->reduce(buf, root, op);
+    return run("reduce", [this, buf, root, op] {
+      shm_impl::reduce(*link_, buf.data, buf.count, buf.dtype, root, op);
+    });
+  }
+
+  WorkPtr barrier() override {
+    if (options_.minBytes > 0) return inner_->barrier();
+    return run("barrier", [this] { shm_impl::barrier(*link_); });
+  }
+
+  WorkPtr send(BufferView buf, int dst, int tag) override { return inner_->send(buf, dst, tag); }
+  WorkPtr recv(BufferView buf, int src, int tag) override { return inner_->recv(buf, src, tag); }
+
+  std::unique_ptr<Backend> newSubgroup(const std::vector<int>& ranks) override {
+    std::string prefix = fmt::format("{}/sub{}", prefix_, subgroups_++);
+    auto sub = inner_->newSubgroup(ranks);
+    if (!sub) return nullptr;
+    std::vector<int> global;
+    for (int r : ranks) global.push_back(globalRanks_[static_cast<size_t>(r)]);
+    return connectShm(std::move(sub), store_, prefix, options_, std::move(global));
+  }
+
+  // The protocol of wrapWithShm, for a group under `prefix`.
+  static std::unique_ptr<Backend> connectShm(std::unique_ptr<Backend> inner,
+                                             std::shared_ptr<Store> root, const std::string& prefix,
+                                             const ShmOptions& options, std::vector<int> global);
+
+ private:
+  // The shm path takes host buffers of the dtypes it handles (reduce: those it can reduce), of
+  // at least options_.minBytes (the buffer given: the input of reduce_scatter, the output of
+  // allgather).
+  bool onShm(const BufferView& b, bool reduces) const {
+    if (b.device != Device::kCpu || b.bytes() < options_.minBytes) return false;
+    return !reduces || shm_impl::reducible(b.dtype);
+  }
+
+  WorkPtr run(const char* what, std::function<void()> fn) {
+    return worker_->submit(fmt::format("shm {} (rank {} of {})", what, rank(), size()),
+                           std::move(fn));
+  }
+
+  std::unique_ptr<Backend> inner_;
+  std::unique_ptr<ShmLink> link_;
+  std::shared_ptr<Store> store_;
+  std::string prefix_;
+  ShmOptions options_;
+  std::vector<int> globalRanks_;
+  int subgroups_ = 0;
+  std::unique_ptr<SerialWorker> worker_;
+};
+
+// Every member's host key; true when all equal this rank's.
+bool allOnThisHost(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
+  std::string mine = shmHostKey();
+  store.set(fmt::format("host/{}", rank), bytes(mine));
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(fmt::format("host/{}", r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(
+        fmt::format("shared memory: group rank {} of {} waited {:.1f} s for the "
+                    "others' host keys: {}",
+                    rank, size, std::chrono::duration<double>(timeout).count(), e.what()));
+  }
+  for (const auto& k : keys) {
+    if (text(store.get(k, timeout)) != mine) return false;
+  }
+  return true;
+}
+
+// Group rank 0 creates the segment and publishes its name (or why it could not); the others
+// open it.
+ShmSegment createOrOpen(Store& store, int rank, size_t segBytes, int size, size_t slotBytes,
+                        std::chrono::milliseconds timeout) {
+  if (rank == 0) {
+    try {
+      ShmSegment seg = ShmSegment::create(shm_impl::nextSegmentName(), segBytes);
+      ShmLink::initHeader(seg.data(), size, slotBytes);
+      store.set("segment", bytes("ok " + seg.name()));
+      return seg;
+    } catch (const std::exception& e) {
+      store.set("segment", bytes(std::string("error ") + e.what()));
+      throw;
+    }
+  }
+  try {
+    store.wait({"segment"}, timeout);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(fmt::format(
+        "shared memory: group rank {} waited {:.1f} s for group rank 0 to create the segment "
+        "[DS_TIMEOUT]",
+        rank, std::chrono::duration<double>(timeout).count()));
+  }
+  std::string got = text(store.get("segment", timeout));
+  if (got.rfind("error ", 0) == 0) {
+    throw CommError(
+        fmt::format("shared memory: group rank 0 could not create the segment: {}", got.substr(6)),
+        -1);
+  }
+  try {
+    return ShmSegment::open(got.substr(3), segBytes);
+  } catch (const std::exception& e) {
+    // The others wait for every member to map the segment: tell them at once.
+    store.set("failed",
+              bytes(fmt::format("group rank {} could not open the segment: {}", rank, e.what())));
+    throw;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
+                                                std::shared_ptr<Store> root,
+                                                const std::string& prefix,
+                                                const ShmOptions& options,
+                                                std::vector<int> global) {
+  const int rank = inner->rank(), size = inner->size();
+  if (size < 2) return inner;
+  ShmOptions o = options;
+  if (o.timeout.count() <= 0) o.timeout = defaultTimeout();
+  o.slotBytes = std::max<size_t>(o.slotBytes / 4096 * 4096, 4096);
+  PrefixStore store(prefix, root);
+  if (!allOnThisHost(store, rank, size, o.timeout)) {
+    DS_LOG_DEBUG("comm", "shm: group {} spans hosts; collectives stay on {}", prefix,
+                 inner->name());
+    return inner;
+  }
+  if (o.slotBytes / 2 / static_cast<size_t>(size) / 8 == 0) {
+    throw ConfigError(fmt::format("DS_COMM_SHM_SLOT_BYTES={} is too small for {} local ranks",
+                                  o.slotBytes, size));
+  }
+  ShmSegment seg = createOrOpen(store, rank, shm_impl::segmentBytes(size, o.slotBytes), size,
+                                o.slotBytes, o.timeout);
+  auto link = std::make_unique<ShmLink>(std::move(seg), rank, size, o.slotBytes, o.timeout, global);
+  link->awaitMapped([&store] {
+    if (!store.check({"failed"})) return std::string();
+    return text(store.get("failed", std::chrono::seconds(5)));
+  });
+  return std::make_unique<ShmBackend>(std::move(inner), std::move(link), std::move(root), prefix, o,
+                                      std::move(global));
+}
+
+bool isShmBackend(const Backend& b) { return dynamic_cast<const ShmBackend*>(&b) != nullptr; }
+
+bool shmEnabledByEnv() { return knobBoolOrDefault(knobs::kCommShm); }
+
+ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::string& backend) {
+  ShmOptions o;
+  if (backend == "mpi") o.minBytes = static_cast<size_t>(knobIntOrDefault(knobs::kMpiShmMinBytes));
+  o.slotBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmSlotBytes));
+  o.timeout = timeout;
+  return o;
+}
+
+std::string shmHostKey() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  struct stat st {};
+  std::string shm = ::stat("/dev/shm", &st) == 0 ? fmt::format("{}:{}", st.st_dev, st.st_ino) : "";
+  return fmt::format("{}|{}|{}|{}", knobIntOrDefault(knobs::kCrossRank), boot, shm, ::getuid());
+}
+
+std::unique_ptr<Backend> wrapWithShm(std::unique_ptr<Backend> inner, std::shared_ptr<Store> store,
+                                     const ShmOptions& options) {
+  DS_CHECK(inner != nullptr && store != nullptr, "wrapWithShm needs a backend and a store");
+  const int size = inner->size();
+  if (size < 2) return inner;
+  // Generation: the n-th shm world group over this store (as gloo's "gloo/joined").
+  int64_t joined = store->add("shm/joined", 1);
+  std::string prefix = fmt::format("shm/{}", (joined - 1) / size);
+  std::vector<int> global(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) global[static_cast<size_t>(r)] = r;
+  return ShmBackend::connectShm(std::move(inner), std::move(store), prefix, options,
+                                std::move(global));
+}
+
+}  // namespace ds::comm

@@ -1,0 +1,44 @@
+// The shared-memory layer over another backend (gloo): when every rank of a group runs on one
+// host (the launcher's CROSS_RANK, and the same kernel, /dev/shm and user), its collectives go
+// through one shared-memory segment (ShmLink, shm_collectives.h) instead of the inner backend's
+// transport; point-to-point messages and dtypes the shm path cannot reduce go to the inner
+// backend. A group that spans hosts is returned unwrapped (hierarchical collectives are not
+// here). Owns the inner backend; collectives run in issue order on one worker thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/backend.h"
+#include "comm/store/store.h"
+
+namespace ds::comm {
+
+struct ShmOptions {
+  size_t slotBytes = 1 << 20;            // per rank, two pipeline halves (DS_COMM_SHM_SLOT_BYTES)
+  std::chrono::milliseconds timeout{0};  // every wait; 0 = ds::defaultTimeout()
+  size_t minBytes = 0;  // collectives on fewer bytes (barrier: all, when > 0) go to the inner
+                        // backend: the mpi backend keeps Open MPI where it is faster
+};
+
+// Whether DS_COMM_SHM leaves the transport on (default yes), and the knob-derived options for a
+// layer over `backend` (mpi: minBytes = DS_MPI_SHM_MIN_BYTES).
+bool shmEnabledByEnv();
+ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::string& backend);
+
+// This process's host identity for grouping: "<CROSS_RANK>|<boot id>|<dev:ino of /dev/shm>|<uid>".
+std::string shmHostKey();
+
+// Collective over every rank of inner's group, which all share `store`: each publishes its host
+// key; if all match (and there are 2+ ranks), the host's segment is created by group rank 0,
+// opened by the others, and unlinked once all have mapped it; returns the wrapping backend.
+// Otherwise returns inner as is. Throws ConfigError/CommError/TimeoutError (segment exists,
+// /dev/shm full, a rank that never arrives) with nothing left in /dev/shm.
+std::unique_ptr<Backend> wrapWithShm(std::unique_ptr<Backend> inner, std::shared_ptr<Store> store,
+                                     const ShmOptions& options);
+
+// Whether b is the shared-memory layer (tests, diagnostics).
+bool isShmBackend(const Backend& b);
+
+}  // namespace ds::comm

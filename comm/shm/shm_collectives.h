@@ -1,0 +1,41 @@
+// The shared-memory collectives (one per file), run synchronously on the group's worker over a
+// ShmLink. Every one is a pipeline over chunks that fit a slot half, so any size works with a
+// bounded segment; consecutive chunks (across collectives too) use alternate slot halves
+// (ShmLink::nextHalf), so a rank may fill the next chunk while the others still read the last.
+// Reductions combine the members' contributions in rank order (op(op(r0, r1), r2)...), fp16/bf16
+// widened to fp32 and rounded once (comm/gloo/reduce_kernels): bitwise the gloo path's result
+// wherever gloo's order is also rank order (2 ranks; gloo's direct allreduce). Counts are elements;
+// counts of zero do no step at all.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "comm/shm/shm_link.h"
+#include "comm/types.h"
+
+namespace ds::comm::shm_impl {
+
+// Whether the shm path reduces this dtype (fp32, fp16, bf16, int32, int64).
+bool reducible(DType t);
+
+void allreduce(ShmLink& link, void* data, size_t count, DType t, ReduceOp op);
+// input: size() blocks of counts[i] elements; output: this rank's reduced block (may be the
+// input's own block).
+void reduceScatter(ShmLink& link, const void* input, void* output,
+                   const std::vector<size_t>& counts, DType t, ReduceOp op);
+// input: this rank's block; output: all blocks in rank order (input may alias its block).
+void allgather(ShmLink& link, const void* input, void* output, const std::vector<size_t>& counts,
+               size_t elemSize);
+void broadcast(ShmLink& link, void* data, size_t bytes, int root);
+// The result lands at root only; other members' buffers are untouched.
+void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op);
+void barrier(ShmLink& link);
+
+// dst[i] = op over srcs[0..n)[i] in rank order (kAvg: then / n), via fp32 for 16-bit types; then
+// copy[i] = dst[i] unless copy is null. dst may be one of the srcs exactly (no partial overlap);
+// copy overlaps nothing.
+void reduceSlice(ShmLink& link, void* dst, void* copy, const std::vector<const char*>& srcs,
+                 size_t count, DType t, ReduceOp op);
+
+}  // namespace ds::comm::shm_impl

@@ -1,0 +1,81 @@
+// ShmLink: a group's mapped shared-memory segment and the rules for using it: its layout (a
+// header, one state record per rank, one slot per rank of two pipeline halves), the step (every
+// member arrives, then waits for every other: a barrier over per-rank sequence numbers, spin
+// then yield then futex), and failure: a wait past the timeout, a member whose process is gone
+// or whose endpoint closed, records the culprit in the header, which fails every member's wait
+// at once with a CommError naming it. Not a collective. Used by one thread at a time (the
+// group's worker); abort state is shared through the segment.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/shm/shm_segment.h"
+
+namespace ds::comm::shm_impl {
+
+// Segment bytes for `size` ranks with slots of `slotBytes` (a multiple of 4096).
+size_t segmentBytes(int size, size_t slotBytes);
+
+class ShmLink {
+ public:
+  // seg is mapped by this rank (the header initialized by its creator, initHeader); this rank
+  // records its process id and counts itself as mapped. globalRanks[i]: world rank of group rank
+  // i (messages only).
+  ShmLink(ShmSegment seg, int rank, int size, size_t slotBytes, std::chrono::milliseconds timeout,
+          std::vector<int> globalRanks);
+  ~ShmLink();  // closes this endpoint: members still waiting on it fail at once
+  ShmLink(const ShmLink&) = delete;
+  ShmLink& operator=(const ShmLink&) = delete;
+
+  // The creator's part, before publishing the name: writes the header of a zeroed segment.
+  static void initHeader(char* base, int size, size_t slotBytes);
+
+  // Waits (up to the timeout) until every local rank has mapped the segment, then removes its
+  // name. TimeoutError naming how many never mapped it; the CommError of `failed` when it
+  // returns a text (polled every 50 ms: a member that could not open the segment). The name is
+  // removed either way.
+  void awaitMapped(const std::function<std::string()>& failed);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t halfBytes() const { return slotBytes_ / 2; }
+  char* slot(int r, int half) const;
+  // The slot half the next chunk uses: alternating across chunks of all collectives, so a half
+  // is refilled only after a later chunk's step, which every member reaches done reading it.
+  int nextHalf() { return static_cast<int>(chunks_++ % 2); }
+
+  // One step: arrive, then wait for every member to arrive. `what` names the collective.
+  void step(const char* what);
+  // Throws what broke the group, if anything did (each collective starts with it).
+  void checkUsable() const;
+  // Per-rank fp32 scratch (reused; grows, never shrinks).
+  float* scratch(int index, size_t floats);
+
+  struct State;  // one member's record in the segment (shm_link.cc)
+
+ private:
+  State& state(int r) const;
+  void waitFor(int peer, uint32_t target, const char* what);
+  [[noreturn]] void fail(int culprit, const char* what, const std::string& detail, bool timeout);
+  void wakeAll();
+  std::string describe(int groupRank) const;
+
+  ShmSegment seg_;
+  int rank_;
+  int size_;
+  size_t slotBytes_;
+  std::chrono::milliseconds timeout_;
+  std::vector<int> globalRanks_;
+  uint32_t seq_ = 0;
+  uint64_t chunks_ = 0;
+  std::exception_ptr broken_;
+  std::vector<std::vector<float>> scratch_{2};
+};
+
+}  // namespace ds::comm::shm_impl
