@@ -152,8 +152,8 @@ int main(int argc, char** argv) try {
     // The model writes dinp (matmulBackwardWrite: beta 0, no memset before); the "+=" row is
     // the accumulating call it made before, after a zero() of dinp (x/step 0).
     add(std::string("matmul bwd ") + l.name, bwdReplaced ? 0 : l.count, 2 * f, 0, [&] {
-      ops->matmulBackwardWrite(g.get(), dw.as<float>(), head ? nullptr : db.as<float>(), o,
-                               x.get(), w.get(), int(BT), int(l.cin), int(l.cout), dt);
+      ops->matmulBackwardWrite(g.get(), dw.as<float>(), head ? nullptr : db.as<float>(), o, x.get(),
+                               w.get(), int(BT), int(l.cin), int(l.cout), dt);
     });
     add(std::string("matmul bwd ") + l.name + " +=", 0, 2 * f, 0, [&] {
       ops->zero(g.get(), BT * l.cin * es);

@@ -230,8 +230,8 @@ void OpsGpt2Model::layerBackward(int l, const zero::ParamTable& p) {
   ops_.layernormBackward(dres, g(kLn2w), g(kLn2b), dln, a.res2, w(kLn2w), a.ln2Mean, a.ln2Rstd, BT,
                          C, dt_);
   // dres holds d(res2). res2 = x + attproj(attention(qkv(ln1(x)))).
-  ops_.matmulBackwardWrite(datty, g(kAttprojw), g(kAttprojb), dres, a.atty, w(kAttprojw), BT, C,
-                           C, dt_);
+  ops_.matmulBackwardWrite(datty, g(kAttprojw), g(kAttprojb), dres, a.atty, w(kAttprojw), BT, C, C,
+                           dt_);
   zeroAct(dqkv, 3 * BTC);
   ops_.attentionBackward(dqkv, datty, a.qkv, a.atty, a.att, B, T, C, NH, dt_);
   ops_.matmulBackwardWrite(dln, g(kQkvw), g(kQkvb), dqkv, a.ln1, w(kQkvw), BT, C, 3 * C, dt_);

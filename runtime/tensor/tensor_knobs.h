@@ -87,8 +87,9 @@ inline constexpr Knob kFaultKill{
         "(at=save), on restart attempt A (default 0; any: every attempt). Unset: nothing.",
     .readBy = kReadByDsrt};
 
-inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear, &kCudaAttention, &kCudaGeluFusion,
-                                                   &kCudaLayernormBwd, &kRestartAttempt, &kFaultKill};
+inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear,     &kCudaAttention,
+                                                   &kCudaGeluFusion, &kCudaLayernormBwd,
+                                                   &kRestartAttempt, &kFaultKill};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

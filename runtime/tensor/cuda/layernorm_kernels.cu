@@ -227,8 +227,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float sums[2][C];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float dw[V][8] = {}, db[V][8] = {};
-  for (int row = blockIdx.x * kWarpsPerBlock + warp; row < N;
-       row += gridDim.x * kWarpsPerBlock) {
+  for (int row = blockIdx.x * kWarpsPerBlock + warp; row < N; row += gridDim.x * kWarpsPerBlock) {
     const size_t base = static_cast<size_t>(row) * C;
     const float m = mean[row], r = rstd[row];
     uint4 xv[V], gv[V];
@@ -340,10 +339,10 @@ void launchBackwardFused(float* partials, int blocks, void* dinp, float* dweight
   const auto* w = static_cast<const uint16_t*>(weight);
   const unsigned grid = static_cast<unsigned>(blocks);
   switch (C / 256) {
-#define DS_LN_FUSED(V)                                                                \
-  case V:                                                                             \
-    layernormBackwardFusedKernel<V>                                                   \
-        <<<grid, kThreads, 0, stream>>>(di, partials, g, x, w, mean, rstd, N);        \
+#define DS_LN_FUSED(V)                                                         \
+  case V:                                                                      \
+    layernormBackwardFusedKernel<V>                                            \
+        <<<grid, kThreads, 0, stream>>>(di, partials, g, x, w, mean, rstd, N); \
     break;
     DS_LN_FUSED(1)
     DS_LN_FUSED(2)

@@ -235,8 +235,7 @@ void CudaOps::linearBackward(void* dinp, float dinpBeta, float* dweight, float* 
   const cudaDataType_t type = cudaTypeOf(dt, "matmulBackward");
   const cublasComputeType_t compute = computeFor(dt, options_.allowTf32);
   if (dinp != nullptr) {
-    const LtGemm g =
-        linearDinpGemm(dinp, dout, weight, N, C, OC, dt, options_.allowTf32, dinpBeta);
+    const LtGemm g = linearDinpGemm(dinp, dout, weight, N, C, OC, dt, options_.allowTf32, dinpBeta);
     ltMatmul(lt_, *ltPlans_, ltWorkspace_, options_.cublasWorkspaceBytes, stream_, g);
   }
   if (dweight != nullptr) {
