@@ -1,8 +1,10 @@
 // CudaOps' LayerNorm (eps 1e-5) for fp32 and bf16 storage: one warp per row for the forward (the
-// vectorised kernel of layernorm_fwd_vec_kernels.cu where the width allows) and for dinp; the
-// parameter gradients as per-column sums over fixed row chunks, then one pass adding the chunks in
-// order. Not fused with the residual. Invariant: mean/rstd are fp32 and saved; backward ACCUMULATES
-// into dinp (dt), dweight and dbias (fp32); results are deterministic.
+// vectorised kernel of layernorm_fwd_vec_kernels.cu where the width allows). Backward: for bf16
+// C = 256 * V (V <= 4) one fused pass (dinp and per-block dweight/dbias sums) and a short final
+// sum; otherwise (or DS_CUDA_LAYERNORM_BWD=split) a warp per row for dinp, then per-column sums
+// over fixed row chunks and one pass adding the chunks in order. Not fused with the residual.
+// Invariant: mean/rstd are fp32 and saved; backward ACCUMULATES into dinp (dt), dweight and dbias
+// (fp32); results are deterministic.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -219,7 +221,7 @@ __global__ void layernormParamFinalKernel(float* dweight, float* dbias, const fl
 // shared memory in warp order, and the block writes one partials row for
 // layernormParamFinalKernel (fixed orders throughout: deterministic for a given grid).
 template <int V>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, V <= 3 ? 2 : 1)  // 2 blocks: <= 128 registers
     layernormBackwardFusedKernel(uint16_t* dinp, float* partials, const uint16_t* dout,
                                  const uint16_t* inp, const uint16_t* weight, const float* mean,
                                  const float* rstd, int N) {
@@ -230,12 +232,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int row = blockIdx.x * kWarpsPerBlock + warp; row < N; row += gridDim.x * kWarpsPerBlock) {
     const size_t base = static_cast<size_t>(row) * C;
     const float m = mean[row], r = rstd[row];
-    uint4 xv[V], gv[V];
+    uint4 xv[V], gv[V], dv[V];  // dinp too, before the sums: one round trip per row
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const int col = (v * 32 + lane) * 8;
       xv[v] = *reinterpret_cast<const uint4*>(inp + base + col);
       gv[v] = *reinterpret_cast<const uint4*>(dout + base + col);
+      dv[v] = *reinterpret_cast<const uint4*>(dinp + base + col);
     }
     float sumD = 0.f, sumDN = 0.f;
 #pragma unroll
@@ -261,11 +264,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int v = 0; v < V; ++v) {
       const int col = (v * 32 + lane) * 8;
       const uint4 wv = *reinterpret_cast<const uint4*>(weight + col);
-      uint4 dv = *reinterpret_cast<const uint4*>(dinp + base + col);
       const uint16_t* x = reinterpret_cast<const uint16_t*>(&xv[v]);
       const uint16_t* g = reinterpret_cast<const uint16_t*>(&gv[v]);
       const uint16_t* w = reinterpret_cast<const uint16_t*>(&wv);
-      uint16_t* d = reinterpret_cast<uint16_t*>(&dv);
+      uint16_t* d = reinterpret_cast<uint16_t*>(&dv[v]);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const float norm = (math::bf16BitsToF32(x[k]) - m) * r;
@@ -273,7 +275,7 @@ __global__ void __launch_bounds__(kThreads)
         const float dx = (dnorm - sumD - norm * sumDN) * r;
         d[k] = math::f32ToBf16Bits(math::bf16BitsToF32(d[k]) + dx);
       }
-      *reinterpret_cast<uint4*>(dinp + base + col) = dv;
+      *reinterpret_cast<uint4*>(dinp + base + col) = dv[v];
     }
   }
   for (int w = 0; w < kWarpsPerBlock; ++w) {
