@@ -149,7 +149,14 @@ int main(int argc, char** argv) try {
       ops->matmulForward(o, x.get(), w.get(), head ? nullptr : b.get(), int(BT), int(l.cin),
                          int(l.cout), dt);
     });
+    // The model writes dinp (matmulBackwardWrite: beta 0, no memset before); the "+=" row is
+    // the accumulating call it made before, after a zero() of dinp (x/step 0).
     add(std::string("matmul bwd ") + l.name, bwdReplaced ? 0 : l.count, 2 * f, 0, [&] {
+      ops->matmulBackwardWrite(g.get(), dw.as<float>(), head ? nullptr : db.as<float>(), o, x.get(),
+                               w.get(), int(BT), int(l.cin), int(l.cout), dt);
+    });
+    add(std::string("matmul bwd ") + l.name + " +=", 0, 2 * f, 0, [&] {
+      ops->zero(g.get(), BT * l.cin * es);
       ops->matmulBackward(g.get(), dw.as<float>(), head ? nullptr : db.as<float>(), o, x.get(),
                           w.get(), int(BT), int(l.cin), int(l.cout), dt);
     });
@@ -193,6 +200,18 @@ int main(int argc, char** argv) try {
     ops->layernormBackward(g.get(), db.as<float>(), db.as<float>(), y.get(), x.get(), b.get(), mean,
                            rstd, int(BT), int(C), dt);
   });
+  // The previous split LayerNorm backward (DS_CUDA_LAYERNORM_BWD=split: dinp, then dweight/dbias
+  // over dout and inp again) beside the fused pass above (x/step 0: not in the step estimate).
+  if (a.device == "cuda") {
+    const std::optional<std::string> prev = knobChoice(knobs::kCudaLayernormBwd);
+    ::setenv("DS_CUDA_LAYERNORM_BWD", "split", 1);
+    add("layernorm bwd split", 0, 0, double(BT * C * es * 4), [&] {
+      ops->layernormBackward(g.get(), db.as<float>(), db.as<float>(), y.get(), x.get(), b.get(),
+                             mean, rstd, int(BT), int(C), dt);
+    });
+    if (prev) ::setenv("DS_CUDA_LAYERNORM_BWD", prev->c_str(), 1);
+    else ::unsetenv("DS_CUDA_LAYERNORM_BWD");
+  }
   add("gelu fwd", 0, 0, double(BT * 4 * C * es * 2),
       [&] { ops->geluForward(y.get(), x.get(), BT * 4 * C, dt); });
   add("gelu bwd", 0, 0, double(BT * 4 * C * es * 4),

@@ -207,9 +207,8 @@ void OpsGpt2Model::headBackward(float lossScale, const zero::ParamTable& p) {
   const float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
   ops_.crossEntropyBackward(h.logits, h.lse, h.targets, BT, V_, Vp_, scale, dt_);
   void* dln = scratch(sDln);
-  zeroAct(dln, static_cast<size_t>(BT) * C);
-  ops_.matmulBackward(dln, grad(p, 0, blk), nullptr, h.logits, h.lnf, value(p, 0, blk), BT, C, Vp_,
-                      dt_);
+  ops_.matmulBackwardWrite(dln, grad(p, 0, blk), nullptr, h.logits, h.lnf, value(p, 0, blk), BT, C,
+                           Vp_, dt_);
   ops_.layernormBackward(scratch(sDres), grad(p, iLnfw, blk), grad(p, iLnfb, blk), dln, resid(L),
                          value(p, iLnfw, blk), h.mean, h.rstd, BT, C, dt_);
 }
@@ -227,17 +226,15 @@ void OpsGpt2Model::layerBackward(int l, const zero::ParamTable& p) {
   // dres holds d(out). out = res2 + fcproj(gelu(fc(ln2(res2)))).
   ops_.matmulGeluBackward(dfch, g(kFcprojw), g(kFcprojb), dres, a.fchGelu, a.fch, w(kFcprojw), BT,
                           4 * C, C, dt_);  // writes dfch
-  zeroAct(dln, BTC);
-  ops_.matmulBackward(dln, g(kFcw), g(kFcb), dfch, a.ln2, w(kFcw), BT, C, 4 * C, dt_);
+  ops_.matmulBackwardWrite(dln, g(kFcw), g(kFcb), dfch, a.ln2, w(kFcw), BT, C, 4 * C, dt_);
   ops_.layernormBackward(dres, g(kLn2w), g(kLn2b), dln, a.res2, w(kLn2w), a.ln2Mean, a.ln2Rstd, BT,
                          C, dt_);
   // dres holds d(res2). res2 = x + attproj(attention(qkv(ln1(x)))).
-  zeroAct(datty, BTC);
-  ops_.matmulBackward(datty, g(kAttprojw), g(kAttprojb), dres, a.atty, w(kAttprojw), BT, C, C, dt_);
+  ops_.matmulBackwardWrite(datty, g(kAttprojw), g(kAttprojb), dres, a.atty, w(kAttprojw), BT, C, C,
+                           dt_);
   zeroAct(dqkv, 3 * BTC);
   ops_.attentionBackward(dqkv, datty, a.qkv, a.atty, a.att, B, T, C, NH, dt_);
-  zeroAct(dln, BTC);
-  ops_.matmulBackward(dln, g(kQkvw), g(kQkvb), dqkv, a.ln1, w(kQkvw), BT, C, 3 * C, dt_);
+  ops_.matmulBackwardWrite(dln, g(kQkvw), g(kQkvb), dqkv, a.ln1, w(kQkvw), BT, C, 3 * C, dt_);
   ops_.layernormBackward(dres, g(kLn1w), g(kLn1b), dln, resid(l), w(kLn1w), a.ln1Mean, a.ln1Rstd,
                          BT, C, dt_);
   // dres holds d(x), the gradient of the previous block's output.

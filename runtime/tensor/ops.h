@@ -130,6 +130,16 @@ class Ops {
   virtual void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                               const void* inp, const void* weight, int N, int C, int OC,
                               DType dt) = 0;
+  // matmulBackward with dinp[N, C] (dt, not null) WRITTEN, not accumulated (the second exception
+  // to the accumulate rule): for a caller whose dinp holds nothing yet, which saves zeroing it
+  // and the product reading it back. dweight and dbias ACCUMULATE. The default zeroes dinp, then
+  // calls matmulBackward; CudaOps runs the product with beta = 0.
+  virtual void matmulBackwardWrite(void* dinp, float* dweight, float* dbias, const void* dout,
+                                   const void* inp, const void* weight, int N, int C, int OC,
+                                   DType dt) {
+    zero(dinp, static_cast<size_t>(N) * static_cast<size_t>(C) * dtypeSize(dt));
+    matmulBackward(dinp, dweight, dbias, dout, inp, weight, N, C, OC, dt);
+  }
   // The MLP's first product and its GELU: pre[N, OC] = inp . weight^T + bias (bias may be null)
   // and out[N, OC] = gelu(pre), both WRITTEN (pre is what matmulGeluBackward needs). The same as
   // matmulForward then geluForward; CUDA fuses the GELU into the product's epilogue where it can.

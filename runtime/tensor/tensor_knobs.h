@@ -50,6 +50,20 @@ inline constexpr Knob kCudaGeluFusion{
     .readBy = kReadByDsrt,
     .choices = "auto|off"};
 
+// runtime/tensor/cuda/layernorm_kernels.cu: read on every CudaOps layernormBackward call.
+inline constexpr Knob kCudaLayernormBwd{
+    .name = "DS_CUDA_LAYERNORM_BWD",
+    .type = KnobType::kChoice,
+    .dflt = "auto",
+    .doc =
+        "The CUDA LayerNorm backward: auto (one fused pass, dinp and per-block dweight/dbias "
+        "sums, then one small reduction, where it applies: bf16, C a multiple of 256 up to "
+        "1024, all gradients given; the split kernels otherwise), fused (the same as auto) or "
+        "split (a dinp kernel, then a dweight/dbias pass over dout and inp again: the previous "
+        "path). Empty counts as auto.",
+    .readBy = kReadByDsrt,
+    .choices = "auto|fused|split"};
+
 // runtime/cmd/train_command.cc: set by dsrun --max_restarts (launcher/restart_loop.h).
 inline constexpr Knob kRestartAttempt{
     .name = "DS_RESTART_ATTEMPT",
@@ -73,7 +87,8 @@ inline constexpr Knob kFaultKill{
         "(at=save), on restart attempt A (default 0; any: every attempt). Unset: nothing.",
     .readBy = kReadByDsrt};
 
-inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear, &kCudaAttention, &kCudaGeluFusion,
+inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear,     &kCudaAttention,
+                                                   &kCudaGeluFusion, &kCudaLayernormBwd,
                                                    &kRestartAttempt, &kFaultKill};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 

@@ -76,6 +76,9 @@ class CudaOps final : public Ops {
                      int OC, DType dt) override;
   void matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                       const void* weight, int N, int C, int OC, DType dt) override;
+  void matmulBackwardWrite(void* dinp, float* dweight, float* dbias, const void* dout,
+                           const void* inp, const void* weight, int N, int C, int OC,
+                           DType dt) override;
   void matmulGeluForward(void* out, void* pre, const void* inp, const void* weight,
                          const void* bias, int N, int C, int OC, DType dt) override;
   void matmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout,
@@ -107,6 +110,9 @@ class CudaOps final : public Ops {
  private:
   // A scratch buffer of at least `bytes` (grown, never shrunk; one user at a time).
   void* scratch(size_t bytes);
+  // matmulBackward with dinp's product scaled by dinpBeta (1 accumulates, 0 writes).
+  void linearBackward(void* dinp, float dinpBeta, float* dweight, float* dbias, const void* dout,
+                      const void* inp, const void* weight, int N, int C, int OC, DType dt);
   // Frees everything the constructor made; used by the destructor and a failed constructor.
   void freeAll() noexcept;
 

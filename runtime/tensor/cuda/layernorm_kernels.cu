@@ -1,15 +1,20 @@
 // CudaOps' LayerNorm (eps 1e-5) for fp32 and bf16 storage: one warp per row for the forward (the
-// vectorised kernel of layernorm_fwd_vec_kernels.cu where the width allows) and for dinp; the
-// parameter gradients as per-column sums over fixed row chunks, then one pass adding the chunks in
-// order. Not fused with the residual. Invariant: mean/rstd are fp32 and saved; backward ACCUMULATES
-// into dinp (dt), dweight and dbias (fp32); results are deterministic.
+// vectorised kernel of layernorm_fwd_vec_kernels.cu where the width allows). Backward: for bf16
+// C = 256 * V (V <= 4) one fused pass (dinp and per-block dweight/dbias sums) and a short final
+// sum; otherwise (or DS_CUDA_LAYERNORM_BWD=split) a warp per row for dinp, then per-column sums
+// over fixed row chunks and one pass adding the chunks in order. Not fused with the residual.
+// Invariant: mean/rstd are fp32 and saved; backward ACCUMULATES into dinp (dt), dweight and dbias
+// (fp32); results are deterministic.
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"
 #include "runtime/tensor/math/bf16_math.h"
+#include "runtime/tensor/tensor_knobs.h"
 
 namespace ds::runtime::cuda {
 namespace {
@@ -209,6 +214,152 @@ __global__ void layernormParamFinalKernel(float* dweight, float* dbias, const fl
   if (dbias != nullptr) dbias[c] += db;
 }
 
+// The whole backward in one pass for bf16 rows of C = 256 * V (V <= 4), after llm.c's
+// layernorm_backward_kernel10: a warp per row (rows strided over a grid sized to fill the GPU
+// once), the row's dout and inp in registers from 16-byte loads, dinp read and written once; each
+// lane keeps its columns' dweight/dbias sums in registers, the block's warps add theirs into
+// shared memory in warp order, and the block writes one partials row for
+// layernormParamFinalKernel (fixed orders throughout: deterministic for a given grid).
+template <int V>
+__global__ void __launch_bounds__(kThreads, V <= 3 ? 2 : 1)  // 2 blocks: <= 128 registers
+    layernormBackwardFusedKernel(uint16_t* dinp, float* partials, const uint16_t* dout,
+                                 const uint16_t* inp, const uint16_t* weight, const float* mean,
+                                 const float* rstd, int N) {
+  constexpr int C = 256 * V;
+  __shared__ float sums[2][C];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float dw[V][8] = {}, db[V][8] = {};
+  for (int row = blockIdx.x * kWarpsPerBlock + warp; row < N; row += gridDim.x * kWarpsPerBlock) {
+    const size_t base = static_cast<size_t>(row) * C;
+    const float m = mean[row], r = rstd[row];
+    uint4 xv[V], gv[V], dv[V];  // dinp too, before the sums: one round trip per row
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int col = (v * 32 + lane) * 8;
+      xv[v] = *reinterpret_cast<const uint4*>(inp + base + col);
+      gv[v] = *reinterpret_cast<const uint4*>(dout + base + col);
+      dv[v] = *reinterpret_cast<const uint4*>(dinp + base + col);
+    }
+    float sumD = 0.f, sumDN = 0.f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const uint4 wv = *reinterpret_cast<const uint4*>(weight + (v * 32 + lane) * 8);
+      const uint16_t* x = reinterpret_cast<const uint16_t*>(&xv[v]);
+      const uint16_t* g = reinterpret_cast<const uint16_t*>(&gv[v]);
+      const uint16_t* w = reinterpret_cast<const uint16_t*>(&wv);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float norm = (math::bf16BitsToF32(x[k]) - m) * r;
+        const float dy = math::bf16BitsToF32(g[k]);
+        const float dnorm = math::bf16BitsToF32(w[k]) * dy;
+        sumD += dnorm;
+        sumDN += dnorm * norm;
+        dw[v][k] += norm * dy;
+        db[v][k] += dy;
+      }
+    }
+    sumD = warpSum(sumD) / static_cast<float>(C);
+    sumDN = warpSum(sumDN) / static_cast<float>(C);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int col = (v * 32 + lane) * 8;
+      const uint4 wv = *reinterpret_cast<const uint4*>(weight + col);
+      const uint16_t* x = reinterpret_cast<const uint16_t*>(&xv[v]);
+      const uint16_t* g = reinterpret_cast<const uint16_t*>(&gv[v]);
+      const uint16_t* w = reinterpret_cast<const uint16_t*>(&wv);
+      uint16_t* d = reinterpret_cast<uint16_t*>(&dv[v]);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float norm = (math::bf16BitsToF32(x[k]) - m) * r;
+        const float dnorm = math::bf16BitsToF32(w[k]) * math::bf16BitsToF32(g[k]);
+        const float dx = (dnorm - sumD - norm * sumDN) * r;
+        d[k] = math::f32ToBf16Bits(math::bf16BitsToF32(d[k]) + dx);
+      }
+      *reinterpret_cast<uint4*>(dinp + base + col) = dv[v];
+    }
+  }
+  for (int w = 0; w < kWarpsPerBlock; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const int c = (v * 32 + lane) * 8 + k;
+          sums[0][c] = w == 0 ? dw[v][k] : sums[0][c] + dw[v][k];
+          sums[1][c] = w == 0 ? db[v][k] : sums[1][c] + db[v][k];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    partials[static_cast<size_t>(blockIdx.x) * C + c] = sums[0][c];
+    partials[static_cast<size_t>(gridDim.x + blockIdx.x) * C + c] = sums[1][c];
+  }
+}
+
+// Whether this call takes the fused kernel: DS_CUDA_LAYERNORM_BWD (read on every call, so the
+// bench can compare) is auto or fused, and the shape fits (bf16, C = 256 * V with V <= 4, 16-byte
+// aligned rows, all three gradients given).
+bool useFusedBackward(bool bf16, void* dinp, const float* dweight, const float* dbias,
+                      const void* dout, const void* inp, const void* weight, int C) {
+  if (knobChoice(knobs::kCudaLayernormBwd).value_or("auto") == "split") return false;
+  return bf16 && dinp != nullptr && dweight != nullptr && dbias != nullptr && C % 256 == 0 &&
+         C <= 1024 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
+}
+
+// Blocks of the fused kernel: as many as are resident on the device at once (a fixed number per
+// device and C, so the partials' order and the result are the same every run), at most one per
+// kWarpsPerBlock rows.
+template <int V>
+int fusedBlocks(int N) {
+  int device = 0, sms = 0, perSm = 0;
+  DS_CUDA_CHECK(cudaGetDevice(&device));
+  DS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  DS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &perSm, layernormBackwardFusedKernel<V>, kThreads, 0));
+  const int rowsBlocks = (N + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  return std::max(1, std::min(rowsBlocks, sms * std::max(perSm, 1)));
+}
+
+int fusedBackwardBlocks(int N, int C) {
+  switch (C / 256) {
+    case 1: return fusedBlocks<1>(N);
+    case 2: return fusedBlocks<2>(N);
+    case 3: return fusedBlocks<3>(N);
+    default: return fusedBlocks<4>(N);
+  }
+}
+
+// The fused kernel into `partials` (2 * blocks rows of C floats), then layernormParamFinalKernel.
+void launchBackwardFused(float* partials, int blocks, void* dinp, float* dweight, float* dbias,
+                         const void* dout, const void* inp, const void* weight, const float* mean,
+                         const float* rstd, int N, int C, cudaStream_t stream) {
+  auto* di = static_cast<uint16_t*>(dinp);
+  const auto* g = static_cast<const uint16_t*>(dout);
+  const auto* x = static_cast<const uint16_t*>(inp);
+  const auto* w = static_cast<const uint16_t*>(weight);
+  const unsigned grid = static_cast<unsigned>(blocks);
+  switch (C / 256) {
+#define DS_LN_FUSED(V)                                                         \
+  case V:                                                                      \
+    layernormBackwardFusedKernel<V>                                            \
+        <<<grid, kThreads, 0, stream>>>(di, partials, g, x, w, mean, rstd, N); \
+    break;
+    DS_LN_FUSED(1)
+    DS_LN_FUSED(2)
+    DS_LN_FUSED(3)
+    DS_LN_FUSED(4)
+#undef DS_LN_FUSED
+    default: throw InternalError("layernorm fused backward: C " + std::to_string(C));
+  }
+  DS_CUDA_LAUNCHED(layernormBackwardFusedKernel);
+  const unsigned finalBlocks = static_cast<unsigned>((C + kFinalCols - 1) / kFinalCols);
+  layernormParamFinalKernel<<<finalBlocks, dim3(kFinalCols, kFinalRows), 0, stream>>>(
+      dweight, dbias, partials, blocks, C);
+  DS_CUDA_LAUNCHED(layernormParamFinalKernel);
+}
+
 }  // namespace
 
 void CudaOps::layernormForward(void* out, float* mean, float* rstd, const void* inp,
@@ -233,6 +384,14 @@ void CudaOps::layernormBackward(void* dinp, float* dweight, float* dbias, const 
   dispatchStorage(dt, "layernormBackward", [&](auto tag) {
     using T = decltype(tag);
     if (N <= 0 || C <= 0) return;
+    if (useFusedBackward(std::is_same_v<T, uint16_t>, dinp, dweight, dbias, dout, inp, weight, C)) {
+      const int blocks = fusedBackwardBlocks(N, C);
+      auto* partials = static_cast<float*>(
+          scratch(2 * static_cast<size_t>(blocks) * static_cast<size_t>(C) * sizeof(float)));
+      launchBackwardFused(partials, blocks, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N,
+                          C, stream_);
+      return;
+    }
     const bool vec = dinp != nullptr && std::is_same_v<T, uint16_t> &&
                      launchBackwardInputVec(dinp, dout, inp, weight, mean, rstd, N, C, stream_);
     if (dinp != nullptr && !vec) {

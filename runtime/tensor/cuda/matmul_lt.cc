@@ -1,8 +1,8 @@
 // The linear layer on cuBLASLt (CudaOps::matmulForward / matmulBackward) and the cached product
 // of matmul_lt.h. A row-major [R, C] matrix is a column-major [C, R] one, so row-major
 // out[N, OC] = inp . W^T is column-major out^T [OC, N] = op(W) . inp^T with op = transpose.
-// Not the bias-gradient kernel (kernels.h). Invariant: backward accumulates (beta = 1); fp32
-// products use TF32 only when the options allow it.
+// Not the bias-gradient kernel (kernels.h). Invariant: backward accumulates (beta = 1) but for
+// matmulBackwardWrite's dinp (beta = 0); fp32 products use TF32 only when the options allow it.
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -219,10 +219,23 @@ void CudaOps::matmulForward(void* out, const void* inp, const void* weight, cons
 
 void CudaOps::matmulBackward(void* dinp, float* dweight, float* dbias, const void* dout,
                              const void* inp, const void* weight, int N, int C, int OC, DType dt) {
+  linearBackward(dinp, 1.f, dweight, dbias, dout, inp, weight, N, C, OC, dt);
+}
+
+void CudaOps::matmulBackwardWrite(void* dinp, float* dweight, float* dbias, const void* dout,
+                                  const void* inp, const void* weight, int N, int C, int OC,
+                                  DType dt) {
+  DS_CHECK(dinp != nullptr, "matmulBackwardWrite needs dinp");
+  linearBackward(dinp, 0.f, dweight, dbias, dout, inp, weight, N, C, OC, dt);
+}
+
+void CudaOps::linearBackward(void* dinp, float dinpBeta, float* dweight, float* dbias,
+                             const void* dout, const void* inp, const void* weight, int N, int C,
+                             int OC, DType dt) {
   const cudaDataType_t type = cudaTypeOf(dt, "matmulBackward");
   const cublasComputeType_t compute = computeFor(dt, options_.allowTf32);
   if (dinp != nullptr) {
-    const LtGemm g = linearDinpGemm(dinp, dout, weight, N, C, OC, dt, options_.allowTf32, 1.f);
+    const LtGemm g = linearDinpGemm(dinp, dout, weight, N, C, OC, dt, options_.allowTf32, dinpBeta);
     ltMatmul(lt_, *ltPlans_, ltWorkspace_, options_.cublasWorkspaceBytes, stream_, g);
   }
   if (dweight != nullptr) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -290,6 +291,17 @@ void checkLinear(Ops& ops, DType dt, int N, int C, int OC, size_t offset, double
   ds::runtime::matmulBackward(nullptr, rW.data(), nullptr, dout.data(), inp.data(), w.data(), N, C,
                               OC);
   CHECK(relErr(unpad(download(ops, gW)), rW) <= tol);
+  // matmulBackwardWrite overwrites a poisoned dinp (beta 0); dweight and dbias still accumulate.
+  DevBuf wInp = poisoned(ops, offset + size_t(N) * C, dt);
+  ops.matmulBackwardWrite(at(wInp), atF(gW), atF(gB), at(dDout), at(dInp), at(dW), N, C, OC, dt);
+  std::vector<float> wRef(size_t(N) * C, 0.f);
+  ds::runtime::matmulBackward(wRef.data(), rW.data(), rB.data(), dout.data(), inp.data(), w.data(),
+                              N, C, OC);
+  const double eWrite = relErr(unpad(download(ops, wInp)), wRef);
+  INFO("backward write: dinp " << eWrite);
+  CHECK(eWrite <= tol);
+  CHECK(relErr(unpad(download(ops, gW)), rW) <= tol);
+  CHECK(relErr(unpad(download(ops, gB)), rB) <= tol);
 }
 
 TEST_CASE("cuda ops: linear forward/backward match the host kernels (aligned shapes)", "[gpu]") {
@@ -318,9 +330,12 @@ TEST_CASE("cuda ops: layernorm forward/backward match the host kernels", "[gpu]"
   DS_REQUIRE_GPU();
   auto ops = ds::runtime::makeCudaOps(0);
   for (DType dt : kTypes) {
-    // 768 and 1536: bf16 takes the 16-byte vector kernel for dinp (C a multiple of 256).
-    for (auto [N, C] :
-         {std::pair{37, 72}, std::pair{130, 769}, std::pair{67, 768}, std::pair{9, 1536}}) {
+    // 768 and 1536: bf16 takes the 16-byte vector kernel for dinp (C a multiple of 256); 256 to
+    // 1024 the fused backward (DS_CUDA_LAYERNORM_BWD auto), both kernels checked below. Odd N:
+    // the fused kernel's grid-strided rows end mid-block.
+    for (auto [N, C] : {std::pair{37, 72}, std::pair{130, 769}, std::pair{67, 768},
+                        std::pair{9, 1536}, std::pair{1023, 64}, std::pair{3001, 768},
+                        std::pair{517, 1024}, std::pair{33, 1600}, std::pair{5, 256}}) {
       INFO("N=" << N << " C=" << C);
       auto inp = asSeen(randomVec(size_t(N) * C, 21), dt);
       for (float& v : inp) v = v * 3.0f + 0.5f;  // a non-zero mean and spread
@@ -342,18 +357,24 @@ TEST_CASE("cuda ops: layernorm forward/backward match the host kernels", "[gpu]"
       checkClose(download(*ops, mean), rMean, DType::kF32, "layernorm mean");
       checkClose(download(*ops, rstd), rRstd, DType::kF32, "layernorm rstd");
 
-      DevBuf dDout = upload(*ops, dout, dt), gInp = upload(*ops, dinp0, dt);
-      DevBuf gW = upload(*ops, dw0, DType::kF32), gB = upload(*ops, db0, DType::kF32);
+      DevBuf dDout = upload(*ops, dout, dt);
       // Backward from the host's mean/rstd so both sides use the same saved statistics.
       DevBuf hMean = upload(*ops, rMean, DType::kF32), hRstd = upload(*ops, rRstd, DType::kF32);
-      ops->layernormBackward(gInp.get(), gW.f32(), gB.f32(), dDout.get(), dInp.get(), dW.get(),
-                             hMean.f32(), hRstd.f32(), N, C, dt);
       auto rInp = dinp0, rW = dw0, rB = db0;
       ds::runtime::layernormBackward(rInp.data(), rW.data(), rB.data(), dout.data(), inp.data(),
                                      w.data(), rMean.data(), rRstd.data(), N, C);
-      checkClose(download(*ops, gInp), rInp, dt, "layernorm dinp");
-      checkClose(download(*ops, gW), rW, dt, "layernorm dweight");
-      checkClose(download(*ops, gB), rB, dt, "layernorm dbias");
+      for (const char* path : {"split", "auto"}) {
+        INFO("DS_CUDA_LAYERNORM_BWD=" << path);
+        ::setenv("DS_CUDA_LAYERNORM_BWD", path, 1);
+        DevBuf gInp = upload(*ops, dinp0, dt);
+        DevBuf gW = upload(*ops, dw0, DType::kF32), gB = upload(*ops, db0, DType::kF32);
+        ops->layernormBackward(gInp.get(), gW.f32(), gB.f32(), dDout.get(), dInp.get(), dW.get(),
+                               hMean.f32(), hRstd.f32(), N, C, dt);
+        ::unsetenv("DS_CUDA_LAYERNORM_BWD");
+        checkClose(download(*ops, gInp), rInp, dt, "layernorm dinp");
+        checkClose(download(*ops, gW), rW, dt, "layernorm dweight");
+        checkClose(download(*ops, gB), rB, dt, "layernorm dbias");
+      }
     }
   }
 }
