@@ -176,7 +176,7 @@ int main(int argc, char** argv) try {
     // Each DS_CUDA_ATTENTION variant side by side (x/step 0: not in the step estimate).
     if (a.device == "cuda") {
       const std::optional<std::string> prev = knobChoice(knobs::kCudaAttention);
-      for (const char* path : {"tc2", "tc1", "simt"}) {
+      for (const char* path : {"tc3", "tc2", "tc1", "simt"}) {
         ::setenv("DS_CUDA_ATTENTION", path, 1);
         add(std::string("attention fwd ") + path, 0, f, 0, [&] {
           ops->attentionForward(y.get(), aux.get(), qkv.get(), a.B, a.T, int(C), a.NH, dt);

@@ -31,12 +31,13 @@ inline constexpr Knob kCudaAttention{
     .dflt = "auto",
     .doc =
         "The CUDA attention kernels: auto (tensor cores, mma.sync bf16, where they apply: bf16 "
-        "storage, head size 64; the SIMT kernels otherwise), tc2 (the same as auto: the second "
+        "storage, head size 64; the SIMT kernels otherwise), tc3 (the same as auto: tc2's "
+        "forward, a backward in 32-query halves at 3 blocks per SM), tc2 (the second "
         "tensor-core kernels, cp.async pipelines, 128-query forward tiles), tc1 (the first "
         "tensor-core kernels, the fallback should tc2 misbehave; SIMT where they do not apply) "
         "or simt (the fp32 SIMT kernels always). Empty counts as auto.",
     .readBy = kReadByDsrt,
-    .choices = "auto|tc2|tc1|simt"};
+    .choices = "auto|tc3|tc2|tc1|simt"};
 
 // runtime/tensor/cuda/cuda_ops.cc: read when a CudaOps is made (makeCudaOps).
 inline constexpr Knob kCudaGeluFusion{

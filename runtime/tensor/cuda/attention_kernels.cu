@@ -3,12 +3,14 @@
 // with an online softmax; backward recomputes the probabilities from the saved log-sum-exp.
 // Not a T x T algorithm: aux is only the fp32 lse [B, NH, T]; no buffer grows with T^2.
 // Invariant: every product and accumulator is fp32; bf16 is a storage format only. The dispatch
-// below sends bf16 with head size 64 to the tensor-core kernels (attention_tc2.h by default,
-// attention_tc.h with DS_CUDA_ATTENTION=tc1) unless DS_CUDA_ATTENTION=simt; these SIMT kernels
+// below sends bf16 with head size 64 to the tensor-core kernels (by default tc3: attention_tc2.h's
+// forward, attention_tc3.h's backward; tc2 or tc1 by DS_CUDA_ATTENTION) unless
+// DS_CUDA_ATTENTION=simt; these SIMT kernels
 // stay the reference and every other case.
 #include "core/knobs.h"
 #include "runtime/tensor/cuda/attention_tc.h"
 #include "runtime/tensor/cuda/attention_tc2.h"
+#include "runtime/tensor/cuda/attention_tc3.h"
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/element_io.cuh"
@@ -403,11 +405,13 @@ void withHeadSize(int hs, Fn&& fn) {
 
 // Which kernels DS_CUDA_ATTENTION asks for (read per call, so that a fallback takes effect
 // without a rebuild or restart). The tensor-core ones still need bf16, hs 64 and alignment.
-enum class AttentionPath { kTc2, kTc1, kSimt };
+// tc3 differs from tc2 only in the backward.
+enum class AttentionPath { kTc3, kTc2, kTc1, kSimt };
 
 AttentionPath attentionPath() {
   const auto v = knobChoice(knobs::kCudaAttention);
-  if (!v || *v == "auto" || *v == "tc2") return AttentionPath::kTc2;
+  if (!v || *v == "auto" || *v == "tc3") return AttentionPath::kTc3;
+  if (*v == "tc2") return AttentionPath::kTc2;
   return *v == "tc1" ? AttentionPath::kTc1 : AttentionPath::kSimt;
 }
 
@@ -427,7 +431,7 @@ void CudaOps::attentionForward(void* out, void* aux, const void* qkv, int B, int
       attentionTcSupported(s.hs, qkv, out, qkv, out)) {
     auto* o = static_cast<uint16_t*>(out);
     const auto* x = static_cast<const uint16_t*>(qkv);
-    if (path == AttentionPath::kTc2) attentionTc2Forward(o, lse, x, B, T, C, NH, stream_);
+    if (path != AttentionPath::kTc1) attentionTc2Forward(o, lse, x, B, T, C, NH, stream_);
     else attentionTcForward(o, lse, x, B, T, C, NH, stream_);
     return;
   }
@@ -468,7 +472,9 @@ void CudaOps::attentionBackward(void* dqkv, const void* dout, const void* qkv, c
         auto* g16 = reinterpret_cast<uint16_t*>(g);
         const auto* gOut16 = reinterpret_cast<const uint16_t*>(gOut);
         const auto* x16 = reinterpret_cast<const uint16_t*>(x);
-        if (path == AttentionPath::kTc2)
+        if (path == AttentionPath::kTc3)
+          attentionTc3Backward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
+        else if (path == AttentionPath::kTc2)
           attentionTc2Backward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
         else attentionTcBackward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
       } else {

@@ -1,6 +1,7 @@
 // The second tensor-core causal attention (bf16 storage, head size 64; mma.sync, cp.async
-// pipelines, ldmatrix fragments): CudaOps' default for that case since it replaced the first
-// (attention_tc.h, kept behind DS_CUDA_ATTENTION=tc1). Not the dispatch (attention_kernels.cu).
+// pipelines, ldmatrix fragments): CudaOps' default forward for that case (tc3 reuses it); its
+// backward runs with DS_CUDA_ATTENTION=tc2 since attention_tc3.h's replaced it; the first
+// (attention_tc.h) is kept behind tc1. Not the dispatch (attention_kernels.cu).
 // Invariant: the first's contract exactly: aux = natural-log lse [B, NH, T] of scale*S, bf16
 // operands, fp32 accumulators, backward adds into dqkv; the same alignment (attentionTcSupported)
 // plus dq 8-byte aligned.

@@ -1,7 +1,7 @@
 // CudaOps' tensor-core attention path (bf16, head size 64; attention_tc_kernels.cu) [gpu]: against
 // the host kernels of runtime/tensor/attention.h (inputs rounded to bf16 first) and against the
 // SIMT kernels (DS_CUDA_ATTENTION=simt) on the same inputs, outputs poisoned first; each
-// tensor-core variant (auto = tc2, tc1) by the knob. Out, dq, dk,
+// tensor-core variant (auto = tc3, tc2, tc1) by the knob. Out, dq, dk,
 // dv within 1e-2 relative (||got - ref|| / ||ref||), lse within 1e-3 absolute, at tail and
 // multiple-of-64 lengths. Skips without a CUDA device.
 #include <catch2/catch.hpp>
@@ -178,7 +178,7 @@ Inputs randomInputs(int B, int T, int NH, uint32_t seed) {
 
 }  // namespace
 
-// Every tensor-core variant DS_CUDA_ATTENTION selects (auto = tc2), at lengths below, at and
+// Every tensor-core variant DS_CUDA_ATTENTION selects (auto = tc3), at lengths below, at and
 // past the 64-key and 128-query tiles (1, 17, 63, 64, 65, 100, 127, 128, 129, 200) and T=1024,
 // several B and NH (the grid's head dimension).
 TEST_CASE("cuda tensor-core attention matches the host kernels", "[gpu]") {
@@ -201,7 +201,7 @@ TEST_CASE("cuda tensor-core attention matches the host kernels", "[gpu]") {
     ds::runtime::attentionBackward(dqkvRef.data(), scratch.data(), in.dout.data(), in.qkv.data(),
                                    att.data(), B, T, C, NH);
     const auto lseRef = lseReference(in.qkv, B, T, NH);
-    for (const char* path : {"auto", "tc2", "tc1"}) {
+    for (const char* path : {"auto", "tc3", "tc2", "tc1"}) {
       INFO("path " << path << " B=" << B << " T=" << T << " NH=" << NH << " hs=" << kHs);
       const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH);
       checkClose(tc, outRef, lseRef, dqkvRef, C);
@@ -218,7 +218,7 @@ TEST_CASE("cuda tensor-core attention matches the SIMT kernels", "[gpu]") {
     const Inputs in = randomInputs(B, T, NH, seed += 10);
     const AttentionResult simt = runDevice(*ops, "simt", in.qkv, in.dout, in.dqkv0, B, T, NH);
     const std::vector<double> simtLse(simt.lse.begin(), simt.lse.end());
-    for (const char* path : {static_cast<const char*>(nullptr), "tc1"}) {
+    for (const char* path : {static_cast<const char*>(nullptr), "tc2", "tc1"}) {
       INFO("path " << (path ? path : "unset") << " B=" << B << " T=" << T << " NH=" << NH);
       const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH);
       checkClose(tc, simt.out, simtLse, simt.dqkv, C);
