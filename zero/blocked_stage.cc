@@ -96,6 +96,15 @@ void BlockedStage::finishReduction() {
 // Gradients are reduce-scattered per parameter (each padded to chunk*world, rank-major),
 // coalesced into buckets of reduce_bucket_size elements.
 void BlockedStage::queueGrad(size_t param) {
+  if (ctx_.comm.single()) {
+    // One rank: the reduce-scatter is the identity, so instead of packing the bucket, copying it
+    // out and adding that, add the gradient into the partition (same sums, same bits).
+    if (transient_.held(param))
+      bulkAdd(gradPart_.data() + layout_.localOffset(param), transient_.data(param),
+              layout_.chunk(param));
+    transient_.release(param);
+    return;
+  }
   const size_t bucket = std::max<size_t>(ctx_.options.reduceBucketSize, 1);
   const size_t need = layout_.chunk(param) * size_t(ctx_.comm.world());
   if (!queued_.empty() && queuedElems_ + need > bucket) flushGrads();
@@ -137,7 +146,7 @@ void BlockedStage::flushGrads() {
   ctx_.buckets.issue(work, finish, slot);
 }
 
-void BlockedStage::zeroGrads() { std::fill(gradPart_.begin(), gradPart_.end(), 0.f); }
+void BlockedStage::zeroGrads() { bulkZero(gradPart_.data(), gradPart_.size()); }
 
 void BlockedStage::writeModelRange(const LocalRange& range, const float* values) {
   store_->write(range.localOffset, range.size, values);

@@ -48,8 +48,8 @@ const float* FlatPartitionedStage::localGrads() {
 }
 
 void FlatPartitionedStage::clearGrads() {
-  if (partitionGrads_) std::fill(gradPart_.begin(), gradPart_.end(), 0.f);
-  else std::fill(fullGrads_.begin(), fullGrads_.end(), 0.f);
+  if (partitionGrads_) bulkZero(gradPart_.data(), gradPart_.size());
+  else bulkZero(fullGrads_.data(), fullGrads_.size());
 }
 
 void FlatPartitionedStage::allocGrads(int block) {
@@ -77,7 +77,26 @@ const float* FlatPartitionedStage::fillBucket(int slot, size_t begin, size_t end
   return buf;
 }
 
+// One rank: the reduction is the identity and the partition is the whole model, so the bucket
+// (zero, copy in, copy out, add) collapses to one add of each held gradient into the partition
+// (stage 2), or to nothing (stage 1: the full gradients are the partition). The same sums in the
+// same order as the bucket path, so the same bits.
+void FlatPartitionedStage::reduceSingle(size_t begin, size_t end) {
+  if (!partitionGrads_) return;
+  const ParamIndex& index = ctx_.index;
+  for (size_t param = index.paramAt(begin); param < index.count() && index.offset(param) < end;
+       ++param) {
+    const size_t offset = index.offset(param);
+    const Shard overlap = intersect({begin, end - begin}, {offset, index.param(param).numel});
+    if (overlap.size && transient_.held(param))
+      bulkAdd(gradPart_.data() + (overlap.offset - partStart_),
+              transient_.data(param) + (overlap.offset - offset), overlap.size);
+    if (offset >= begin) transient_.release(param);  // fully emitted
+  }
+}
+
 void FlatPartitionedStage::emitBucket(size_t begin, size_t end) {
+  if (ctx_.comm.single()) return reduceSingle(begin, end);
   const int slot = ctx_.buckets.acquire();
   const float* input = fillBucket(slot, begin, end);
   if (ctx_.options.reduceScatter) emitReduceScatter(slot, input, begin, end);
@@ -129,6 +148,7 @@ void FlatPartitionedStage::refreshModelParams() {
   const size_t elem = elemBytes();
   const int world = ctx_.comm.world();
   char* full = paramBytes();
+  if (world == 1) return;            // the optimizer wrote the only partition in place (modelSink)
   if (gatherChunk_ >= localSize_) {  // in place: this rank's block already sits at its offset
     waitWork(ctx_.comm.allgather(full + partStart_ * elem, full,
                                  std::vector<size_t>(size_t(world), localSize_), paramDtype()));

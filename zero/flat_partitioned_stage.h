@@ -30,6 +30,7 @@ class FlatPartitionedStage final : public FlatStage {
 
  private:
   const float* fillBucket(int slot, size_t begin, size_t end);
+  void reduceSingle(size_t begin, size_t end);
   void emitAllreduce(int slot, size_t begin, size_t end);
   void emitReduceScatter(int slot, const float* input, size_t begin, size_t end);
 

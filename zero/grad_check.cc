@@ -4,17 +4,39 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "zero/dp_comm.h"
 
 namespace ds::zero {
+namespace {
+
+// Fixed chunking for the sum of squares: each chunk's partial is a serial double sum and the
+// partials are added in chunk order, so the result depends only on kNormChunk, never on the
+// thread count (bitwise the same with 1 thread or 16).
+constexpr size_t kNormChunk = size_t(1) << 16;
+
+double sumSquares(const float* grads, size_t count) {
+  const size_t chunks = (count + kNormChunk - 1) / kNormChunk;
+  std::vector<double> partial(chunks, 0.0);
+#pragma omp parallel for schedule(static) if (chunks > 16)
+  for (long c = 0; c < long(chunks); ++c) {
+    const size_t begin = size_t(c) * kNormChunk;
+    const size_t end = std::min(count, begin + kNormChunk);
+    double sum = 0;
+    for (size_t i = begin; i < end; ++i) sum += double(grads[i]) * double(grads[i]);
+    partial[size_t(c)] = sum;
+  }
+  return std::accumulate(partial.begin(), partial.end(), 0.0);
+}
+
+}  // namespace
 
 bool GradCheck::finite() const { return std::isfinite(sumSquares); }
 
 GradCheck checkGradients(const float* grads, size_t count, bool replicated, DpComm& comm,
                          float lossScale) {
-  double local = 0;
-  for (size_t i = 0; i < count; ++i) local += double(grads[i]) * double(grads[i]);
+  const double local = sumSquares(grads, count);
   GradCheck check;
   check.sumSquares = local;
   if (!replicated) {
