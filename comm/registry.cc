@@ -53,7 +53,8 @@ std::unique_ptr<Backend> createBackend(const std::string& name, std::shared_ptr<
   if (which == "gloo") {
     auto gloo = createGlooBackend(store, rank, size, options);
     if (!options.sharedMemory || !shmEnabledByEnv()) return gloo;
-    return wrapWithShm(std::move(gloo), std::move(store), shmOptionsFromEnv(options.timeout, "gloo"));
+    return wrapWithShm(std::move(gloo), std::move(store),
+                       shmOptionsFromEnv(options.timeout, "gloo"));
   }
 #if DS_HAVE_MPI
   if (which == "mpi") return createMpiBackend(std::move(store), rank, size, options);
