@@ -202,15 +202,18 @@ std::unique_ptr<Ops> makeCpuOps();
 // in a build without CUDA.
 std::unique_ptr<Ops> makeCudaOps(int device, bool allowTf32 = false);
 
-// An Ops allocation owned by RAII (the Ops must outlive it).
-class OpsBuffer {
+// Memory from one of an Ops' allocators, owned by RAII (the Ops must outlive it): OpsBuffer for
+// Ops memory (alloc/release), PinnedBuffer for host memory of the async copies
+// (allocPinned/releasePinned).
+template <void* (Ops::*Alloc)(size_t, const std::string&), void (Ops::*Release)(void*) noexcept>
+class OwnedOpsMemory {
  public:
-  OpsBuffer() = default;
-  OpsBuffer(Ops& ops, size_t bytes, const std::string& what)
-      : ops_(&ops), ptr_(bytes ? ops.alloc(bytes, what) : nullptr), bytes_(bytes) {}
-  ~OpsBuffer() { reset(); }
-  OpsBuffer(OpsBuffer&& other) noexcept { *this = std::move(other); }
-  OpsBuffer& operator=(OpsBuffer&& other) noexcept {
+  OwnedOpsMemory() = default;
+  OwnedOpsMemory(Ops& ops, size_t bytes, const std::string& what)
+      : ops_(&ops), ptr_(bytes ? (ops.*Alloc)(bytes, what) : nullptr), bytes_(bytes) {}
+  ~OwnedOpsMemory() { reset(); }
+  OwnedOpsMemory(OwnedOpsMemory&& other) noexcept { *this = std::move(other); }
+  OwnedOpsMemory& operator=(OwnedOpsMemory&& other) noexcept {
     if (this != &other) {
       reset();
       ops_ = other.ops_;
@@ -221,11 +224,11 @@ class OpsBuffer {
     }
     return *this;
   }
-  OpsBuffer(const OpsBuffer&) = delete;
-  OpsBuffer& operator=(const OpsBuffer&) = delete;
+  OwnedOpsMemory(const OwnedOpsMemory&) = delete;
+  OwnedOpsMemory& operator=(const OwnedOpsMemory&) = delete;
 
   void reset() noexcept {
-    if (ptr_ != nullptr) ops_->release(ptr_);
+    if (ptr_ != nullptr) (ops_->*Release)(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
   }
@@ -242,44 +245,7 @@ class OpsBuffer {
   size_t bytes_ = 0;
 };
 
-// Host memory for the async copies (Ops::allocPinned), owned by RAII (the Ops must outlive it).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(Ops& ops, size_t bytes, const std::string& what)
-      : ops_(&ops), ptr_(bytes ? ops.allocPinned(bytes, what) : nullptr), bytes_(bytes) {}
-  ~PinnedBuffer() { reset(); }
-  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    if (this != &other) {
-      reset();
-      ops_ = other.ops_;
-      ptr_ = other.ptr_;
-      bytes_ = other.bytes_;
-      other.ptr_ = nullptr;
-      other.bytes_ = 0;
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void reset() noexcept {
-    if (ptr_ != nullptr) ops_->releasePinned(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  void* get() const { return ptr_; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  Ops* ops_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using OpsBuffer = OwnedOpsMemory<&Ops::alloc, &Ops::release>;
+using PinnedBuffer = OwnedOpsMemory<&Ops::allocPinned, &Ops::releasePinned>;
 
 }  // namespace ds::runtime
