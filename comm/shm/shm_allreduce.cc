@@ -3,7 +3,6 @@
 // chunk over its own buffer and the others' slots (rank order) into its buffer and its slot;
 // step; every rank copies the other slices from their owners' slots. Two steps per chunk; per
 // rank about 2x the buffer read and 2x written (at 2 ranks), split across the ranks in parallel.
-#include <cstring>
 
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_slices.h"
@@ -20,12 +19,7 @@ void allreduce(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
     const size_t m = std::min(chunk, count - off);
     const int h = link.nextHalf();
     char* mine = link.slot(r, h);
-    for (int p = 0; p < n; ++p) {
-      Slice q = sliceOf(m, n, p);
-      if (p != r && q.count > 0) {
-        std::memcpy(mine + q.begin * es, d + (off + q.begin) * es, q.count * es);
-      }
-    }
+    stageOthersSlices(mine, d, off, m, es, n, r);
     link.step("allreduce");
     Slice s = sliceOf(m, n, r);
     for (int p = 0; p < n; ++p) {
@@ -34,12 +28,7 @@ void allreduce(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
     }
     reduceSlice(link, d + (off + s.begin) * es, mine + s.begin * es, srcs, s.count, t, op);
     link.step("allreduce");
-    for (int p = 0; p < n; ++p) {
-      Slice q = sliceOf(m, n, p);
-      if (p != r && q.count > 0) {
-        std::memcpy(d + (off + q.begin) * es, link.slot(p, h) + q.begin * es, q.count * es);
-      }
-    }
+    gatherOthersSlices(d, off, m, es, n, r, [&](int p) { return link.slot(p, h); });
   }
 }
 

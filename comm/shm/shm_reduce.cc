@@ -1,7 +1,6 @@
 // Shared-memory reduce to a root: as the allreduce (shm_allreduce.cc), but each rank reduces
 // its slice into its slot (the root: into its buffer) and only the root copies the other slices
 // out; the other members' buffers are only read.
-#include <cstring>
 
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_slices.h"
@@ -18,12 +17,7 @@ void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp
     const size_t m = std::min(chunk, count - off);
     const int h = link.nextHalf();
     char* mine = link.slot(r, h);
-    for (int p = 0; p < n; ++p) {
-      Slice q = sliceOf(m, n, p);
-      if (p != r && q.count > 0) {
-        std::memcpy(mine + q.begin * es, d + (off + q.begin) * es, q.count * es);
-      }
-    }
+    stageOthersSlices(mine, d, off, m, es, n, r);
     link.step("reduce");
     Slice s = sliceOf(m, n, r);
     for (int p = 0; p < n; ++p) {
@@ -34,12 +28,7 @@ void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp
     reduceSlice(link, dst, nullptr, srcs, s.count, t, op);
     link.step("reduce");
     if (r != root) continue;
-    for (int p = 0; p < n; ++p) {
-      Slice q = sliceOf(m, n, p);
-      if (p != r && q.count > 0) {
-        std::memcpy(d + (off + q.begin) * es, link.slot(p, h) + q.begin * es, q.count * es);
-      }
-    }
+    gatherOthersSlices(d, off, m, es, n, r, [&](int p) { return link.slot(p, h); });
   }
 }
 
