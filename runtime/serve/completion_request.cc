@@ -26,6 +26,11 @@ json parseJson(const std::string& body) {
     const size_t at = what.find("parse error");
     if (at != std::string::npos) what = what.substr(at);
     bad(fmt::format("invalid JSON in the request body (byte {}): {}", e.byte, what));
+  } catch (const json::exception& e) {  // out_of_range: a number too large for a double
+    std::string what = e.what();
+    const size_t cut = what.find("] ");
+    if (cut != std::string::npos) what = what.substr(cut + 2);
+    bad(fmt::format("invalid JSON in the request body: {}", what));
   }
 }
 

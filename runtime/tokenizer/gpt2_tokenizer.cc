@@ -61,7 +61,7 @@ Json parseJson(const std::string& path, const std::string& what) {
   std::string text = readFile(path, what);
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw ConfigError(
         fmt::format("tokenizer: '{}' is not valid JSON ({}): {}", path, what, e.what()));
   }

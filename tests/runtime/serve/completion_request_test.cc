@@ -76,6 +76,9 @@ TEST_CASE("completion request: bad JSON and bad fields are 400 naming them", "[u
              Catch::Contains("'max_tokens': 18446744073709551615 outside [0, 64]"));
   CHECK_THAT(refusal(R"({"prompt": "x", "temperature": -0.5})"),
              Catch::Contains("'temperature': -0.5 outside [0, 100]"));
+  // 1e999 overflows a double: nlohmann throws out_of_range, not parse_error (found by fuzzing).
+  CHECK_THAT(refusal(R"({"prompt": "x", "temperature": 1e999})"),
+             Catch::Contains("invalid JSON in the request body: number overflow"));
   CHECK_THAT(refusal(R"({"prompt": "x", "temperature": "hot"})"),
              Catch::Contains("'temperature': expected a number, got \"hot\""));
   CHECK_THAT(refusal(R"({"prompt": "x", "top_p": 0})"),
