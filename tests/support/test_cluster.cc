@@ -23,11 +23,39 @@ std::string TestCluster::skipReason() {
   return "";
 }
 
-TestCluster::TestCluster(int hosts) : dir_(std::make_unique<TempDir>()), hosts_(hosts) {
+std::string TestCluster::netnsSkipReason() {
+  if (auto why = skipReason(); !why.empty()) return why;
+  for (const char* tool : {"/usr/sbin/ip", "/usr/sbin/tc", "/usr/bin/unshare"})
+    if (::access(tool, X_OK) != 0) return std::string("no ") + tool;
+  // Creating a namespace and a shaped veth is what the cluster does; a container may forbid it.
+  const std::string ns = "dsprobe" + std::to_string(::getpid());
   std::string out;
-  int rc = runCommand(script() + " start " + dir() + " --hosts " + std::to_string(hosts), &out,
-                      std::chrono::seconds(60));
-  if (rc != 0) throw Error(fmt::format("test cluster did not start (status {}): {}", rc, out));
+  const int rc = runCommand(
+      "ip netns add " + ns + " && ip -n " + ns + " link add dsa type veth peer name dsb && tc -n " +
+          ns +
+          " qdisc add dev dsa root tbf rate 1gbit burst 131072 latency 100ms && ip netns exec " +
+          ns + " unshare --mount --uts true; s=$?; ip netns del " + ns + " 2>/dev/null; exit $s",
+      &out, std::chrono::seconds(30));
+  if (rc != 0) return "network namespaces with tc tbf do not work here: " + out;
+  return "";
+}
+
+TestCluster::TestCluster(int hosts) : TestCluster(TestClusterOptions{hosts, false, ""}) {}
+
+TestCluster::TestCluster(const TestClusterOptions& options)
+    : dir_(std::make_unique<TempDir>()), hosts_(options.hosts) {
+  std::string out;
+  std::string cmd = script() + " start " + dir() + " --hosts " + std::to_string(hosts_);
+  if (options.netns) cmd += " --netns";
+  if (!options.link.empty()) cmd += " --link " + options.link;
+  int rc = runCommand(cmd, &out, std::chrono::seconds(60));
+  if (rc != 0) {
+    runCommand(script() + " stop " + dir(), nullptr, std::chrono::seconds(30));
+    throw Error(fmt::format("test cluster did not start (status {}): {}", rc, out));
+  }
+  std::istringstream hostsIn(readFile(dir() + "/hosts"));
+  for (std::string a; std::getline(hostsIn, a);)
+    if (!a.empty()) addrs_.push_back(a);
   std::istringstream in(readFile(dir() + "/env"));
   std::string line;
   while (std::getline(in, line)) {
@@ -44,7 +72,7 @@ TestCluster::~TestCluster() {
   runCommand(script() + " stop " + dir(), nullptr, std::chrono::seconds(30));
 }
 
-std::string TestCluster::addr(int i) const { return "127.0.0." + std::to_string(2 + i); }
+std::string TestCluster::addr(int i) const { return addrs_.at(static_cast<size_t>(i)); }
 
 std::string TestCluster::alias(int i) const { return "node" + std::to_string(i + 1); }
 

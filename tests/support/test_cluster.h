@@ -2,10 +2,13 @@
 // 127.0.0.3, ... with its own keys, known_hosts and ssh_config, all under a fresh temp dir.
 // Starts in the constructor, stops (and removes the dir) in the destructor. Not thread-safe;
 // one per test case. Tests that need it call TestCluster::skipReason() first and DS_SKIP (skip.h).
+// With TestClusterOptions::netns every host is a network namespace (own address, sshd, hostname
+// and /dev/shm) on a private bridge, its link optionally shaped by tc (`--netns --link RATE`).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/env.h"
 #include "skip.h"
@@ -13,20 +16,29 @@
 
 namespace ds::test {
 
+struct TestClusterOptions {
+  int hosts = 2;
+  bool netns = false;  // simulated hosts in network namespaces (needs root, ip, tc, unshare)
+  std::string link;    // with netns: the tc rate of every host's link ("1gbit"); empty: unshaped
+};
+
 class TestCluster {
  public:
   explicit TestCluster(int hosts = 2);
+  explicit TestCluster(const TestClusterOptions& options);
   ~TestCluster();
   TestCluster(const TestCluster&) = delete;
   TestCluster& operator=(const TestCluster&) = delete;
 
   // Empty when a cluster can run here; otherwise why not (no sshd, not root, ...).
   static std::string skipReason();
+  // skipReason(), and whether network namespaces, veths, tbf and unshare work here.
+  static std::string netnsSkipReason();
 
   const std::string& dir() const { return dir_->path(); }
   int port() const { return port_; }
   int hosts() const { return hosts_; }
-  // 127.0.0.2 + i
+  // 127.0.0.2 + i (loopback), 10.a.b.(i+1) (netns): the script's DIR/hosts
   std::string addr(int i) const;
   // "node<i+1>": an ssh_config alias for addr(i)
   std::string alias(int i) const;
@@ -40,6 +52,7 @@ class TestCluster {
  private:
   std::unique_ptr<TempDir> dir_;
   int hosts_;
+  std::vector<std::string> addrs_;
   int port_ = 0;
   EnvMap env_;
 };
@@ -54,6 +67,8 @@ class TestSlurm {
   TestSlurm& operator=(const TestSlurm&) = delete;
   // Empty when Slurm can run here; otherwise why not.
   static std::string skipReason();
+  // skipReason(), and whether network namespaces, veths, tbf and unshare work here.
+  static std::string netnsSkipReason();
   const std::string& node() const { return node_; }
   // SLURM_CONF=... for prefixing a shell command line.
   std::string envPrefix() const { return "SLURM_CONF='" + conf_ + "' "; }
