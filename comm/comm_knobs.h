@@ -90,6 +90,24 @@ inline constexpr Knob kCommShm{
         "collectives go through a shared-memory segment in /dev/shm instead of TCP; 0 turns "
         "it off.",
     .readBy = kReadByDsrt};
+inline constexpr Knob kCommHierarchical{
+    .name = "DS_COMM_HIERARCHICAL",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "gloo: a group whose ranks span hosts, with 2+ ranks on some host, runs allreduce, "
+        "reduce_scatter, allgather and broadcast hierarchically: within each host over shared "
+        "memory, among one leader per host over the network, back within the host; 0 keeps the "
+        "flat ring.",
+    .readBy = kReadByDsrt};
+inline constexpr Knob kCommHierMinBytes{
+    .name = "DS_COMM_HIER_MIN_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "65536",
+    .doc =
+        "hierarchical collectives: buffers of fewer bytes stay on the flat backend (one "
+        "network round instead of three steps).",
+    .readBy = kReadByDsrt};
 inline constexpr Knob kCommShmSlotBytes{
     .name = "DS_COMM_SHM_SLOT_BYTES",
     .type = KnobType::kInt,
@@ -140,6 +158,7 @@ inline constexpr const Knob* kCommKnobList[] = {
     &kGlooPairAllreduceBytes, &kGlooDirectReduceScatterBytes,
     &kGlooPieceBytes,         &kCommShm,
     &kCommShmSlotBytes,       &kMpiShmMinBytes,
+    &kCommHierarchical,       &kCommHierMinBytes,
     &kNcclPeerTimeout,        &kNcclHeartbeatMs,
 };
 inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};

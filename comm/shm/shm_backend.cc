@@ -14,6 +14,7 @@
 
 #include "comm/comm_knobs.h"
 #include "comm/serial_worker.h"
+#include "comm/shm/hier_backend.h"
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_link.h"
 #include "comm/store/prefix_store.h"
@@ -140,8 +141,9 @@ class ShmBackend final : public Backend {
   std::unique_ptr<SerialWorker> worker_;
 };
 
-// Every member's host key; true when all equal this rank's.
-bool allOnThisHost(Store& store, int rank, int size, std::chrono::milliseconds timeout) {
+// Every member's host key, indexed by group rank.
+std::vector<std::string> hostKeys(Store& store, int rank, int size,
+                                  std::chrono::milliseconds timeout) {
   std::string mine = shmHostKey();
   store.set(fmt::format("host/{}", rank), bytes(mine));
   std::vector<std::string> keys;
@@ -154,10 +156,9 @@ bool allOnThisHost(Store& store, int rank, int size, std::chrono::milliseconds t
                     "others' host keys: {}",
                     rank, size, std::chrono::duration<double>(timeout).count(), e.what()));
   }
-  for (const auto& k : keys) {
-    if (text(store.get(k, timeout)) != mine) return false;
-  }
-  return true;
+  std::vector<std::string> out;
+  for (const auto& k : keys) out.push_back(text(store.get(k, timeout)));
+  return out;
 }
 
 // Group rank 0 creates the segment and publishes its name (or why it could not); the others
@@ -212,9 +213,15 @@ std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
   if (o.timeout.count() <= 0) o.timeout = defaultTimeout();
   o.slotBytes = std::max<size_t>(o.slotBytes / 4096 * 4096, 4096);
   PrefixStore store(prefix, root);
-  if (!allOnThisHost(store, rank, size, o.timeout)) {
-    DS_LOG_DEBUG("comm", "shm: group {} spans hosts; collectives stay on {}", prefix,
-                 inner->name());
+  const std::vector<std::string> keys = hostKeys(store, rank, size, o.timeout);
+  if (std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return k != keys[0]; })) {
+    const HostLayout layout = HostLayout::fromKeys(keys);
+    if (hierEnabledByEnv() && o.minBytes == 0 && layout.worthHierarchy()) {
+      return makeHierBackend(std::move(inner), std::move(root), prefix + "/hier", o, layout, global,
+                             hierMinBytesFromEnv());
+    }
+    DS_LOG_DEBUG("comm", "shm: group {} spans hosts ({}); collectives stay on {}", prefix,
+                 layout.describe(), inner->name());
     return inner;
   }
   if (o.slotBytes / 2 / static_cast<size_t>(size) / 8 == 0) {
@@ -230,6 +237,13 @@ std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
   });
   return std::make_unique<ShmBackend>(std::move(inner), std::move(link), std::move(root), prefix, o,
                                       std::move(global));
+}
+
+std::unique_ptr<Backend> wrapGroupWithShm(std::unique_ptr<Backend> inner,
+                                          std::shared_ptr<Store> root, const std::string& prefix,
+                                          const ShmOptions& options, std::vector<int> globalRanks) {
+  return ShmBackend::connectShm(std::move(inner), std::move(root), prefix, options,
+                                std::move(globalRanks));
 }
 
 bool isShmBackend(const Backend& b) { return dynamic_cast<const ShmBackend*>(&b) != nullptr; }

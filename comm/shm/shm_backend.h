@@ -2,8 +2,9 @@
 // host (the launcher's CROSS_RANK, and the same kernel, /dev/shm and user), its collectives go
 // through one shared-memory segment (ShmLink, shm_collectives.h) instead of the inner backend's
 // transport; point-to-point messages and dtypes the shm path cannot reduce go to the inner
-// backend. A group that spans hosts is returned unwrapped (hierarchical collectives are not
-// here). Owns the inner backend; collectives run in issue order on one worker thread.
+// backend. A group that spans hosts gets hierarchical collectives (hier_backend.h) when some host
+// has 2+ of its ranks and DS_COMM_HIERARCHICAL is on; otherwise it is returned unwrapped. Owns
+// the inner backend; collectives run in issue order on one worker thread.
 #pragma once
 
 #include <chrono>
@@ -40,5 +41,11 @@ std::unique_ptr<Backend> wrapWithShm(std::unique_ptr<Backend> inner, std::shared
 
 // Whether b is the shared-memory layer (tests, diagnostics).
 bool isShmBackend(const Backend& b);
+
+// The protocol of wrapWithShm for a group (e.g. a subgroup) whose store keys live under `prefix`
+// of `root`; globalRanks: the world rank of each group rank (for messages).
+std::unique_ptr<Backend> wrapGroupWithShm(std::unique_ptr<Backend> inner,
+                                          std::shared_ptr<Store> root, const std::string& prefix,
+                                          const ShmOptions& options, std::vector<int> globalRanks);
 
 }  // namespace ds::comm

@@ -1,14 +1,16 @@
 // Simulated hosts (issue 18 item 5): `scripts/test_cluster.sh start DIR --netns` makes every
 // "host" a network namespace with its own address, sshd, hostname and /dev/shm on a private
 // bridge, its link shaped by tc tbf. These cases prove, with the real binaries over real ssh:
-//  - dsrun trains across 2 such hosts x 2 ranks, and the losses equal the same 4 ranks on one
-//    host over TCP bit for bit (the shared-memory transport sees two hosts and stays off; the
-//    ranks' hostnames are the namespaces' own);
+//  - dsrun trains across 2 such hosts x 2 ranks: with flat collectives the losses equal the same
+//    4 ranks on one host over TCP bit for bit (the shared-memory transport sees two hosts); with
+//    hierarchical ones (the default: shared memory within each host, leaders over the link)
+//    they agree within 1e-5 relative; the ranks' hostnames are the namespaces' own;
 //  - the shaping holds: an allreduce across two hosts on a 100 Mbit/s link cannot move faster
 //    than the link (an upper bound that load can only make safer, never a timing to pass);
 //  - stop removes every namespace, veth and process of the cluster.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <sstream>
 #include <string>
 
@@ -19,11 +21,11 @@ using namespace ds::test::e2e;
 
 namespace {
 
-#define DS_NEED_NETNS()                                                  \
-  do {                                                                   \
-    if (auto why = TestCluster::netnsSkipReason(); !why.empty()) {       \
-      DS_SKIP("simulated hosts (network namespaces): " << why);          \
-    }                                                                    \
+#define DS_NEED_NETNS()                                            \
+  do {                                                             \
+    if (auto why = TestCluster::netnsSkipReason(); !why.empty()) { \
+      DS_SKIP("simulated hosts (network namespaces): " << why);    \
+    }                                                              \
   } while (0)
 
 std::string hostfile(const TempDir& dir, const TestCluster& cluster, int slots) {
@@ -73,29 +75,50 @@ TEST_CASE("netns cluster: 2 simulated hosts x 2 ranks train; losses equal one ho
   Trajectory local;
   {
     TempDir dir;
-    TimedRun run = runTimed(trainCommand(dir, z, "--num_gpus 4 --master_port " +
-                                                     std::to_string(freePort()),
-                                         "DS_COMM_SHM=0"),
-                            std::chrono::seconds(400));
+    TimedRun run =
+        runTimed(trainCommand(dir, z, "--num_gpus 4 --master_port " + std::to_string(freePort()),
+                              "DS_COMM_SHM=0"),
+                 std::chrono::seconds(400));
     INFO(run.output());
     REQUIRE(run.status == 0);
     local = readTrajectory(dir.file("ckpt/run_summary.json"));
     REQUIRE(local.losses.size() == static_cast<size_t>(kSteps));
   }
   TestCluster cluster(TestClusterOptions{2, true, "1gbit"});
-  TempDir dir;
-  TimedRun run = runTimed(
-      trainCommand(dir, z, sshLaunch(dir, cluster, 2), cluster.envPrefix() + "DS_LOG_LEVEL=debug"),
-      std::chrono::seconds(400));
-  INFO(run.output());
-  REQUIRE(run.status == 0);
-  // Two hosts for the shared-memory transport: the world group spans them.
-  CHECK(run.find("spans hosts") != nullptr);
-  const Trajectory remote = readTrajectory(dir.file("ckpt/run_summary.json"));
-  REQUIRE(remote.losses.size() == local.losses.size());
-  for (size_t i = 0; i < local.losses.size(); ++i) {
-    INFO("step " << i);
-    CHECK(remote.losses[i] == local.losses[i]);
+  {
+    // Flat: the same gloo ring as on one host, so the same bits.
+    TempDir dir;
+    TimedRun run =
+        runTimed(trainCommand(dir, z, sshLaunch(dir, cluster, 2),
+                              cluster.envPrefix() + "DS_LOG_LEVEL=debug DS_COMM_HIERARCHICAL=0"),
+                 std::chrono::seconds(400));
+    INFO(run.output());
+    REQUIRE(run.status == 0);
+    // Two hosts for the shared-memory transport: the world group spans them.
+    CHECK(run.find("spans hosts (2 hosts: [0,1] [2,3])") != nullptr);
+    const Trajectory remote = readTrajectory(dir.file("ckpt/run_summary.json"));
+    REQUIRE(remote.losses.size() == local.losses.size());
+    for (size_t i = 0; i < local.losses.size(); ++i) {
+      INFO("step " << i);
+      CHECK(remote.losses[i] == local.losses[i]);
+    }
+  }
+  {
+    // Hierarchical (the default): shared memory within a host, the leaders over the link; sums
+    // in another order, so the losses agree to rounding.
+    TempDir dir;
+    TimedRun run = runTimed(trainCommand(dir, z, sshLaunch(dir, cluster, 2), cluster.envPrefix()),
+                            std::chrono::seconds(400));
+    INFO(run.output());
+    REQUIRE(run.status == 0);
+    CHECK(run.find("hierarchical collectives: 2 hosts: [0,1] [2,3] (within a host: shared "
+                   "memory; among leaders: gloo)") != nullptr);
+    const Trajectory remote = readTrajectory(dir.file("ckpt/run_summary.json"));
+    REQUIRE(remote.losses.size() == local.losses.size());
+    for (size_t i = 0; i < local.losses.size(); ++i) {
+      INFO("step " << i << ": " << remote.losses[i] << " vs " << local.losses[i]);
+      CHECK(std::abs(remote.losses[i] - local.losses[i]) <= 1e-5 * std::abs(local.losses[i]));
+    }
   }
   // Every rank ran in its host's namespace: its own hostname.
   std::string names;

@@ -11,6 +11,7 @@
 
 #include "comm/gloo/gloo_backend.h"
 #include "comm/process_group.h"
+#include "comm/shm/hier_backend.h"
 #include "comm/shm/shm_backend.h"
 #include "comm/store/prefix_store.h"
 #include "comm/store/tcp_store.h"
@@ -172,4 +173,72 @@ TEST_CASE("shm: every collective equals the gloo TCP path, 2-4 processes", "[mul
         std::chrono::seconds(240));
     CHECK(failures(res) == "");
   }
+}
+
+// Hierarchical collectives (comm/shm/hier_backend.h): the launcher's CROSS_RANK puts ranks on
+// "hosts"; every collective of the hierarchical group equals the flat gloo group's bytes
+// (integer-valued inputs: any reduction order gives the same sums). Layouts: 2+1 ranks, 2+2
+// consecutive, and 2+2 interleaved (reduce_scatter/allgather then stay flat).
+TEST_CASE("shm: hierarchical collectives across hosts equal the flat gloo path", "[multiproc]") {
+  struct Layout {
+    int ranks;
+    int (*host)(int);
+  };
+  const Layout layouts[] = {{3, [](int r) { return r / 2; }},
+                            {4, [](int r) { return r / 2; }},
+                            {4, [](int r) { return r % 2; }}};
+  for (const Layout& l : layouts) {
+    const int n = l.ranks;
+    INFO("world " << n << ", host of rank 1: " << l.host(1));
+    int port = ds::test::freePort();
+    auto res = forkRanks(
+        n,
+        [&](int r) -> std::string {
+          ::setenv("CROSS_RANK", std::to_string(l.host(r)).c_str(), 1);
+          ::setenv("DS_COMM_HIER_MIN_BYTES", "0", 1);
+          auto store = procStore(r, port);
+          ShmOptions so;
+          so.slotBytes = 64 << 10;
+          so.timeout = std::chrono::seconds(60);
+          auto tcpStore = std::make_shared<PrefixStore>("tcp", store);
+          ProcessGroup tcp(createGlooBackend(tcpStore, r, n, tcpOptions()));
+          auto glooForHier =
+              createGlooBackend(std::make_shared<PrefixStore>("hier", store), r, n, tcpOptions());
+          auto wrapped = wrapWithShm(std::move(glooForHier), store, so);
+          if (!isHierBackend(*wrapped)) return "the group across hosts is not hierarchical";
+          ProcessGroup hier(std::move(wrapped));
+          std::string errs = runSuite(hier, tcp);
+          // A subgroup of a hierarchical group works too (here: ranks 0 and n-1, two hosts).
+          auto subHier = hier.newSubgroup({0, n - 1});
+          auto subTcp = tcp.newSubgroup({0, n - 1});
+          if ((subHier == nullptr) != (subTcp == nullptr)) return errs + "subgroup membership";
+          if (subHier) {
+            std::vector<float> a(5000, float(r + 1)), b = a;
+            subHier->allreduce(view(a.data(), a.size()))->wait();
+            subTcp->allreduce(view(b.data(), b.size()))->wait();
+            if (a != b) errs += "subgroup allreduce differs\n";
+          }
+          return errs;
+        },
+        std::chrono::seconds(300));
+    CHECK(failures(res) == "");
+  }
+}
+
+TEST_CASE("shm: DS_COMM_HIERARCHICAL=0 keeps a group across hosts flat", "[multiproc]") {
+  int port = ds::test::freePort();
+  auto res = forkRanks(
+      4,
+      [&](int r) -> std::string {
+        ::setenv("CROSS_RANK", std::to_string(r / 2).c_str(), 1);
+        ::setenv("DS_COMM_HIERARCHICAL", "0", 1);
+        auto store = procStore(r, port);
+        ShmOptions so;
+        so.timeout = std::chrono::seconds(60);
+        auto be = wrapWithShm(createGlooBackend(store, r, 4, tcpOptions()), store, so);
+        if (isHierBackend(*be) || isShmBackend(*be)) return "not the flat gloo group";
+        return "";
+      },
+      std::chrono::seconds(120));
+  CHECK(failures(res) == "");
 }
