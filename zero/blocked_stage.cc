@@ -134,8 +134,10 @@ void BlockedStage::flushGrads() {
       pos += chunk;
     }
   for (size_t param : params) transient_.release(param);
-  auto work =
-      ctx_.comm.reduceScatterSum(input.data(), output.data(), std::vector<size_t>(world, perRank));
+  auto work = ctx_.options.quantizedGradients
+                  ? ctx_.comm.reduceScatterSumQuantized(input.data(), output.data(), perRank)
+                  : ctx_.comm.reduceScatterSum(input.data(), output.data(),
+                                               std::vector<size_t>(world, perRank));
   auto finish = [this, params, out = output.data()] {
     size_t from = 0;
     for (size_t param : params) {

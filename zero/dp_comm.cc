@@ -5,6 +5,7 @@
 
 #include "comm/process_group.h"
 #include "core/error.h"
+#include "zero/block_quant.h"
 #include "zero/bulk_ops.h"
 
 namespace ds::zero {
@@ -33,6 +34,35 @@ comm::WorkPtr DpComm::reduceScatterSum(const float* input, float* output,
   return group_->reduceScatter(comm::view(const_cast<float*>(input), total),
                                comm::view(output, counts[size_t(rank_)]), counts,
                                comm::ReduceOp::kSum);
+}
+
+comm::WorkPtr DpComm::reduceScatterSumQuantized(const float* input, float* output, size_t perRank) {
+  if (single()) {
+    bulkCopy(output, input, perRank);
+    return nullptr;
+  }
+  constexpr int kTag = 0x5147;  // "QG"
+  const size_t packed = quantPackedBytes(perRank), world = size_t(world_), me = size_t(rank_);
+  std::vector<uint8_t> out(packed * world), in(packed * world);
+  std::vector<comm::WorkPtr> works;
+  for (size_t peer = 0; peer < world; ++peer) {
+    if (peer == me) continue;
+    quantizeBlocks(input + peer * perRank, perRank, out.data() + peer * packed);
+    works.push_back(group_->send(
+        {out.data() + peer * packed, packed, DType::kU8, comm::Device::kCpu}, int(peer), kTag));
+  }
+  for (size_t peer = 0; peer < world; ++peer) {
+    if (peer == me) continue;
+    works.push_back(group_->recv(
+        {in.data() + peer * packed, packed, DType::kU8, comm::Device::kCpu}, int(peer), kTag));
+  }
+  for (auto& w : works) waitWork(w);
+  bulkZero(output, perRank);
+  for (size_t peer = 0; peer < world; ++peer) {
+    if (peer == me) bulkAdd(output, input + me * perRank, perRank);
+    else dequantizeAddBlocks(in.data() + peer * packed, perRank, output);
+  }
+  return nullptr;
 }
 
 comm::WorkPtr DpComm::allgather(const void* input, void* output, const std::vector<size_t>& counts,

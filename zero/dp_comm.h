@@ -29,6 +29,10 @@ class DpComm {
   // input: world consecutive blocks of counts[r] elements; output: this rank's summed block.
   comm::WorkPtr reduceScatterSum(const float* input, float* output,
                                  const std::vector<size_t>& counts);
+  // ZeRO++ qgZ: the same sum with every other rank's block sent as block int8 (block_quant.h)
+  // over point-to-point messages, a quarter of the bytes; this rank's own block is added
+  // exactly, and the blocks are summed in rank order. Blocking (returns a null Work).
+  comm::WorkPtr reduceScatterSumQuantized(const float* input, float* output, size_t perRank);
   // input: this rank's block; output: all blocks concatenated (elements of dtype).
   comm::WorkPtr allgather(const void* input, void* output, const std::vector<size_t>& counts,
                           DType dtype);

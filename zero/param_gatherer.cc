@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "zero/block_quant.h"
 #include "zero/dp_comm.h"
 #include "zero/engine_trace.h"
 #include "zero/param_index.h"
@@ -20,11 +21,16 @@ ParamGatherer::ParamGatherer(const StageContext& ctx, const Stage3Layout& layout
       half_(ctx.options.halfCompute()),
       live32_(ctx.index.count()),
       live16_(ctx.index.count()),
+      packed_(ctx.index.count()),
       work_(ctx.index.count()),
       gathering_(ctx.index.count(), 0),
       persistent_(ctx.index.count(), 0) {
   for (size_t param = 0; param < ctx_.index.count(); ++param)
     persistent_[param] = ctx_.index.param(param).numel <= ctx_.options.paramPersistenceThreshold;
+}
+
+bool ParamGatherer::quantized() const {
+  return ctx_.options.quantizedWeights && !ctx_.comm.single();
 }
 
 size_t ParamGatherer::fullSize(size_t param) const {
@@ -36,7 +42,23 @@ void ParamGatherer::ensureGathered(size_t param) {
   const size_t chunk = layout_.chunk(param), full = fullSize(param);
   const std::vector<size_t> counts(size_t(ctx_.comm.world()), chunk);
   const size_t local = layout_.localOffset(param), mine = size_t(ctx_.comm.rank()) * chunk;
-  if (half_) {
+  if (quantized()) {
+    const size_t packed = quantPackedBytes(chunk);
+    packed_[param].resize(packed * size_t(ctx_.comm.world()));
+    uint8_t* myPacked = packed_[param].data() + size_t(ctx_.comm.rank()) * packed;
+    if (half_) {
+      pool16_.take(live16_[param], full, false);
+      const void* input = store_.gatherInput(param, local, chunk, live16_[param].data() + mine);
+      quantizeBlocksBf16(static_cast<const uint16_t*>(input), chunk, myPacked);
+    } else {
+      pool32_.take(live32_[param], full, false);
+      const void* input = store_.gatherInput(param, local, chunk, live32_[param].data() + mine);
+      quantizeBlocks(static_cast<const float*>(input), chunk, myPacked);
+    }
+    work_[param] =
+        ctx_.comm.allgather(myPacked, packed_[param].data(),
+                            std::vector<size_t>(size_t(ctx_.comm.world()), packed), DType::kU8);
+  } else if (half_) {
     pool16_.take(live16_[param], full, false);  // the allgather writes every element
     const void* input = store_.gatherInput(param, local, chunk, live16_[param].data() + mine);
     work_[param] = ctx_.comm.allgather(input, live16_[param].data(), counts, ctx_.options.compute);
@@ -60,6 +82,15 @@ void ParamGatherer::waitGathered(size_t param) {
   waitWork(work_[param]);
   work_[param] = nullptr;
   gathering_[param] = 0;
+  if (quantized()) {
+    const size_t chunk = layout_.chunk(param), packed = quantPackedBytes(chunk);
+    for (size_t r = 0; r < size_t(ctx_.comm.world()); ++r) {
+      const uint8_t* src = packed_[param].data() + r * packed;
+      if (half_) dequantizeBlocksBf16(src, chunk, live16_[param].data() + r * chunk);
+      else dequantizeBlocks(src, chunk, live32_[param].data() + r * chunk);
+    }
+    std::vector<uint8_t>().swap(packed_[param]);
+  }
   if (half_) ctx_.table.value16[param] = reinterpret_cast<const ds::bf16*>(live16_[param].data());
   else ctx_.table.value[param] = live32_[param].data();
 }

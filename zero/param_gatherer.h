@@ -1,6 +1,8 @@
 // ParamGatherer: stage 3's gathered parameters: allgathers a block's params before use, prefetches
 // the next block's (stage3_prefetch_bucket_size, stage3_max_live_parameters), starts nvme
 // read-aheads and releases copies after use; params <= stage3_param_persistence_threshold stay.
+// zero_quantized_weights (ZeRO++ qwZ): each rank sends its chunk as block int8 and every rank,
+// itself included, uses the dequantized values, so the gathered copies agree across ranks.
 // Not the gradient path. Invariant: table.value/value16[p] is non-null exactly while p's
 // gathered copy is complete and held.
 #pragma once
@@ -43,6 +45,7 @@ class ParamGatherer {
     return ctx_.table.value[param] != nullptr || ctx_.table.value16[param] != nullptr;
   }
   size_t fullSize(size_t param) const;
+  bool quantized() const;
 
   StageContext ctx_;
   const Stage3Layout& layout_;
@@ -52,8 +55,9 @@ class ParamGatherer {
   bool half_;
   std::vector<std::vector<float>> live32_;  // gathered full params (chunk*world elems)
   std::vector<std::vector<uint16_t>> live16_;
-  std::vector<comm::WorkPtr> work_;  // in-flight gather per param
-  std::vector<char> gathering_;      // gather issued, not yet waited
+  std::vector<std::vector<uint8_t>> packed_;  // qwZ: the gathered block-int8 chunks in flight
+  std::vector<comm::WorkPtr> work_;           // in-flight gather per param
+  std::vector<char> gathering_;               // gather issued, not yet waited
   std::vector<char> persistent_;
   size_t liveElems_ = 0, peakLiveElems_ = 0;  // non-persistent gathered elements
 };

@@ -49,6 +49,10 @@ struct ZeroOptions {
                                               // (non-persistent) elements
   size_t subGroupSize = 1000000000;           // sub_group_size: optimizer tile (elements) for
                                               // offload/nvme
+  bool quantizedWeights = false;              // zero_quantized_weights (ZeRO++ qwZ, stage 3):
+                                              // parameters all-gathered as block int8
+  bool quantizedGradients = false;            // zero_quantized_gradients (ZeRO++ qgZ, stage 3):
+                                              // gradients reduce-scattered as block int8
   OffloadOptions offloadOptimizer;            // offload_optimizer
   OffloadOptions offloadParam;                // offload_param (stage 3)
   DType compute = DType::kF32;                // from bf16/fp16.enabled: kF32, kBF16 or kF16

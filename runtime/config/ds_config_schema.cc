@@ -265,6 +265,13 @@ void readZero(NodeReader& ds, DsConfig& c) {
   zo.maxLiveParameters =
       size_t(alias("stage3_max_live_parameters", "max_live_parameters", 1000000000));
   zo.subGroupSize = size_t(z->getInt("sub_group_size", 1000000000, 1, kBig));
+  zo.quantizedWeights = z->getBool("zero_quantized_weights", false);
+  zo.quantizedGradients = z->getBool("zero_quantized_gradients", false);
+  for (const char* key : {"zero_quantized_weights", "zero_quantized_gradients"})
+    if (z->has(key) && z->getBool(key, false) && zo.stage != 3)
+      z->refuse(key,
+                "ZeRO++ quantized communication is a ZeRO stage 3 feature (as in "
+                "DeepSpeed); set zero_optimization.stage to 3 or this key to false");
   zo.offloadOptimizer = readOffload(*z, "offload_optimizer", true);
   zo.offloadParam = readOffload(*z, "offload_param", false);
   readLegacyOffload(*z, c);
@@ -409,6 +416,8 @@ std::string dsConfigToJson(const DsConfig& c) {
         {"stage3_param_persistence_threshold", c.zero.paramPersistenceThreshold},
         {"stage3_max_live_parameters", c.zero.maxLiveParameters},
         {"sub_group_size", c.zero.subGroupSize},
+        {"zero_quantized_weights", c.zero.quantizedWeights},
+        {"zero_quantized_gradients", c.zero.quantizedGradients},
         {"offload_optimizer", offload(c.zero.offloadOptimizer)},
         {"offload_param", offload(c.zero.offloadParam)}}},
       {"activation_checkpointing", {{"enabled", c.activationCheckpointing}}},

@@ -38,6 +38,13 @@ TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int
         "{}: fp16.enabled on {} ({}): the GPU path computes in fp32 or bf16; use bf16.enabled "
         "or train.device: cpu (fp16 is emulated on the CPU)",
         plan.source, got.choice.name(), siteText(site)));
+  const auto& zero = plan.deepspeed.zero;
+  if (zero.quantizedWeights || zero.quantizedGradients)
+    throw ConfigError(fmt::format(
+        "{}: zero_optimization.{} on {} ({}): ZeRO++ quantized communication runs on the CPU "
+        "path only (its device stage 3 gathers exactly); set it to false or train.device: cpu",
+        plan.source, zero.quantizedWeights ? "zero_quantized_weights" : "zero_quantized_gradients",
+        got.choice.name(), siteText(site)));
   out.ops = makeCudaOps(got.choice.index, plan.train.tf32);
   return out;
 }

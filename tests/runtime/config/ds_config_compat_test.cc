@@ -183,8 +183,8 @@ TEST_CASE("ds_config: several refused keys are all listed, each file:line:col: k
         f + "16:23: deepspeed.sparse_attention: sparse attention is not implemented (the GPT "
             "attention is dense)",
         f + "9:33: deepspeed.zero_optimization.zero_quantized_gradients: ZeRO++ quantized "
-            "gradients are not implemented (gradients are reduced in fp32) (accepted only as "
-            "false, got 'true')",
+            "communication is a ZeRO stage 3 feature (as in DeepSpeed); set "
+            "zero_optimization.stage to 3 or this key to false",
         f + "10:24: deepspeed.zero_optimization.mics_shard_size: MiCS sub-group sharding is not "
             "implemented (accepted only as -1, got '4')",
         f + "24:22: deepspeed.steps_per_print: \"auto\" is filled in",
