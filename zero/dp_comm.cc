@@ -1,7 +1,10 @@
 // DpComm: see dp_comm.h.
 #include "zero/dp_comm.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
+#include <mutex>
 
 #include "comm/process_group.h"
 #include "core/error.h"
@@ -36,33 +39,75 @@ comm::WorkPtr DpComm::reduceScatterSum(const float* input, float* output,
                                comm::ReduceOp::kSum);
 }
 
+namespace {
+
+// qgZ's handle: the point-to-point messages are in flight; the first wait() waits for them and
+// then sums this rank's block (its own values exactly, the others dequantized, in rank order).
+class QuantizedReduceScatter final : public comm::Work {
+ public:
+  QuantizedReduceScatter(const float* input, float* output, size_t perRank, int rank, int world)
+      : Work(fmt::format("qgZ reduce-scatter of {} elements per rank (rank {} of {})", perRank,
+                         rank, world)),
+        input_(input),
+        output_(output),
+        perRank_(perRank),
+        rank_(size_t(rank)),
+        world_(size_t(world)),
+        packed_(quantPackedBytes(perRank)),
+        out_(packed_ * world_),
+        in_(packed_ * world_) {}
+
+  void issue(comm::ProcessGroup& group) {
+    constexpr int kTag = 0x5147;  // "QG"
+    for (size_t peer = 0; peer < world_; ++peer) {
+      if (peer == rank_) continue;
+      quantizeBlocks(input_ + peer * perRank_, perRank_, out_.data() + peer * packed_);
+      messages_.push_back(group.send(view(out_, peer), int(peer), kTag));
+    }
+    for (size_t peer = 0; peer < world_; ++peer)
+      if (peer != rank_) messages_.push_back(group.recv(view(in_, peer), int(peer), kTag));
+  }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    std::call_once(summed_, [&] {
+      try {
+        for (auto& m : messages_) m->wait(timeout);
+        bulkZero(output_, perRank_);
+        for (size_t peer = 0; peer < world_; ++peer) {
+          if (peer == rank_) bulkAdd(output_, input_ + rank_ * perRank_, perRank_);
+          else dequantizeAddBlocks(in_.data() + peer * packed_, perRank_, output_);
+        }
+        markCompleted();
+      } catch (...) {
+        markFailed(std::current_exception());
+      }
+    });
+    Work::wait(timeout);
+  }
+
+ private:
+  comm::BufferView view(std::vector<uint8_t>& buf, size_t peer) {
+    return {buf.data() + peer * packed_, packed_, DType::kU8, comm::Device::kCpu};
+  }
+
+  const float* input_;
+  float* output_;
+  size_t perRank_, rank_, world_, packed_;
+  std::vector<uint8_t> out_, in_;
+  std::vector<comm::WorkPtr> messages_;
+  std::once_flag summed_;
+};
+
+}  // namespace
+
 comm::WorkPtr DpComm::reduceScatterSumQuantized(const float* input, float* output, size_t perRank) {
   if (single()) {
     bulkCopy(output, input, perRank);
     return nullptr;
   }
-  constexpr int kTag = 0x5147;  // "QG"
-  const size_t packed = quantPackedBytes(perRank), world = size_t(world_), me = size_t(rank_);
-  std::vector<uint8_t> out(packed * world), in(packed * world);
-  std::vector<comm::WorkPtr> works;
-  for (size_t peer = 0; peer < world; ++peer) {
-    if (peer == me) continue;
-    quantizeBlocks(input + peer * perRank, perRank, out.data() + peer * packed);
-    works.push_back(group_->send(
-        {out.data() + peer * packed, packed, DType::kU8, comm::Device::kCpu}, int(peer), kTag));
-  }
-  for (size_t peer = 0; peer < world; ++peer) {
-    if (peer == me) continue;
-    works.push_back(group_->recv(
-        {in.data() + peer * packed, packed, DType::kU8, comm::Device::kCpu}, int(peer), kTag));
-  }
-  for (auto& w : works) waitWork(w);
-  bulkZero(output, perRank);
-  for (size_t peer = 0; peer < world; ++peer) {
-    if (peer == me) bulkAdd(output, input + me * perRank, perRank);
-    else dequantizeAddBlocks(in.data() + peer * packed, perRank, output);
-  }
-  return nullptr;
+  auto work = std::make_shared<QuantizedReduceScatter>(input, output, perRank, rank_, world_);
+  work->issue(*group_);
+  return work;
 }
 
 comm::WorkPtr DpComm::allgather(const void* input, void* output, const std::vector<size_t>& counts,

@@ -31,7 +31,8 @@ class DpComm {
                                  const std::vector<size_t>& counts);
   // ZeRO++ qgZ: the same sum with every other rank's block sent as block int8 (block_quant.h)
   // over point-to-point messages, a quarter of the bytes; this rank's own block is added
-  // exactly, and the blocks are summed in rank order. Blocking (returns a null Work).
+  // exactly, and the blocks are summed in rank order when the Work is first waited for (the
+  // messages fly meanwhile). input stays untouched until then, as for every call here.
   comm::WorkPtr reduceScatterSumQuantized(const float* input, float* output, size_t perRank);
   // input: this rank's block; output: all blocks concatenated (elements of dtype).
   comm::WorkPtr allgather(const void* input, void* output, const std::vector<size_t>& counts,

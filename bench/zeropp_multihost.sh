@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# ZeRO-3 across simulated hosts with and without ZeRO++ (issue 18 item 6): HOSTS network-namespace
+# hosts x RANKS ranks (scripts/test_cluster.sh --netns; every host's link shaped by tc tbf to each
+# rate in turn), dsrun over ssh, dsrt train of GPT-2 124M shapes (12 layers, 768 wide, 12 heads,
+# vocab 50257, T=64, one sequence per rank, fp32) at ZeRO stage 3, exact against
+# zero_quantized_weights + zero_quantized_gradients (qwZ + qgZ), sides alternating per
+# repetition. The figure: step time (the run summary's timed steps, the first step excluded)
+# and the ratio exact / ZeRO++, next to the raw TCP bandwidth of one link measured in the same
+# run (a 64 MiB socket transfer between two of the namespaces) and the final losses of both.
+# Usage: bench/zeropp_multihost.sh [BUILD_DIR] [OUT_FILE]   (root: namespaces and tc)
+#   env: DS_BENCH_HOSTS (2), DS_BENCH_RANKS (1 per host), DS_BENCH_RATES ("1gbit 10gbit"),
+#        DS_BENCH_STEPS (4), DS_BENCH_REPS (2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=$(realpath "${1:-build}")
+OUT=${2:-bench/results/zeropp_multihost.txt}
+H=${DS_BENCH_HOSTS:-2}
+R=${DS_BENCH_RANKS:-1}
+RATES=${DS_BENCH_RATES:-"1gbit 10gbit"}
+STEPS=${DS_BENCH_STEPS:-4}
+REPS=${DS_BENCH_REPS:-2}
+PY=${DS_PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d)
+CL="$TMP/cluster"
+cleanup() { scripts/test_cluster.sh stop "$CL" >/dev/null 2>&1 || true; rm -rf "$TMP"; }
+trap cleanup EXIT
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+port=30100
+MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_head=12
+       --set model.gpt.seq_len=64 --set model.gpt.vocab_size=50257
+       --set data.synthetic.tokens=65536 --set data.synthetic.val_tokens=4096
+       --set train.eval_every=0 --set train.log_every=1 --set train.steps="$STEPS"
+       --set deepspeed.train_batch_size=$((H * R))
+       --set deepspeed.scheduler.params.warmup_num_steps=1
+       --set deepspeed.zero_optimization.stage=3)
+
+# tcp_bw NS_FROM ADDR_TO NS_TO: GB/s of a 64 MiB one-way socket transfer (bench/link_bw.py).
+tcp_bw() {
+  ip netns exec "$3" timeout 150 "$PY" bench/link_bw.py srv "$2" &
+  local srv=$!
+  ip netns exec "$1" timeout 150 "$PY" bench/link_bw.py cli "$2"
+  wait "$srv"
+}
+
+{
+  echo "# bench/zeropp_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
+       "$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo "# GPT-2 124M shapes (12x768, 12 heads, vocab 50257, T=64), fp32, ZeRO stage 3, global batch" \
+       "$((H * R)) ($H simulated hosts x $R ranks: network namespaces, tc tbf on each link, no"
+  echo "# added latency), $STEPS steps (the first untimed); $REPS repetitions per side, order" \
+       "alternating. Every host shares this machine's $(nproc) cores."
+  echo "# load average (1/5/15 min) at start: $(loadavg)"
+  for rate in $RATES; do
+    scripts/test_cluster.sh start "$CL" --netns --hosts "$H" --link "$rate" >/dev/null
+    tag=$(sed -n 's/^tag=//p' "$CL/netns")
+    bw=$(tcp_bw "ds${tag}h0" "$(sed -n 2p "$CL/hosts")" "ds${tag}h1")
+    echo "link $rate: raw TCP one way $bw GB/s"
+    hf="$TMP/hostfile"
+    while read -r a; do echo "$a slots=$R"; done < "$CL/hosts" > "$hf"
+    for rep in $(seq "$REPS"); do
+      sides="exact zeropp"
+      [ $((rep % 2)) = 0 ] && sides="zeropp exact"
+      for side in $sides; do
+        port=$((port + 1))
+        q=$([ "$side" = zeropp ] && echo true || echo false)
+        sum="$TMP/$rate-$side-$rep.json"
+        (set -a; . "$CL/env"; set +a
+         cd "$TMP" && "$B/dsrun" --hostfile "$hf" --launcher ssh \
+           --master_addr "$(head -1 "$CL/hosts")" --master_port "$port" "$B/dsrt" train \
+           "${MODEL[@]}" --set deepspeed.zero_optimization.zero_quantized_weights=$q \
+           --set deepspeed.zero_optimization.zero_quantized_gradients=$q --summary "$sum") \
+          > "$TMP/$rate-$side-$rep.log" 2>&1 ||
+          { echo "zeropp_multihost: $rate $side failed:"; tail -20 "$TMP/$rate-$side-$rep.log"; exit 1; }
+        jq -r --arg r "$rate" --arg s "$side" --arg bw "$bw" '.timing as $t |
+          [$r, $s, $bw, (($t.total_ms / $t.steps_timed) | tostring),
+           (($t.comm_ms / $t.steps_timed) | tostring), (.losses[-1] | tostring)] | @tsv' \
+          "$sum" >> "$TMP/rows"
+      done
+    done
+    scripts/test_cluster.sh stop "$CL" >/dev/null
+  done
+  echo "# load average at end:   $(loadavg)"
+  echo
+  "$PY" - "$TMP/rows" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    rate, side, bw, ms, comm, loss = line.split("\t")
+    rows.setdefault(rate, {"bw": float(bw)}).setdefault(side, []).append((float(ms), float(comm), float(loss)))
+print(f"{'link':>7} {'tcp_GB/s':>8}  {'exact_ms':>9} {'zeropp_ms':>9}  {'exact/zeropp':>12}  "
+      f"{'exact_comm':>10} {'zeropp_comm':>11}  {'loss_exact':>10} {'loss_zeropp':>11}   (medians)")
+for rate, r in rows.items():
+    med = lambda s, k: statistics.median(x[k] for x in r[s])
+    print(f"{rate:>7} {r['bw']:>8.4f}  {med('exact', 0):>9.0f} {med('zeropp', 0):>9.0f}  "
+          f"{med('exact', 0) / med('zeropp', 0):>12.2f}  {med('exact', 1):>10.0f} "
+          f"{med('zeropp', 1):>11.0f}  {r['exact'][0][2]:>10.5f} {r['zeropp'][0][2]:>11.5f}")
+PY
+} | tee "$OUT"
