@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "zero/bucket_queue.h"
 #include "zero/bulk_ops.h"
 #include "zero/dp_comm.h"
@@ -26,6 +29,15 @@ BlockedStage::BlockedStage(const StageContext& ctx)
           {ctx_.index.offset(param) + own.offset, layout_.localOffset(param), own.size});
   }
   gradPart_.assign(localSize_, 0.f);
+  if (ctx_.options.hpzPartitionSize > 1 && !ctx_.comm.single()) {
+    if (ctx_.comm.world() % ctx_.options.hpzPartitionSize != 0)
+      throw ConfigError(fmt::format(
+          "zero_optimization.zero_hpz_partition_size {} does not divide the data-parallel world "
+          "of {} ranks (use the ranks per host, e.g. {})",
+          ctx_.options.hpzPartitionSize, ctx_.comm.world(), ctx_.comm.world()));
+    hpz_ = std::make_unique<DpComm>(ctx_.comm.consecutiveSubgroup(ctx_.options.hpzPartitionSize));
+    gatherer_.setSecondary(hpz_.get());
+  }
   const size_t world = size_t(ctx_.comm.world());
   const size_t cap =
       std::min(std::max<size_t>(ctx_.options.reduceBucketSize, 1), localSize_ * world);
@@ -65,7 +77,10 @@ void BlockedStage::gatherBlock(int block, int ahead, int step) {
   for (size_t param : ctx_.index.usedBy(block)) gatherer_.waitGathered(param);
 }
 
-void BlockedStage::beforeForward(int block) { gatherBlock(block, block + 1, 1); }
+void BlockedStage::beforeForward(int block) {
+  gatherer_.setBackward(false);
+  gatherBlock(block, block + 1, 1);
+}
 
 void BlockedStage::afterForward(int block) {
   // next use: the following block's forward, or this (last) block's backward
@@ -73,6 +88,7 @@ void BlockedStage::afterForward(int block) {
 }
 
 void BlockedStage::beforeBackward(int block) {
+  gatherer_.setBackward(true);
   gatherBlock(block, block - 1, -1);
   const size_t world = size_t(ctx_.comm.world());
   for (size_t param : ctx_.index.usedBy(block))

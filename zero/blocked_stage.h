@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "zero/buffer_pool.h"
+#include "zero/dp_comm.h"
 #include "zero/param_gatherer.h"
 #include "zero/param_store.h"
 #include "zero/partition.h"
@@ -52,7 +53,8 @@ class BlockedStage final : public Stage {
   StageContext ctx_;
   Stage3Layout layout_;
   std::unique_ptr<ParamStore> store_;
-  BufferPool<float> pool32_;  // shared by gathered params and transient grads
+  BufferPool<float> pool32_;     // shared by gathered params and transient grads
+  std::unique_ptr<DpComm> hpz_;  // zero_hpz_partition_size > 1: this rank's host group
   ParamGatherer gatherer_;
   TransientGrads transient_;
   std::vector<float> gradPart_;  // [localSize], accumulated over micro-steps

@@ -20,6 +20,29 @@ DpComm::DpComm(comm::ProcessGroup* group) : group_(group) {
   }
 }
 
+DpComm::~DpComm() = default;
+DpComm::DpComm(DpComm&&) noexcept = default;
+DpComm& DpComm::operator=(DpComm&&) noexcept = default;
+
+DpComm DpComm::consecutiveSubgroup(int size) {
+  DS_CHECK(size >= 1 && world_ % size == 0, "consecutiveSubgroup({}) of a group of {}", size,
+           world_);
+  if (single() || size == 1) {
+    DpComm self(nullptr);
+    return self;
+  }
+  std::unique_ptr<comm::ProcessGroup> mine;
+  for (int first = 0; first < world_; first += size) {
+    std::vector<int> ranks;
+    for (int r = first; r < first + size; ++r) ranks.push_back(r);
+    auto sub = group_->newSubgroup(ranks);
+    if (sub) mine = std::move(sub);
+  }
+  DpComm out(mine.get());
+  out.owned_ = std::move(mine);
+  return out;
+}
+
 comm::WorkPtr DpComm::allreduceSum(float* buf, size_t count) {
   if (single() || count == 0) return nullptr;
   return group_->allreduce(comm::view(buf, count), comm::ReduceOp::kSum);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm/types.h"
@@ -20,6 +21,14 @@ namespace ds::zero {
 class DpComm {
  public:
   explicit DpComm(comm::ProcessGroup* group);
+  ~DpComm();
+  DpComm(DpComm&&) noexcept;
+  DpComm& operator=(DpComm&&) noexcept;
+
+  // Collective over this group: splits it into consecutive groups of `size` ranks (size divides
+  // world) and returns this rank's, which owns its process group (ZeRO++ hpZ's secondary
+  // partition: the ranks of one host when size = ranks per host).
+  DpComm consecutiveSubgroup(int size);
   int rank() const { return rank_; }
   int world() const { return world_; }
   bool single() const { return group_ == nullptr || world_ == 1; }
@@ -42,6 +51,7 @@ class DpComm {
 
  private:
   comm::ProcessGroup* group_;
+  std::unique_ptr<comm::ProcessGroup> owned_;  // subgroups only
   int rank_ = 0, world_ = 1;
 };
 

@@ -2,6 +2,7 @@
 #include "zero/param_gatherer.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "zero/block_quant.h"
 #include "zero/dp_comm.h"
@@ -37,12 +38,51 @@ size_t ParamGatherer::fullSize(size_t param) const {
   return layout_.chunk(param) * size_t(ctx_.comm.world());
 }
 
+void ParamGatherer::setSecondary(DpComm* secondary) {
+  secondary_ = secondary;
+  secondaryCopy_.assign(ctx_.index.count(), {});
+  fromSecondary_.assign(ctx_.index.count(), 0);
+}
+
+bool ParamGatherer::usesSecondary(size_t param) const {
+  return backward_ && secondary_ && !persistent_[param] && !secondaryCopy_[param].empty();
+}
+
+// hpZ: backward gathers the copy forward left in this host's group (k ranks, k pieces).
+void ParamGatherer::gatherSecondary(size_t param) {
+  const size_t full = fullSize(param), k = size_t(secondary_->world()), piece = full / k;
+  const std::vector<size_t> counts(k, piece);
+  const std::vector<char>& mine = secondaryCopy_[param];
+  if (half_) {
+    pool16_.take(live16_[param], full, false);
+    work_[param] =
+        secondary_->allgather(mine.data(), live16_[param].data(), counts, ctx_.options.compute);
+  } else {
+    pool32_.take(live32_[param], full, false);
+    work_[param] = secondary_->allgather(mine.data(), live32_[param].data(), counts, DType::kF32);
+  }
+  fromSecondary_[param] = 1;
+}
+
+// hpZ: after a forward gather, keep this rank's piece of the full copy for backward.
+void ParamGatherer::keepSecondary(size_t param) {
+  const size_t full = fullSize(param), k = size_t(secondary_->world()), piece = full / k;
+  const size_t elem = half_ ? sizeof(uint16_t) : sizeof(float);
+  const char* base = half_ ? reinterpret_cast<const char*>(live16_[param].data())
+                           : reinterpret_cast<const char*>(live32_[param].data());
+  auto& copy = secondaryCopy_[param];
+  copy.resize(piece * elem);
+  std::memcpy(copy.data(), base + size_t(secondary_->rank()) * piece * elem, copy.size());
+}
+
 void ParamGatherer::ensureGathered(size_t param) {
   if (issued(param)) return;
   const size_t chunk = layout_.chunk(param), full = fullSize(param);
   const std::vector<size_t> counts(size_t(ctx_.comm.world()), chunk);
   const size_t local = layout_.localOffset(param), mine = size_t(ctx_.comm.rank()) * chunk;
-  if (quantized()) {
+  if (usesSecondary(param)) {
+    gatherSecondary(param);
+  } else if (quantized()) {
     const size_t packed = quantPackedBytes(chunk);
     packed_[param].resize(packed * size_t(ctx_.comm.world()));
     uint8_t* myPacked = packed_[param].data() + size_t(ctx_.comm.rank()) * packed;
@@ -82,7 +122,9 @@ void ParamGatherer::waitGathered(size_t param) {
   waitWork(work_[param]);
   work_[param] = nullptr;
   gathering_[param] = 0;
-  if (quantized()) {
+  const bool secondary = fromSecondary_.empty() ? false : fromSecondary_[param] != 0;
+  if (secondary) fromSecondary_[param] = 0;
+  if (quantized() && !secondary) {
     const size_t chunk = layout_.chunk(param), packed = quantPackedBytes(chunk);
     for (size_t r = 0; r < size_t(ctx_.comm.world()); ++r) {
       const uint8_t* src = packed_[param].data() + r * packed;
@@ -91,6 +133,7 @@ void ParamGatherer::waitGathered(size_t param) {
     }
     std::vector<uint8_t>().swap(packed_[param]);
   }
+  if (secondary_ && !secondary && !backward_ && !persistent_[param]) keepSecondary(param);
   if (half_) ctx_.table.value16[param] = reinterpret_cast<const ds::bf16*>(live16_[param].data());
   else ctx_.table.value[param] = live32_[param].data();
 }

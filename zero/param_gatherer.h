@@ -34,6 +34,11 @@ class ParamGatherer {
   // Releases block's params unless nextBlock (-1 = none) uses them.
   void releaseAfter(int block, int nextBlock);
   void gatherPersistent();  // (re)gathers every persistent parameter, waits
+  // zero_hpz_partition_size (ZeRO++ hpZ): `secondary` is this rank's group of k consecutive
+  // ranks (one host); each forward gather leaves this rank's 1/k of the full copy, and backward
+  // gathers from those pieces inside the group instead of over the whole world.
+  void setSecondary(DpComm* secondary);
+  void setBackward(bool backward) { backward_ = backward; }
 
   bool issued(size_t param) const { return gathering_[param] || held(param); }
   bool persistent(size_t param) const { return persistent_[param]; }
@@ -45,6 +50,9 @@ class ParamGatherer {
     return ctx_.table.value[param] != nullptr || ctx_.table.value16[param] != nullptr;
   }
   size_t fullSize(size_t param) const;
+  bool usesSecondary(size_t param) const;
+  void gatherSecondary(size_t param);
+  void keepSecondary(size_t param);
   bool quantized() const;
 
   StageContext ctx_;
@@ -60,6 +68,10 @@ class ParamGatherer {
   std::vector<char> gathering_;               // gather issued, not yet waited
   std::vector<char> persistent_;
   size_t liveElems_ = 0, peakLiveElems_ = 0;  // non-persistent gathered elements
+  DpComm* secondary_ = nullptr;               // hpZ group, or null
+  bool backward_ = false;
+  std::vector<std::vector<char>> secondaryCopy_;  // hpZ: this rank's piece of each param
+  std::vector<char> fromSecondary_;               // the gather in flight is the hpZ one
 };
 
 }  // namespace ds::zero

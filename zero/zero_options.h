@@ -53,6 +53,9 @@ struct ZeroOptions {
                                               // parameters all-gathered as block int8
   bool quantizedGradients = false;            // zero_quantized_gradients (ZeRO++ qgZ, stage 3):
                                               // gradients reduce-scattered as block int8
+  int hpzPartitionSize = 1;                   // zero_hpz_partition_size (ZeRO++ hpZ, stage 3):
+                                              // backward gathers within groups of this many
+                                              // consecutive ranks
   OffloadOptions offloadOptimizer;            // offload_optimizer
   OffloadOptions offloadParam;                // offload_param (stage 3)
   DType compute = DType::kF32;                // from bf16/fp16.enabled: kF32, kBF16 or kF16

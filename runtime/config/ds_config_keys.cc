@@ -197,8 +197,6 @@ const std::vector<DsKeyRule> kRules = {
      "PyTorch module classes to fetch whole at stage 3; dsrt fetches per transformer block"},
     {"zero_optimization.elastic_checkpoint", kOnly, "false",
      "DeepSpeed no longer supports it either; dsrt's checkpoints load at any world size"},
-    {"zero_optimization.zero_hpz_partition_size", kOnly, "1",
-     "ZeRO++ hierarchical partitioning is not implemented"},
     {"zero_optimization.zero_quantized_nontrainable_weights", kOnly, "false",
      "ZeRO++ quantized weights are not implemented"},
     {"zero_optimization.zeropp_loco_param", kRef, nullptr, "ZeRO++ LoCo is not implemented"},

@@ -267,6 +267,11 @@ void readZero(NodeReader& ds, DsConfig& c) {
   zo.subGroupSize = size_t(z->getInt("sub_group_size", 1000000000, 1, kBig));
   zo.quantizedWeights = z->getBool("zero_quantized_weights", false);
   zo.quantizedGradients = z->getBool("zero_quantized_gradients", false);
+  zo.hpzPartitionSize = int(z->getInt("zero_hpz_partition_size", 1, 1, 1 << 20));
+  if (zo.hpzPartitionSize > 1 && zo.stage != 3)
+    z->refuse("zero_hpz_partition_size",
+              "ZeRO++ hierarchical partitioning is a ZeRO stage 3 feature (as in DeepSpeed); set "
+              "zero_optimization.stage to 3 or this key to 1");
   for (const char* key : {"zero_quantized_weights", "zero_quantized_gradients"})
     if (z->has(key) && z->getBool(key, false) && zo.stage != 3)
       z->refuse(key,
@@ -418,6 +423,7 @@ std::string dsConfigToJson(const DsConfig& c) {
         {"sub_group_size", c.zero.subGroupSize},
         {"zero_quantized_weights", c.zero.quantizedWeights},
         {"zero_quantized_gradients", c.zero.quantizedGradients},
+        {"zero_hpz_partition_size", c.zero.hpzPartitionSize},
         {"offload_optimizer", offload(c.zero.offloadOptimizer)},
         {"offload_param", offload(c.zero.offloadParam)}}},
       {"activation_checkpointing", {{"enabled", c.activationCheckpointing}}},

@@ -39,11 +39,14 @@ TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int
         "or train.device: cpu (fp16 is emulated on the CPU)",
         plan.source, got.choice.name(), siteText(site)));
   const auto& zero = plan.deepspeed.zero;
-  if (zero.quantizedWeights || zero.quantizedGradients)
+  if (zero.quantizedWeights || zero.quantizedGradients || zero.hpzPartitionSize > 1)
     throw ConfigError(fmt::format(
-        "{}: zero_optimization.{} on {} ({}): ZeRO++ quantized communication runs on the CPU "
-        "path only (its device stage 3 gathers exactly); set it to false or train.device: cpu",
-        plan.source, zero.quantizedWeights ? "zero_quantized_weights" : "zero_quantized_gradients",
+        "{}: zero_optimization.{} on {} ({}): ZeRO++ runs on the CPU path only (its device "
+        "stage 3 gathers exactly, over the whole world); unset it or use train.device: cpu",
+        plan.source,
+        zero.quantizedWeights     ? "zero_quantized_weights"
+        : zero.quantizedGradients ? "zero_quantized_gradients"
+                                  : "zero_hpz_partition_size",
         got.choice.name(), siteText(site)));
   out.ops = makeCudaOps(got.choice.index, plan.train.tf32);
   return out;
