@@ -2,14 +2,15 @@
 # ZeRO-3 across simulated hosts with and without ZeRO++ (issue 18 item 6): HOSTS network-namespace
 # hosts x RANKS ranks (scripts/test_cluster.sh --netns; every host's link shaped by tc tbf to each
 # rate in turn), dsrun over ssh, dsrt train of GPT-2 124M shapes (12 layers, 768 wide, 12 heads,
-# vocab 50257, T=64, one sequence per rank, fp32) at ZeRO stage 3, exact against
-# zero_quantized_weights + zero_quantized_gradients (qwZ + qgZ), sides alternating per
-# repetition. The figure: step time (the run summary's timed steps, the first step excluded)
+# vocab 50257, T=64, one sequence per rank, fp32) at ZeRO stage 3: `exact`, `zeropp` =
+# zero_quantized_weights + zero_quantized_gradients (qwZ + qgZ), and with 2+ ranks per host
+# `hpz` = qwZ + qgZ + zero_hpz_partition_size RANKS (backward's gathers stay in the host); sides
+# rotating per repetition. The figure: step time (the run summary's timed steps, the first step excluded)
 # and the ratio exact / ZeRO++, next to the raw TCP bandwidth of one link measured in the same
 # run (a 64 MiB socket transfer between two of the namespaces) and the final losses of both.
 # Usage: bench/zeropp_multihost.sh [BUILD_DIR] [OUT_FILE]   (root: namespaces and tc)
 #   env: DS_BENCH_HOSTS (2), DS_BENCH_RANKS (1 per host), DS_BENCH_RATES ("1gbit 10gbit"),
-#        DS_BENCH_STEPS (4), DS_BENCH_REPS (2)
+#        DS_BENCH_STEPS (4), DS_BENCH_REPS (2), DS_BENCH_SIDES ("exact zeropp" [+ " hpz"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$(realpath "${1:-build}")
@@ -19,6 +20,9 @@ R=${DS_BENCH_RANKS:-1}
 RATES=${DS_BENCH_RATES:-"1gbit 10gbit"}
 STEPS=${DS_BENCH_STEPS:-4}
 REPS=${DS_BENCH_REPS:-2}
+DEFAULT_SIDES="exact zeropp"
+[ "$R" -gt 1 ] && DEFAULT_SIDES="exact zeropp hpz"
+read -r -a SIDES <<< "${DS_BENCH_SIDES:-$DEFAULT_SIDES}"
 PY=${DS_PYTHON:-/usr/bin/python3}
 TMP=$(mktemp -d)
 CL="$TMP/cluster"
@@ -58,17 +62,18 @@ tcp_bw() {
     hf="$TMP/hostfile"
     while read -r a; do echo "$a slots=$R"; done < "$CL/hosts" > "$hf"
     for rep in $(seq "$REPS"); do
-      sides="exact zeropp"
-      [ $((rep % 2)) = 0 ] && sides="zeropp exact"
-      for side in $sides; do
+      for i in $(seq 0 $((${#SIDES[@]} - 1))); do
+        side=${SIDES[$(( (rep - 1 + i) % ${#SIDES[@]} ))]}
         port=$((port + 1))
-        q=$([ "$side" = zeropp ] && echo true || echo false)
+        q=$([ "$side" = exact ] && echo false || echo true)
+        hpz=$([ "$side" = hpz ] && echo "$R" || echo 1)
         sum="$TMP/$rate-$side-$rep.json"
         (set -a; . "$CL/env"; set +a
          cd "$TMP" && "$B/dsrun" --hostfile "$hf" --launcher ssh \
            --master_addr "$(head -1 "$CL/hosts")" --master_port "$port" "$B/dsrt" train \
            "${MODEL[@]}" --set deepspeed.zero_optimization.zero_quantized_weights=$q \
-           --set deepspeed.zero_optimization.zero_quantized_gradients=$q --summary "$sum") \
+           --set deepspeed.zero_optimization.zero_quantized_gradients=$q \
+           --set deepspeed.zero_optimization.zero_hpz_partition_size="$hpz" --summary "$sum") \
           > "$TMP/$rate-$side-$rep.log" 2>&1 ||
           { echo "zeropp_multihost: $rate $side failed:"; tail -20 "$TMP/$rate-$side-$rep.log"; exit 1; }
         jq -r --arg r "$rate" --arg s "$side" --arg bw "$bw" '.timing as $t |
@@ -87,12 +92,15 @@ rows = {}
 for line in open(sys.argv[1]):
     rate, side, bw, ms, comm, loss = line.split("\t")
     rows.setdefault(rate, {"bw": float(bw)}).setdefault(side, []).append((float(ms), float(comm), float(loss)))
-print(f"{'link':>7} {'tcp_GB/s':>8}  {'exact_ms':>9} {'zeropp_ms':>9}  {'exact/zeropp':>12}  "
-      f"{'exact_comm':>10} {'zeropp_comm':>11}  {'loss_exact':>10} {'loss_zeropp':>11}   (medians)")
+sides = [s for s in ("exact", "zeropp", "hpz") if any(s in r for r in rows.values())]
+print("link, raw TCP GB/s, then per side: step ms (median), comm ms (median), final loss;"
+      " then exact/side step-time ratios")
 for rate, r in rows.items():
     med = lambda s, k: statistics.median(x[k] for x in r[s])
-    print(f"{rate:>7} {r['bw']:>8.4f}  {med('exact', 0):>9.0f} {med('zeropp', 0):>9.0f}  "
-          f"{med('exact', 0) / med('zeropp', 0):>12.2f}  {med('exact', 1):>10.0f} "
-          f"{med('zeropp', 1):>11.0f}  {r['exact'][0][2]:>10.5f} {r['zeropp'][0][2]:>11.5f}")
+    cells = "  ".join(f"{s} {med(s, 0):.0f} ms (comm {med(s, 1):.0f}) loss {r[s][0][2]:.5f}"
+                      for s in sides if s in r)
+    ratios = "  ".join(f"exact/{s} {med('exact', 0) / med(s, 0):.2f}x" for s in sides
+                       if s != "exact" and s in r and "exact" in r)
+    print(f"{rate:>7} tcp {r['bw']:.4f}  {cells}  |  {ratios}")
 PY
 } | tee "$OUT"
