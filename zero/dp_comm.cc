@@ -43,6 +43,25 @@ DpComm DpComm::consecutiveSubgroup(int size) {
   return out;
 }
 
+DpComm DpComm::stridedSubgroup(int stride) {
+  DS_CHECK(stride >= 1 && world_ % stride == 0, "stridedSubgroup({}) of a group of {}", stride,
+           world_);
+  if (single() || stride == world_) {
+    DpComm self(nullptr);
+    return self;
+  }
+  std::unique_ptr<comm::ProcessGroup> mine;
+  for (int first = 0; first < stride; ++first) {
+    std::vector<int> ranks;
+    for (int r = first; r < world_; r += stride) ranks.push_back(r);
+    auto sub = group_->newSubgroup(ranks);
+    if (sub) mine = std::move(sub);
+  }
+  DpComm out(mine.get());
+  out.owned_ = std::move(mine);
+  return out;
+}
+
 comm::WorkPtr DpComm::allreduceSum(float* buf, size_t count) {
   if (single() || count == 0) return nullptr;
   return group_->allreduce(comm::view(buf, count), comm::ReduceOp::kSum);

@@ -29,6 +29,9 @@ class DpComm {
   // world) and returns this rank's, which owns its process group (ZeRO++ hpZ's secondary
   // partition: the ranks of one host when size = ranks per host).
   DpComm consecutiveSubgroup(int size);
+  // Collective: the groups of ranks with equal rank % stride ({i, i+stride, ...}), this rank's
+  // (MiCS's replication group: the ranks holding the same shard in every shard group).
+  DpComm stridedSubgroup(int stride);
   int rank() const { return rank_; }
   int world() const { return world_; }
   bool single() const { return group_ == nullptr || world_ == 1; }

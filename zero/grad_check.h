@@ -17,7 +17,9 @@ struct GradCheck {
 };
 
 // replicated: every rank holds the whole reduced gradient (stage 0), so no collective is needed.
-GradCheck checkGradients(const float* grads, size_t count, bool replicated, DpComm& comm,
+// comm: the group whose partitions make up the gradient; world: how many ranks' gradients were
+// summed into it (comm's size, except under MiCS, where the groups' sums are added too).
+GradCheck checkGradients(const float* grads, size_t count, bool replicated, DpComm& comm, int world,
                          float lossScale);
 // grads * this = averaged, unscaled, clipped; clipNorm <= 0 disables clipping.
 float gradientMultiplier(const GradCheck& check, float clipNorm, int world, float lossScale);

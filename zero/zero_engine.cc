@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/log.h"
 #include "zero/blocked_stage.h"
@@ -80,7 +82,8 @@ struct ZeroEngine::Impl {
     table.value.assign(index.count(), nullptr);
     table.value16.assign(index.count(), nullptr);
     table.grad.assign(index.count(), nullptr);
-    stage = makeStage({index, options, comm, table, buckets, tracer});
+    setUpMics();
+    stage = makeStage({index, options, partitionComm(), table, buckets, tracer});
     float* alias = options.offloadOptimizer.enabled() ? nullptr : stage->masterAlias();
     optimizer = std::make_unique<OptimizerPartition>(stage->localSize(), optimizerOptions,
                                                      options.offloadOptimizer, options.subGroupSize,
@@ -99,6 +102,22 @@ struct ZeroEngine::Impl {
     }
   }
 
+  // MiCS (mics_shard_size s < world): the stage partitions over groups of s consecutive ranks
+  // (micsShard) and the gradient partitions are summed across the groups (micsReplica).
+  void setUpMics() {
+    const int s = options.micsShardSize;
+    if (s <= 0 || options.stage != 3 || comm.single() || s == comm.world()) return;
+    if (s > comm.world() || comm.world() % s != 0)
+      throw ConfigError(fmt::format(
+          "zero_optimization.mics_shard_size {} does not divide the data-parallel world of {} "
+          "ranks (use the ranks per host, or a divisor of {})",
+          s, comm.world(), comm.world()));
+    micsShard = comm.consecutiveSubgroup(s);
+    micsReplica = comm.stridedSubgroup(s);
+    mics = true;
+  }
+  DpComm& partitionComm() { return mics ? micsShard : comm; }
+
   void writeMasterFrom(const float* fullFlat);
   void loadModelFromMaster();
   void update(StepResult& result, const GradCheck& check, float learningRate, float lossScale,
@@ -107,6 +126,8 @@ struct ZeroEngine::Impl {
   ZeroOptions options;
   ParamIndex index;
   DpComm comm;
+  bool mics = false;
+  DpComm micsShard{nullptr}, micsReplica{nullptr};
   Tracer tracer;
   ParamTable table;
   BucketQueue buckets;
@@ -212,8 +233,12 @@ StepResult ZeroEngine::step(float learningRate, float lossScale, float clipNorm)
   const auto start = std::chrono::steady_clock::now();
   engine.stage->finishReduction();
   engine.buckets.drainAll();
+  if (engine.mics)  // the shard groups' partitions hold their ranks' sums: add the groups'
+    waitWork(engine.micsReplica.allreduceSum(const_cast<float*>(engine.stage->localGrads()),
+                                             engine.stage->optimizerCount()));
   const GradCheck check = checkGradients(engine.stage->localGrads(), engine.stage->optimizerCount(),
-                                         engine.stage->gradsReplicated(), engine.comm, lossScale);
+                                         engine.stage->gradsReplicated(), engine.partitionComm(),
+                                         engine.comm.world(), lossScale);
   result.commMs = msSince(start);
   result.gradNorm = check.norm;
   if (check.finite()) engine.update(result, check, learningRate, lossScale, clipNorm);
@@ -249,6 +274,7 @@ std::vector<ZeroEngine::ShardTensor> ZeroEngine::optimizerShard() const {
   const Impl& engine = *impl_;
   const auto& names = engine.optimizer->stateNames();
   std::vector<ShardTensor> shard;
+  if (engine.mics && engine.micsReplica.rank() != 0) return shard;  // shard group 0 saves
   for (size_t state = 0; state < names.size(); ++state)
     for (const auto& range : engine.stage->ranges()) {
       ShardTensor tensor{names[state], range.flatOffset, range.size,

@@ -56,6 +56,12 @@ struct ZeroOptions {
   int hpzPartitionSize = 1;                   // zero_hpz_partition_size (ZeRO++ hpZ, stage 3):
                                               // backward gathers within groups of this many
                                               // consecutive ranks
+  int micsShardSize = -1;                     // mics_shard_size (MiCS, stage 3): partition over
+                                              // groups of this many consecutive ranks,
+                                              // replicated across groups; -1 = the whole world
+  bool micsHierarchicalParamsGather = false;  // mics_hierarchical_params_gather (accepted; a
+                                              // shard group across hosts gathers
+                                              // hierarchically anyway, see docs/comm.md)
   OffloadOptions offloadOptimizer;            // offload_optimizer
   OffloadOptions offloadParam;                // offload_param (stage 3)
   DType compute = DType::kF32;                // from bf16/fp16.enabled: kF32, kBF16 or kF16

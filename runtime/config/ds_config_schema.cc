@@ -268,6 +268,19 @@ void readZero(NodeReader& ds, DsConfig& c) {
   zo.quantizedWeights = z->getBool("zero_quantized_weights", false);
   zo.quantizedGradients = z->getBool("zero_quantized_gradients", false);
   zo.hpzPartitionSize = int(z->getInt("zero_hpz_partition_size", 1, 1, 1 << 20));
+  zo.micsShardSize = int(z->getInt("mics_shard_size", -1, -1, 1 << 20));
+  if (zo.micsShardSize == 0)
+    z->refuse("mics_shard_size",
+              "0 ranks per shard group: use -1 (off) or a positive number of ranks");
+  zo.micsHierarchicalParamsGather = z->getBool("mics_hierarchical_params_gather", false);
+  if (zo.micsShardSize > 0 && zo.stage != 3)
+    z->refuse("mics_shard_size",
+              "MiCS shards ZeRO stage 3 state (as in DeepSpeed); set zero_optimization.stage to 3 "
+              "or this key to -1");
+  if (zo.micsShardSize > 0 && zo.hpzPartitionSize > 1)
+    z->refuse("mics_shard_size",
+              "MiCS and zero_hpz_partition_size are two ways to keep gathers inside a host; use "
+              "one (hpZ keeps the world partition and a per-host copy, MiCS partitions per group)");
   if (zo.hpzPartitionSize > 1 && zo.stage != 3)
     z->refuse("zero_hpz_partition_size",
               "ZeRO++ hierarchical partitioning is a ZeRO stage 3 feature (as in DeepSpeed); set "
@@ -424,6 +437,8 @@ std::string dsConfigToJson(const DsConfig& c) {
         {"zero_quantized_weights", c.zero.quantizedWeights},
         {"zero_quantized_gradients", c.zero.quantizedGradients},
         {"zero_hpz_partition_size", c.zero.hpzPartitionSize},
+        {"mics_shard_size", c.zero.micsShardSize},
+        {"mics_hierarchical_params_gather", c.zero.micsHierarchicalParamsGather},
         {"offload_optimizer", offload(c.zero.offloadOptimizer)},
         {"offload_param", offload(c.zero.offloadParam)}}},
       {"activation_checkpointing", {{"enabled", c.activationCheckpointing}}},

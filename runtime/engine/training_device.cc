@@ -39,13 +39,15 @@ TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int
         "or train.device: cpu (fp16 is emulated on the CPU)",
         plan.source, got.choice.name(), siteText(site)));
   const auto& zero = plan.deepspeed.zero;
-  if (zero.quantizedWeights || zero.quantizedGradients || zero.hpzPartitionSize > 1)
+  if (zero.quantizedWeights || zero.quantizedGradients || zero.hpzPartitionSize > 1 ||
+      zero.micsShardSize > 0)
     throw ConfigError(fmt::format(
         "{}: zero_optimization.{} on {} ({}): ZeRO++ runs on the CPU path only (its device "
         "stage 3 gathers exactly, over the whole world); unset it or use train.device: cpu",
         plan.source,
         zero.quantizedWeights     ? "zero_quantized_weights"
         : zero.quantizedGradients ? "zero_quantized_gradients"
+        : zero.micsShardSize > 0  ? "mics_shard_size"
                                   : "zero_hpz_partition_size",
         got.choice.name(), siteText(site)));
   out.ops = makeCudaOps(got.choice.index, plan.train.tf32);

@@ -159,3 +159,47 @@ TEST_CASE("zero++: a zero_hpz_partition_size that does not divide the world is r
                                          "data-parallel world of 3 ranks"));
   }
 }
+
+// MiCS: state partitioned over groups of mics_shard_size ranks, gradients summed across the
+// groups. Sums in another order than plain stage 3 (reduce-scatter within the group, allreduce
+// across), so fp32 losses agree to rounding: 1e-5 relative, the tolerance the stage-vs-stage
+// tests use. Every rank ends with the same parameters, and the shard groups' optimizer shards
+// are written once (group 0's ranks cover the flat space exactly, the others write nothing).
+TEST_CASE("zero++: MiCS (mics_shard_size) tracks plain stage 3 and checkpoints once",
+          "[multirank]") {
+  const ToyModel m(3, 12, false);
+  std::vector<ZeroJob> jobs(2);
+  for (auto& j : jobs) {
+    j.gas = 2;
+    j.z.stage = 3;
+    j.z.reduceBucketSize = 60;
+    j.z.paramPersistenceThreshold = 0;
+  }
+  jobs[1].z.micsShardSize = 2;
+  std::vector<size_t> covered(4, 0);
+  jobs[1].finish = [&](ZeroEngine& engine, int rank) {
+    size_t n = 0;
+    for (const auto& t : engine.optimizerShard())
+      if (t.name == "fp32") n += t.size;
+    covered[size_t(rank)] = n;
+  };
+  auto runs = ds::test::runZeroJobs(m, 4, jobs);
+  CHECK(runs[1].ranksAgree);
+  CHECK(ds::test::maxRelDiff(runs[1].losses, runs[0].losses) <= 1e-5);
+  CHECK(runs[1].losses.back() < 0.9 * runs[1].losses.front());
+  // Ranks 0 and 1 (shard group 0) hold the two halves; ranks 2 and 3 replicate them.
+  CHECK(covered[0] + covered[1] == m.init().size());
+  CHECK(covered[2] == 0);
+  CHECK(covered[3] == 0);
+
+  ZeroJob bad = jobs[1];
+  bad.finish = nullptr;
+  bad.z.micsShardSize = 3;
+  try {
+    ds::test::runZeroJobs(m, 4, {bad});
+    FAIL("no error");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Catch::Contains("mics_shard_size 3 does not divide the data-parallel "
+                                         "world of 4 ranks"));
+  }
+}

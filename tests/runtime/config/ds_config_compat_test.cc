@@ -185,8 +185,8 @@ TEST_CASE("ds_config: several refused keys are all listed, each file:line:col: k
         f + "9:33: deepspeed.zero_optimization.zero_quantized_gradients: ZeRO++ quantized "
             "communication is a ZeRO stage 3 feature (as in DeepSpeed); set "
             "zero_optimization.stage to 3 or this key to false",
-        f + "10:24: deepspeed.zero_optimization.mics_shard_size: MiCS sub-group sharding is not "
-            "implemented (accepted only as -1, got '4')",
+        f + "10:24: deepspeed.zero_optimization.mics_shard_size: MiCS shards ZeRO stage 3 state "
+            "(as in DeepSpeed); set zero_optimization.stage to 3 or this key to -1",
         f + "24:22: deepspeed.steps_per_print: \"auto\" is filled in",
         f + "5:46: deepspeed.optimizer.params.max_grad_norm: not supported as an optimizer "
             "parameter; use the deepspeed parameter gradient_clipping",
