@@ -4,7 +4,8 @@
 # rate in turn), dsrun over ssh, dsrt train of GPT-2 124M shapes (12 layers, 768 wide, 12 heads,
 # vocab 50257, T=64, one sequence per rank, fp32) at ZeRO stage 3: `exact`, `zeropp` =
 # zero_quantized_weights + zero_quantized_gradients (qwZ + qgZ), and with 2+ ranks per host
-# `hpz` = qwZ + qgZ + zero_hpz_partition_size RANKS (backward's gathers stay in the host); sides
+# `hpz` = qwZ + qgZ + zero_hpz_partition_size RANKS (backward's gathers stay in the host) and
+# `mics` = mics_shard_size RANKS (every gather stays in the host; gradients cross once); sides
 # rotating per repetition. The figure: step time (the run summary's timed steps, the first step excluded)
 # and the ratio exact / ZeRO++, next to the raw TCP bandwidth of one link measured in the same
 # run (a 64 MiB socket transfer between two of the namespaces) and the final losses of both.
@@ -21,7 +22,7 @@ RATES=${DS_BENCH_RATES:-"1gbit 10gbit"}
 STEPS=${DS_BENCH_STEPS:-4}
 REPS=${DS_BENCH_REPS:-2}
 DEFAULT_SIDES="exact zeropp"
-[ "$R" -gt 1 ] && DEFAULT_SIDES="exact zeropp hpz"
+[ "$R" -gt 1 ] && DEFAULT_SIDES="exact zeropp hpz mics"
 read -r -a SIDES <<< "${DS_BENCH_SIDES:-$DEFAULT_SIDES}"
 PY=${DS_PYTHON:-/usr/bin/python3}
 TMP=$(mktemp -d)
@@ -65,15 +66,17 @@ tcp_bw() {
       for i in $(seq 0 $((${#SIDES[@]} - 1))); do
         side=${SIDES[$(( (rep - 1 + i) % ${#SIDES[@]} ))]}
         port=$((port + 1))
-        q=$([ "$side" = exact ] && echo false || echo true)
+        q=$([ "$side" = zeropp ] || [ "$side" = hpz ] && echo true || echo false)
         hpz=$([ "$side" = hpz ] && echo "$R" || echo 1)
+        mics=$([ "$side" = mics ] && echo "$R" || echo -1)
         sum="$TMP/$rate-$side-$rep.json"
         (set -a; . "$CL/env"; set +a
          cd "$TMP" && "$B/dsrun" --hostfile "$hf" --launcher ssh \
            --master_addr "$(head -1 "$CL/hosts")" --master_port "$port" "$B/dsrt" train \
            "${MODEL[@]}" --set deepspeed.zero_optimization.zero_quantized_weights=$q \
            --set deepspeed.zero_optimization.zero_quantized_gradients=$q \
-           --set deepspeed.zero_optimization.zero_hpz_partition_size="$hpz" --summary "$sum") \
+           --set deepspeed.zero_optimization.zero_hpz_partition_size="$hpz" \
+           --set deepspeed.zero_optimization.mics_shard_size="$mics" --summary "$sum") \
           > "$TMP/$rate-$side-$rep.log" 2>&1 ||
           { echo "zeropp_multihost: $rate $side failed:"; tail -20 "$TMP/$rate-$side-$rep.log"; exit 1; }
         jq -r --arg r "$rate" --arg s "$side" --arg bw "$bw" '.timing as $t |
@@ -92,7 +95,7 @@ rows = {}
 for line in open(sys.argv[1]):
     rate, side, bw, ms, comm, loss = line.split("\t")
     rows.setdefault(rate, {"bw": float(bw)}).setdefault(side, []).append((float(ms), float(comm), float(loss)))
-sides = [s for s in ("exact", "zeropp", "hpz") if any(s in r for r in rows.values())]
+sides = [s for s in ("exact", "zeropp", "hpz", "mics") if any(s in r for r in rows.values())]
 print("link, raw TCP GB/s, then per side: step ms (median), comm ms (median), final loss;"
       " then exact/side step-time ratios")
 for rate, r in rows.items():
