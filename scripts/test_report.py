@@ -3,7 +3,8 @@
 files that `ctest --output-junit` wrote, every skipped test with its reason (the "SKIPPED:
 <case>: <reason>" line DS_SKIP prints, tests/support/skip.h), and every failed one. Exits 1 when a
 test failed or when a test skipped that is labelled neither gpu nor optional (only a missing GPU, or
-a Python package Debian 12 does not ship, such as transformers, may skip a test in CI); 0
+a Python package Debian 12 does not ship, such as transformers, or network namespaces a container
+may forbid, may skip a test in CI); 0
 otherwise.
 
     scripts/test_report.py BUILD_DIR JUNIT.xml [JUNIT.xml ...]

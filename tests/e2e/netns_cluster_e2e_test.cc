@@ -69,7 +69,7 @@ std::vector<std::string> namespacesNamed(const std::string& prefix) {
 }  // namespace
 
 TEST_CASE("netns cluster: 2 simulated hosts x 2 ranks train; losses equal one host over TCP",
-          "[e2e]") {
+          "[e2e][optional]") {
   DS_NEED_NETNS();
   const ZeroConfig z{2, "none"};
   Trajectory local;
@@ -129,7 +129,7 @@ TEST_CASE("netns cluster: 2 simulated hosts x 2 ranks train; losses equal one ho
 }
 
 TEST_CASE("netns cluster: a 100 Mbit/s link bounds an allreduce across hosts; stop cleans up",
-          "[e2e]") {
+          "[e2e][optional]") {
   DS_NEED_NETNS();
   std::string tag;
   std::string out;
@@ -166,7 +166,7 @@ TEST_CASE("netns cluster: a 100 Mbit/s link bounds an allreduce across hosts; st
 // built-in plan and stays within 1% of exact ZeRO-3 on the same hosts at every step (measured
 // when written: 1e-4).
 TEST_CASE("netns cluster: ZeRO-3 with qwZ, qgZ and hpZ across 2 hosts tracks exact ZeRO-3",
-          "[e2e]") {
+          "[e2e][optional]") {
   DS_NEED_NETNS();
   TestCluster cluster(TestClusterOptions{2, true, "1gbit"});
   const ZeroConfig z{3, "none"};
