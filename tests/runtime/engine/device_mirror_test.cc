@@ -122,8 +122,10 @@ struct Setup {
   int steps = 4;
   bool windowed = false;
   bool checkpointing = false;
-  bool deferred = false;  // the lazy copy stream
-  bool spies = false;     // fill Run::log and run the window checks
+  bool deferred = false;   // the lazy copy stream
+  bool spies = false;      // fill Run::log and run the window checks
+  size_t overlapTile = 0;  // > 0: the optimizer overlap (ZeroEngine::setParamsReady), this tile
+  bool doubleInvalidate = false;  // a second invalidate() after each step (as a load does)
 };
 
 struct Run {
@@ -134,6 +136,7 @@ struct Run {
   zero::MemoryReport memory;
   std::vector<std::vector<std::string>> log;  // per step: the spies' hooks of that step
   size_t windowChecks = 0, lateCopies = 0;
+  std::vector<size_t> uploadedInStep;  // per step: bytes uploaded from inside eng.step()
 };
 
 // Trains `steps` steps; mirrored: OpsGpt2 over CPU ops behind a DeviceMirror, else Gpt2Model.
@@ -167,6 +170,9 @@ Run train(const Setup& s) {
     mirror = std::make_unique<runtime::DeviceMirror>(
         *ops, model->params(), cfg.compute, s.spies ? static_cast<zero::BlockHooks&>(inner) : hooks,
         [&eng]() -> zero::ParamTable& { return eng.table(); }, mo);
+    if (s.overlapTile)
+      eng.setParamsReady([m = mirror.get()](size_t off, size_t n) { m->paramsReady(off, n); },
+                         s.overlapTile);
   }
   Run run;
   std::unique_ptr<Spy> outer;  // what the model calls
@@ -218,9 +224,12 @@ Run train(const Setup& s) {
     model->backward(1.f, table, h);
     run.log.push_back(log);
     log.clear();
+    const size_t before = mirror ? mirror->bytesUploaded() : 0;
     auto r = eng.step(1e-2f, 1.f, 1.f);
     REQUIRE_FALSE(r.skipped);
+    if (mirror) run.uploadedInStep.push_back(mirror->bytesUploaded() - before);
     if (mirror) mirror->invalidate();
+    if (mirror && s.doubleInvalidate) mirror->invalidate();
   }
   run.params.resize(eng.numel());
   eng.getParams(run.params.data());
@@ -410,5 +419,48 @@ TEST_CASE("device mirror memory: the device holds what the ZeRO-Offload formulas
     CHECK(m.at(K::kGrads, P::kDevice) == 2 * largest * sizeof(float));
     CHECK(m.at(K::kParams, P::kDevice) < psi * sizeof(float));
     CHECK(m.at(K::kBuffers, P::kDevice) == 0);
+  }
+}
+
+TEST_CASE("device mirror optimizer overlap: tiles upload inside the step, the same bits",
+          "[unit]") {
+  const size_t psiBytes = runtime::makeModel(tinyGpt())->numParamsTotal() * sizeof(float);
+  for (bool deferred : {false, true}) {
+    for (int stage : {0, 1, 2}) {
+      for (const char* offload : {"none", "cpu"}) {
+        if (stage == 0 && std::string(offload) == "cpu") continue;
+        Setup off;
+        off.z.stage = stage;
+        off.z.offloadOptimizer.device = offload;
+        off.z.reduceBucketSize = 200;
+        off.deferred = deferred;
+        const Run base = train(off);
+        for (size_t tile : {size_t(1), size_t(37), size_t(1000), size_t(1) << 30}) {
+          INFO("stage " << stage << " offload_optimizer " << offload << " lazy copies " << deferred
+                        << " tile " << tile);
+          Setup on = off;
+          on.overlapTile = tile;
+          const Run run = train(on);
+          CHECK(run.losses == base.losses);
+          CHECK(run.params == base.params);
+          // Every parameter once per step, from inside the step (the last step's too, which no
+          // forward reads here); the first forward uploads as before.
+          for (size_t k = 0; k < run.uploadedInStep.size(); ++k) {
+            CHECK(run.uploadedInStep[k] == psiBytes);
+            CHECK(base.uploadedInStep[k] == 0);
+          }
+          CHECK(run.uploaded == base.uploaded + psiBytes);
+        }
+        // A second invalidate (a load after the step) drops the overlap's uploads: the forward
+        // uploads every region again and trains the same.
+        Setup twice = off;
+        twice.overlapTile = 37;
+        twice.doubleInvalidate = true;
+        const Run again = train(twice);
+        CHECK(again.losses == base.losses);
+        CHECK(again.params == base.params);
+        CHECK(again.uploaded == 2 * base.uploaded);
+      }
+    }
   }
 }
