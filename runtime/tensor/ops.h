@@ -100,6 +100,9 @@ class Ops {
   virtual void record(OpsEvent& event, OpsStream stream);  // after what `stream` has queued
   // `stream`'s later work starts after `event` (no host wait).
   virtual void streamWait(OpsStream stream, const OpsEvent& event);
+  // The same for a CUDA event of another library (comm::Work::deviceEvent()); false where this
+  // Ops cannot (no device streams): the caller then waits on the host.
+  virtual bool streamWaitForeign(OpsStream stream, const void* cudaEvent);
   virtual bool done(const OpsEvent& event);  // completed (never blocks)
   // Blocks the calling thread until `event` completes; throws TimeoutError naming `what`, this
   // Ops and `timeout` when it does not.

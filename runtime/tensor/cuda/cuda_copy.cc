@@ -72,6 +72,13 @@ void CudaOps::streamWait(OpsStream stream, const OpsEvent& event) {
       cudaStreamWaitEvent(stream == OpsStream::kCopy ? copyStream_ : stream_, eventOf(event), 0));
 }
 
+bool CudaOps::streamWaitForeign(OpsStream stream, const void* cudaEvent) {
+  // cudaEvent_t is a pointer to an opaque struct: the const is the caller's promise, not CUDA's.
+  DS_CUDA_CHECK(cudaStreamWaitEvent(stream == OpsStream::kCopy ? copyStream_ : stream_,
+                                    static_cast<cudaEvent_t>(const_cast<void*>(cudaEvent)), 0));
+  return true;
+}
+
 bool CudaOps::done(const OpsEvent& event) {
   const cudaError_t rc = cudaEventQuery(eventOf(event));
   if (rc == cudaSuccess) return true;
