@@ -228,7 +228,6 @@ void DeviceMirror::paramsReady(size_t flatOffset, size_t size) {
   const zero::ParamTable& host = hostTable_();
   const size_t end = flatOffset + size;
   pieces_.clear();
-  std::vector<int> completed;
   auto first = std::upper_bound(flatOffset_.begin(), flatOffset_.end(), flatOffset);
   for (size_t i = size_t(first - flatOffset_.begin()) - 1;
        i < params_.size() && flatOffset_[i] < end; ++i) {
@@ -247,13 +246,14 @@ void DeviceMirror::paramsReady(size_t flatOffset, size_t size) {
     covered += stop - begin;
     DS_CHECK(covered <= regionElems_[size_t(region)], "device mirror: region {} announced twice",
              region);
-    if (covered == regionElems_[size_t(region)]) completed.push_back(region);
+    if (covered == regionElems_[size_t(region)]) {  // its event right after its last copy
+      uploadPieces(pieces_);
+      pieces_.clear();
+      ops_.record(*regionReady_[size_t(region)], OpsStream::kCopy);
+      regionVersion_[size_t(region)] = next;
+    }
   }
   uploadPieces(pieces_);
-  for (int region : completed) {
-    ops_.record(*regionReady_[size_t(region)], OpsStream::kCopy);
-    regionVersion_[size_t(region)] = next;
-  }
 }
 
 // Packs the pieces into the staging ring in order, one upload per run of pieces contiguous on
