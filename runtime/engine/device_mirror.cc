@@ -82,6 +82,7 @@ DeviceMirror::~DeviceMirror() {
   } catch (const std::exception& e) {
     DS_LOG_WARN("engine", "device mirror: copies still in flight at shutdown: {}", e.what());
   }
+  ops_.unregisterHost(registered_);
 }
 
 // Blocks: every parameter each block reads, packed into a slot. Regions (resident): parameter i
@@ -226,6 +227,7 @@ void DeviceMirror::paramsReady(size_t flatOffset, size_t size) {
   }
   fenceOnce(next);
   const zero::ParamTable& host = hostTable_();
+  const bool direct = registerHostValues(host);
   const size_t end = flatOffset + size;
   pieces_.clear();
   auto first = std::upper_bound(flatOffset_.begin(), flatOffset_.end(), flatOffset);
@@ -247,13 +249,59 @@ void DeviceMirror::paramsReady(size_t flatOffset, size_t size) {
     DS_CHECK(covered <= regionElems_[size_t(region)], "device mirror: region {} announced twice",
              region);
     if (covered == regionElems_[size_t(region)]) {  // its event right after its last copy
-      uploadPieces(pieces_);
+      if (direct) uploadDirect(pieces_);
+      else uploadPieces(pieces_);
       pieces_.clear();
       ops_.record(*regionReady_[size_t(region)], OpsStream::kCopy);
       regionVersion_[size_t(region)] = next;
     }
   }
-  uploadPieces(pieces_);
+  if (direct) uploadDirect(pieces_);
+  else uploadPieces(pieces_);
+}
+
+// Once: when the engine's host values of every parameter form one run in flat order (stages 0-2
+// keep one flat buffer), the Ops page-locks it. The copies then read the engine's memory: the
+// engine writes a region again only in the next step's update, after that step's forward waited
+// on the region's event and its backward on later copies of the same (in-order) copy stream, or
+// in a load, which invalidates; the destructor synchronizes before unregistering. Afterwards,
+// every call checks the run is still where it was registered, else stages.
+bool DeviceMirror::registerHostValues(const zero::ParamTable& host) {
+  const auto* base =
+      params_.empty() ? nullptr : static_cast<const char*>(hostValue(host, 0, compute_));
+  if (base == nullptr) return false;
+  size_t bytes = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (static_cast<const char*>(hostValue(host, i, compute_)) != base + bytes) return false;
+    bytes += params_[i].numel * es_;
+  }
+  if (!registerTried_) {
+    registerTried_ = true;
+    if (ops_.registerHost(const_cast<char*>(base), bytes)) {
+      registered_ = const_cast<char*>(base);
+      registeredBytes_ = bytes;
+    }
+    DS_LOG_DEBUG("engine", "device mirror: the engine's host parameters ({:.1f} MiB) {}",
+                 double(bytes) / 1048576.0,
+                 registered_ ? "page-locked: uploads read them directly"
+                             : "not page-locked: uploads go through pinned staging");
+  }
+  return registered_ != nullptr && base == registered_ && bytes == registeredBytes_;
+}
+
+// Straight from the registered host values: one copy per run contiguous on both sides.
+void DeviceMirror::uploadDirect(const std::vector<Piece>& pieces) {
+  for (size_t k = 0; k < pieces.size();) {
+    size_t elems = pieces[k].elems, j = k + 1;
+    for (; j < pieces.size() && pieces[j].dst == pieces[k].dst + elems &&
+           pieces[j].src == pieces[k].src + elems * es_;
+         ++j)
+      elems += pieces[j].elems;
+    ops_.uploadAsync(static_cast<char*>(values_.get()) + pieces[k].dst * es_, pieces[k].src,
+                     elems * es_);
+    uploaded_ += elems * es_;
+    k = j;
+  }
 }
 
 // Packs the pieces into the staging ring in order, one upload per run of pieces contiguous on

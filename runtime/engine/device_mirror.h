@@ -13,7 +13,8 @@
 //    region, once per optimizer step (before its forward; block b+1's while b computes);
 //  - parameters, resident layout, overlapped with the optimizer (paramsReady; ZeRO-Offload's
 //    sub-group overlap): the engine announces each optimizer tile's flat region as soon as its
-//    host values are final; the mirror packs it into pinned staging and queues its upload at once,
+//    host values are final; the mirror queues its upload at once, from the engine's own buffer
+//    page-locked in place (Ops::registerHost) or else packed into pinned staging,
 //    so the copies run while the CPU optimizer updates the next tiles; a region covered whole by
 //    the announcements for the next version is not uploaded again before its forward, whose
 //    compute merely waits on the region's event;
@@ -84,6 +85,7 @@ class DeviceMirror : public zero::BlockHooks {
   size_t gradBytes() const { return grads_.bytes(); }    // device gradient bytes held
   size_t pinnedBytes() const;                            // page-locked host staging
   size_t bytesUploaded() const { return uploaded_; }     // since construction (tests, logs)
+  bool uploadsFromHost() const { return registered_ != nullptr; }  // paramsReady: no staging
   size_t bytesDownloaded() const { return downloaded_; }
   size_t largestBlockElems() const { return slotElems_; }  // the slots' size (elements)
   // This rank's memory with the mirror: all the host engine holds is host memory (its "device"
@@ -128,6 +130,8 @@ class DeviceMirror : public zero::BlockHooks {
     size_t elems;
   };
   void uploadPieces(const std::vector<Piece>& pieces);
+  void uploadDirect(const std::vector<Piece>& pieces);  // from registered host memory
+  bool registerHostValues(const zero::ParamTable& host);
   void fenceOnce(int64_t version);  // the copy stream waits for compute's readers, once per version
   void enter(int block, bool backward);
   void leave(int block, bool backward);
@@ -157,7 +161,12 @@ class DeviceMirror : public zero::BlockHooks {
   std::vector<size_t> regionCovered_;  // paramsReady: elements announced for coverVersion_
   int64_t coverVersion_ = -1;
   std::vector<Piece> pieces_;  // paramsReady's scratch
-  OpsBuffer values_, grads_;   // grads_: two gradient slots of slotElems_ floats
+  // paramsReady: the engine's host values, when one contiguous run in flat order that the Ops
+  // page-locked (registerHost), are uploaded from where they are, without staging.
+  bool registerTried_ = false;
+  char* registered_ = nullptr;
+  size_t registeredBytes_ = 0;
+  OpsBuffer values_, grads_;  // grads_: two gradient slots of slotElems_ floats
   ValueSlot valueSlots_[2];
   int lastValueSlot_ = 1;
   GradSlot gradSlots_[2];

@@ -18,6 +18,10 @@ void* Ops::allocPinned(size_t bytes, const std::string& what) {
   return p;
 }
 
+bool Ops::registerHost(void* /*ptr*/, size_t /*bytes*/) { return false; }
+
+void Ops::unregisterHost(void* /*ptr*/) noexcept {}
+
 void Ops::releasePinned(void* ptr) noexcept {
   if (ptr != nullptr) ::operator delete(ptr, std::align_val_t(64));
 }
