@@ -21,6 +21,10 @@ class Work {
   virtual void wait(std::chrono::milliseconds timeout);
   void wait();  // with ds::defaultTimeout()
   bool isCompleted() const;
+  // A CUDA event (cudaEvent_t) recorded on the collective's stream after it, for a device stream
+  // to wait on instead of the host (wait() must still follow: it reports failures); null where
+  // the Work completes on the host (gloo, mpi, staged device buffers).
+  virtual const void* deviceEvent() const { return nullptr; }
 
   // Called once by the backend.
   void markCompleted();

@@ -40,6 +40,7 @@ class BlockedStage final : public Stage {
   ModelParamSink modelSink(bool masterOwned) override { return store_->sink(masterOwned); }
   void writeModelRange(const LocalRange& range, const float* values) override;
   void refreshModelParams() override;
+  ParamsFinal paramsFinal() const override { return ParamsFinal::kNever; }
 
   void addMemory(MemoryReport& report) const override;
   void addPipeline(PipelineState& state) override { gatherer_.addPipeline(state); }

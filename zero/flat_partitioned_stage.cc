@@ -166,6 +166,11 @@ void FlatPartitionedStage::refreshModelParams() {
   }
 }
 
+// One rank: the optimizer writes the only partition in place (refreshModelParams does nothing).
+Stage::ParamsFinal FlatPartitionedStage::paramsFinal() const {
+  return ctx_.comm.single() ? ParamsFinal::kPerTile : ParamsFinal::kAfterRefresh;
+}
+
 void FlatPartitionedStage::addMemory(MemoryReport& report) const {
   FlatStage::addMemory(report);
   const MemPlace gradPlace = !partitionGrads_ || !ctx_.options.offloadOptimizer.enabled()

@@ -21,6 +21,7 @@ class FlatPartitionedStage final : public FlatStage {
   const float* localGrads() override;
   bool gradsReplicated() const override { return false; }
   void refreshModelParams() override;
+  ParamsFinal paramsFinal() const override;
   void addMemory(MemoryReport& report) const override;
 
  protected:

@@ -39,7 +39,13 @@ void checkNvmePath(const std::string& dir) {
 OptimizerPartition::OptimizerPartition(size_t count, const OptimizerOptions& opt,
                                        const OffloadOptions& offload, size_t subGroupSize,
                                        float* masterAlias, int rank)
-    : size_(count), opt_(opt), offload_(offload), names_(stateNamesOf(opt)), alias_(masterAlias) {
+    : size_(count),
+      opt_(opt),
+      offload_(offload),
+      names_(stateNamesOf(opt)),
+      alias_(masterAlias),
+      subGroup_(std::max<size_t>(subGroupSize, 1)),
+      memTile_(subGroup_) {
   if (offload_.device != "none" && offload_.device != "cpu" && offload_.device != "nvme")
     throw ConfigError("offload_optimizer.device '" + offload_.device +
                       "': expected none, cpu or nvme");
@@ -203,17 +209,38 @@ void OptimizerPartition::stepTile(float* const* states, const float* grad, size_
   }
 }
 
+void OptimizerPartition::setUpdateTile(size_t elems) {
+  DS_CHECK(elems >= 1, "optimizer update tile of 0 elements");
+  memTile_ = std::min(elems, subGroup_);
+}
+
 void OptimizerPartition::update(
     const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
     Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile) {
   DS_CHECK(count <= size_);
   if (!files_.empty())
     return updateNvme(grad, count, gradScale, learningRate, step, out16, afterTile);
-  float* states[3] = {};
+  updateMemory(grad, count, gradScale, learningRate, step, out16, afterTile);
+}
+
+// In memory: tile after tile, each tile's states, gradients and 16-bit copy shifted to its start
+// (stepTile looks the decay runs up by the tile's local offset).
+void OptimizerPartition::updateMemory(
+    const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
+    Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile) {
+  float* base[3] = {};
   for (size_t state = 0; state < names_.size(); ++state)
-    states[state] = state == 0 && alias_ ? alias_ : mem_[state].data();
-  stepTile(states, grad, 0, count, gradScale, learningRate, step, out16);
-  if (afterTile) afterTile(0, count, states[0]);
+    base[state] = state == 0 && alias_ ? alias_ : mem_[state].data();
+  const size_t tile = opt_.type == "Lamb" ? std::max<size_t>(count, 1) : memTile_;
+  for (size_t off = 0; off < count; off += tile) {
+    const size_t cnt = std::min(tile, count - off);
+    float* states[3] = {};
+    for (size_t state = 0; state < names_.size(); ++state) states[state] = base[state] + off;
+    Half16Out tileOut = out16;
+    if (tileOut.data) tileOut.data += off;
+    stepTile(states, grad + off, off, cnt, gradScale, learningRate, step, tileOut);
+    if (afterTile) afterTile(off, cnt, states[0]);
+  }
 }
 
 void OptimizerPartition::updateNvme(

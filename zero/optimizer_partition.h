@@ -1,8 +1,11 @@
 // OptimizerPartition: this rank's optimizer states (fp32 master, exp_avg, exp_avg_sq or
 // momentum) over a local index space [0, n), kept in memory (device or cpu offload) or in NVMe
-// swap files, and the tiled update: with NVMe, tile k+1 is read while tile k is updated and tile
-// k-1 written back (sub_group_size tiles, buffer_count slots). Not the partitioning (the engine
-// maps local indices to the flat space). Not thread-safe.
+// swap files, and the tiled update (DeepSpeed's sub groups): in memory, tiles of sub_group_size
+// (or the smaller updateTile()) one after the other, each tile's listener called before the next
+// starts, so a caller can ship tile k while k+1 is updated; with NVMe, tile k+1 is read while
+// tile k is updated and tile k-1 written back (buffer_count slots). Invariant: the tiling never
+// changes a bit (every kernel is elementwise; norms and scales are decided before update()).
+// Not the partitioning (the engine maps local indices to the flat space). Not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -42,7 +45,8 @@ class OptimizerPartition {
   void write(size_t state, size_t offset, size_t count, const float* values);
 
   // One optimizer step over local [0, count) with grads grad[0..count). afterTile(off, cnt,
-  // master) runs after each tile's update (master points at the tile's fp32 values).
+  // master) runs after each tile's update (master points at the tile's fp32 values), in order,
+  // once per tile, the tiles covering [0, count) without overlap.
   void update(const float* grad, size_t count, float gradScale, float learningRate, int64_t step,
               Half16Out out16, const std::function<void(size_t, size_t, const float*)>& afterTile);
 
@@ -59,6 +63,10 @@ class OptimizerPartition {
   bool masterOwned() const { return alias_ == nullptr; }
   int slots() const { return slots_; }        // nvme tile slots: max(3, buffer_count)
   size_t tileElems() const { return tile_; }  // nvme tile: sub_group_size rounded up to 1024
+  // In memory: the update's tile, sub_group_size unless a smaller one is set (>= 1; Lamb, whose
+  // trust ratios are per parameter, always runs in one pass). NVMe keeps its swap tile.
+  void setUpdateTile(size_t elems);
+  size_t updateTile() const { return memTile_; }
 
   // Diagnostics (tests): the nvme tile pipeline's events in order, recorded after
   // enableTrace(true); inFlight(): the tile I/Os submitted and not yet waited for, and whether
@@ -87,6 +95,9 @@ class OptimizerPartition {
                 float learningRate, int64_t step, Half16Out out16);
   void stepRun(float* const* states, const float* grad, size_t cnt, float gradScale,
                float learningRate, int64_t step, Half16Out out16, bool decay);
+  void updateMemory(const float* grad, size_t count, float gradScale, float learningRate,
+                    int64_t step, Half16Out out16,
+                    const std::function<void(size_t, size_t, const float*)>& afterTile);
   void updateNvme(const float* grad, size_t count, float gradScale, float learningRate,
                   int64_t step, Half16Out out16,
                   const std::function<void(size_t, size_t, const float*)>& afterTile);
@@ -102,6 +113,8 @@ class OptimizerPartition {
   std::vector<std::vector<float>> mem_;            // per state (mem_[0] empty when aliased)
   std::vector<std::unique_ptr<AsyncFile>> files_;  // per state (nvme)
   size_t tile_ = 0;                                // elements per nvme tile (multiple of 1024)
+  size_t subGroup_ = 0;                            // sub_group_size
+  size_t memTile_ = 0;                             // elements per in-memory update tile
   int slots_ = 3;
   std::vector<AlignedBuffer> slotBuf_;  // [slot * states + state]
   // nvme update in progress: tickets per [slot * states + state] (0 = none), tile per slot

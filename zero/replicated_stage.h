@@ -19,6 +19,7 @@ class ReplicatedStage final : public FlatStage {
   const float* localGrads() override { return grads_.data(); }
   bool gradsReplicated() const override { return true; }
   void refreshModelParams() override {}
+  ParamsFinal paramsFinal() const override { return ParamsFinal::kPerTile; }
   void addMemory(MemoryReport& report) const override;
 
  protected:

@@ -73,6 +73,12 @@ class Stage {
   // A load: the model parameters of one local range from master values, then refresh.
   virtual void writeModelRange(const LocalRange& range, const float* values) = 0;
   virtual void refreshModelParams() = 0;  // after the optimizer or a load (collective)
+  // When the model parameters of a local range hold the optimizer's new values: kPerTile, once
+  // the tile's update and modelSink ran (written in place, refresh changes nothing);
+  // kAfterRefresh, all of them once refreshModelParams() returned (flat, allgathered); kNever,
+  // not as flat host values at all (stage 3 gathers per block).
+  enum class ParamsFinal { kPerTile, kAfterRefresh, kNever };
+  virtual ParamsFinal paramsFinal() const = 0;
 
   virtual void addMemory(MemoryReport& report) const = 0;
   virtual void addPipeline(PipelineState& state) = 0;

@@ -122,8 +122,10 @@ struct ZeroEngine::Impl {
   void loadModelFromMaster();
   void update(StepResult& result, const GradCheck& check, float learningRate, float lossScale,
               float clipNorm);
+  void announceLocal(size_t offset, size_t count);
 
   ZeroOptions options;
+  ParamsReady ready;  // setParamsReady's listener (empty: none)
   ParamIndex index;
   DpComm comm;
   bool mics = false;
@@ -158,12 +160,29 @@ void ZeroEngine::Impl::update(StepResult& result, const GradCheck& check, float 
   auto start = std::chrono::steady_clock::now();
   ++steps;
   ModelParamSink sink = stage->modelSink(optimizer->masterOwned());
+  const Stage::ParamsFinal final = ready ? stage->paramsFinal() : Stage::ParamsFinal::kNever;
+  auto afterTile = sink.afterTile;
+  if (final == Stage::ParamsFinal::kPerTile)
+    afterTile = [this, &sink](size_t offset, size_t count, const float* master) {
+      if (sink.afterTile) sink.afterTile(offset, count, master);
+      announceLocal(offset, count);
+    };
   optimizer->update(stage->localGrads(), stage->optimizerCount(), multiplier, learningRate, steps,
-                    sink.out16, sink.afterTile);
+                    sink.out16, afterTile);
   result.optimMs = msSince(start);
   start = std::chrono::steady_clock::now();
   stage->refreshModelParams();
+  if (final == Stage::ParamsFinal::kAfterRefresh && index.numel() > 0) ready(0, index.numel());
   result.commMs += msSince(start);
+}
+
+// The flat regions of local [offset, offset + count), in the ranges' (ascending) order.
+void ZeroEngine::Impl::announceLocal(size_t offset, size_t count) {
+  for (const auto& range : stage->ranges()) {
+    const size_t begin = std::max(offset, range.localOffset);
+    const size_t end = std::min(offset + count, range.localOffset + range.size);
+    if (begin < end) ready(range.flatOffset + (begin - range.localOffset), end - begin);
+  }
 }
 
 ZeroEngine::ZeroEngine(std::vector<ParamInfo> params, int numBlocks, comm::ProcessGroup* group,
@@ -269,6 +288,11 @@ PipelineState ZeroEngine::pipeline() const {
 }
 
 bool ZeroEngine::gatherIssued(size_t param) const { return impl_->stage->gatherIssued(param); }
+
+void ZeroEngine::setParamsReady(ParamsReady ready, size_t updateTile) {
+  impl_->ready = std::move(ready);
+  impl_->optimizer->setUpdateTile(updateTile == 0 ? impl_->options.subGroupSize : updateTile);
+}
 
 std::vector<ZeroEngine::ShardTensor> ZeroEngine::optimizerShard() const {
   const Impl& engine = *impl_;

@@ -111,6 +111,17 @@ class ZeroEngine final : public TrainingEngine {
   // Whether stage-3 parameter p's allgather has been issued (in flight or gathered).
   bool gatherIssued(size_t param) const;
 
+  // ZeRO-Offload's overlap of the optimizer with the parameter copies: inside step(), `ready`
+  // is called with flat {offset, size} regions of the model parameters (table().value or
+  // value16) as soon as they hold the step's final values: after each optimizer tile of
+  // updateTile elements (capped by sub_group_size) where the update writes the model parameters
+  // in place (stage 0, and stages 1-2 on one rank), else once for [0, numel()) after the
+  // parameter allgather (stages 1-2 on several ranks). Stage 3 gathers per block: never called.
+  // Each region at most once per step, in ascending order, never on a skipped step; the values
+  // stay unchanged until the next step() or setParams/load. The tiling changes no bit.
+  using ParamsReady = std::function<void(size_t flatOffset, size_t size)>;
+  void setParamsReady(ParamsReady ready, size_t updateTile);
+
   // Checkpoints. optimizerShard(): this rank's partition of every optimizer state as ranges of
   // the full flat space (names: "fp32", "exp_avg", "exp_avg_sq" for Adam/AdamW; "fp32",
   // "momentum" for SGD). A stage-3 rank has one range per parameter; ranges never include

@@ -25,6 +25,7 @@ class NcclWork final : public Work {
            std::chrono::milliseconds grace);
   ~NcclWork() override;
   void wait(std::chrono::milliseconds timeout) override;
+  const void* deviceEvent() const override { return event_; }
 
   // With the comm's lock held: true once settled (completes the Work if the event fired).
   bool pollLocked();

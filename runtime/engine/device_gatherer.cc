@@ -148,12 +148,24 @@ void DeviceGatherer::acquire(int block, int ahead) {
     if (!copy.waited) {
       tracer_.note(zero::TraceEvent::Kind::kGatherWaited, int64_t(copy.param),
                    !copy.work || copy.work->isCompleted());
-      if (copy.work) copy.work->wait();
-      copy.work = nullptr;
+      waitGather(copy);
       copy.waited = true;
     }
     publish(copy.param, slotAt(slotOf_[size_t(block)], copy.offset));
   }
+}
+
+// A gather whose Work has a device event (NCCL): the compute stream waits on it, so the block's
+// kernels are queued at once; the Work stays held and is waited on the host in release(), after
+// them, where a failure (or a dead peer) is still reported. Otherwise (gloo, mpi: completed on
+// the host) the host waits here. Safe because the compute stream is the legacy default stream,
+// which NCCL's group stream waits on at every issue: a slot is rewritten only after its readers.
+void DeviceGatherer::waitGather(Copy& copy) {
+  if (!copy.work) return;
+  const void* event = copy.work->deviceEvent();
+  if (event != nullptr && ops_.streamWaitForeign(OpsStream::kCompute, event)) return;
+  copy.work->wait();
+  copy.work = nullptr;
 }
 
 void DeviceGatherer::release(int block) {

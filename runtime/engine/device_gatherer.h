@@ -8,7 +8,9 @@
 // copies at fixed offsets (a parameter read by two consecutive blocks is gathered into each block's
 // slot); table value/value16[p] is non-null while a complete copy of p is published; a slot is
 // rewritten only after the kernels that read it (NCCL's stream waits on an event of the compute
-// stream at each issue). Not thread-safe: the training thread only.
+// stream at each issue); a block's kernels run after its gathers (the compute stream waits on the
+// NCCL Work's event, or the host on the Work, comm::Work::deviceEvent). Not thread-safe: the
+// training thread only.
 #pragma once
 
 #include <cstddef>
@@ -57,6 +59,7 @@ class DeviceGatherer {
 
   int takeSlot(int block, bool evict);  // a free slot for block, or -1
   void issue(int block, Copy& copy);
+  void waitGather(Copy& copy);  // before a block's kernels: on the device, or on the host
   void* slotAt(int slot, size_t offset) const;
   void gatherInto(size_t param, void* out, comm::WorkPtr* work);  // work null: single rank
   void publish(size_t param, void* at);

@@ -9,7 +9,9 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/tensor/tensor_knobs.h"
 #include "zero/bulk_ops.h"
+#include "zero/zero_engine.h"
 
 namespace ds::runtime {
 namespace {
@@ -80,6 +82,7 @@ DeviceMirror::~DeviceMirror() {
   } catch (const std::exception& e) {
     DS_LOG_WARN("engine", "device mirror: copies still in flight at shutdown: {}", e.what());
   }
+  ops_.unregisterHost(registered_);
 }
 
 // Blocks: every parameter each block reads, packed into a slot. Regions (resident): parameter i
@@ -90,7 +93,11 @@ void DeviceMirror::layout() {
     for (int b : p.blocks) numBlocks = std::max(numBlocks, b + 1);
   blocks_.assign(size_t(numBlocks), {});
   regionParams_.assign(size_t(numBlocks), {});
-  std::vector<int> regionOf(params_.size(), -1);
+  std::vector<int>& regionOf = regionOf_;
+  regionOf.assign(params_.size(), -1);
+  flatOffset_.assign(params_.size(), 0);
+  for (size_t i = 0, flat = 0; i < params_.size(); flat += params_[i].numel, ++i)
+    flatOffset_[i] = flat;
   for (size_t i = 0; i < params_.size(); ++i) {
     for (int b : params_[i].blocks) {
       Block& blk = blocks_[size_t(b)];
@@ -195,17 +202,149 @@ int DeviceMirror::stageWindow(int block) {
   return s;
 }
 
+void DeviceMirror::fenceOnce(int64_t version) {
+  if (fenceVersion_ == version) return;  // the previous values may still be read by queued kernels
+  ops_.record(*fence_, OpsStream::kCompute);
+  ops_.streamWait(OpsStream::kCopy, *fence_);
+  fenceVersion_ = version;
+}
+
 void DeviceMirror::stageRegion(int region) {
   if (regionVersion_[size_t(region)] == version_ || regionElems_[size_t(region)] == 0) return;
-  if (fenceVersion_ != version_) {  // the previous values may still be read by queued kernels
-    ops_.record(*fence_, OpsStream::kCompute);
-    ops_.streamWait(OpsStream::kCopy, *fence_);
-    fenceVersion_ = version_;
-  }
+  fenceOnce(version_);
   upload(static_cast<char*>(values_.get()) + regionOffset_[size_t(region)] * es_, region,
          regionParams_[size_t(region)], regionElems_[size_t(region)]);
   ops_.record(*regionReady_[size_t(region)], OpsStream::kCopy);
   regionVersion_[size_t(region)] = version_;
+}
+
+void DeviceMirror::paramsReady(size_t flatOffset, size_t size) {
+  DS_CHECK(!options_.windowed, "device mirror: paramsReady in the windowed (stage 3) layout");
+  const int64_t next = version_ + 1;  // the version the coming invalidate() starts
+  if (coverVersion_ != next) {
+    regionCovered_.assign(regionElems_.size(), 0);
+    coverVersion_ = next;
+  }
+  fenceOnce(next);
+  const zero::ParamTable& host = hostTable_();
+  const bool direct = registerHostValues(host);
+  const size_t end = flatOffset + size;
+  pieces_.clear();
+  auto first = std::upper_bound(flatOffset_.begin(), flatOffset_.end(), flatOffset);
+  for (size_t i = size_t(first - flatOffset_.begin()) - 1;
+       i < params_.size() && flatOffset_[i] < end; ++i) {
+    const size_t begin = std::max(flatOffset, flatOffset_[i]);
+    const size_t stop = std::min(end, flatOffset_[i] + params_[i].numel);
+    const int region = regionOf_[i];
+    if (begin >= stop || region < 0) continue;
+    const auto* src = static_cast<const char*>(hostValue(host, i, compute_));
+    if (src == nullptr)
+      throw InternalError(
+          fmt::format("device mirror: the engine announced '{}' but holds no {} value of it",
+                      params_[i].name, dtypeName(compute_)));
+    const size_t skip = begin - flatOffset_[i];
+    pieces_.push_back({offset_[i] + skip, src + skip * es_, stop - begin});
+    size_t& covered = regionCovered_[size_t(region)];
+    covered += stop - begin;
+    DS_CHECK(covered <= regionElems_[size_t(region)], "device mirror: region {} announced twice",
+             region);
+    if (covered == regionElems_[size_t(region)]) {  // its event right after its last copy
+      if (direct) uploadDirect(pieces_);
+      else uploadPieces(pieces_);
+      pieces_.clear();
+      ops_.record(*regionReady_[size_t(region)], OpsStream::kCopy);
+      regionVersion_[size_t(region)] = next;
+    }
+  }
+  if (direct) uploadDirect(pieces_);
+  else uploadPieces(pieces_);
+}
+
+// Once: when the engine's host values of every parameter form one run in flat order (stages 0-2
+// keep one flat buffer), the Ops page-locks it. The copies then read the engine's memory: the
+// engine writes a region again only in the next step's update, after that step's forward waited
+// on the region's event and its backward on later copies of the same (in-order) copy stream, or
+// in a load, which invalidates; the destructor synchronizes before unregistering. Afterwards,
+// every call checks the run is still where it was registered, else stages.
+bool DeviceMirror::registerHostValues(const zero::ParamTable& host) {
+  const auto* base =
+      params_.empty() ? nullptr : static_cast<const char*>(hostValue(host, 0, compute_));
+  if (base == nullptr) return false;
+  size_t bytes = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (static_cast<const char*>(hostValue(host, i, compute_)) != base + bytes) return false;
+    bytes += params_[i].numel * es_;
+  }
+  if (!registerTried_) {
+    registerTried_ = true;
+    if (ops_.registerHost(const_cast<char*>(base), bytes)) {
+      registered_ = const_cast<char*>(base);
+      registeredBytes_ = bytes;
+    }
+    DS_LOG_DEBUG("engine", "device mirror: the engine's host parameters ({:.1f} MiB) {}",
+                 double(bytes) / 1048576.0,
+                 registered_ ? "page-locked: uploads read them directly"
+                             : "not page-locked: uploads go through pinned staging");
+  }
+  return registered_ != nullptr && base == registered_ && bytes == registeredBytes_;
+}
+
+// Straight from the registered host values: one copy per run contiguous on both sides.
+void DeviceMirror::uploadDirect(const std::vector<Piece>& pieces) {
+  for (size_t k = 0; k < pieces.size();) {
+    size_t elems = pieces[k].elems, j = k + 1;
+    for (; j < pieces.size() && pieces[j].dst == pieces[k].dst + elems &&
+           pieces[j].src == pieces[k].src + elems * es_;
+         ++j)
+      elems += pieces[j].elems;
+    ops_.uploadAsync(static_cast<char*>(values_.get()) + pieces[k].dst * es_, pieces[k].src,
+                     elems * es_);
+    uploaded_ += elems * es_;
+    k = j;
+  }
+}
+
+// Packs the pieces into the staging ring in order, one upload per run of pieces contiguous on
+// the device within one staging buffer.
+void DeviceMirror::uploadPieces(const std::vector<Piece>& pieces) {
+  const size_t cap = staging_[0].host.bytes() / es_;
+  Staging* st = nullptr;
+  size_t used = 0, runStart = 0, runDst = 0, runElems = 0;
+  auto flushRun = [&] {
+    if (runElems == 0) return;
+    ops_.uploadAsync(static_cast<char*>(values_.get()) + runDst * es_,
+                     st->host.as<char>() + runStart * es_, runElems * es_);
+    uploaded_ += runElems * es_;
+    runStart = used;
+    runElems = 0;
+  };
+  auto finishBuffer = [&] {
+    flushRun();
+    if (st != nullptr) ops_.record(*st->free, OpsStream::kCopy);
+    st = nullptr;
+  };
+  for (const Piece& piece : pieces) {
+    for (size_t done = 0; done < piece.elems;) {
+      if (st == nullptr || used == cap) {
+        finishBuffer();
+        st = &staging_[nextStaging_];
+        nextStaging_ ^= 1;
+        ops_.hostWait(*st->free, options_.copyTimeout,
+                      fmt::format("parameter staging of the optimizer-overlapped uploads (its "
+                                  "previous upload; device mirror, rank {})",
+                                  options_.rank));
+        used = runStart = 0;
+      }
+      const size_t take = std::min(piece.elems - done, cap - used);
+      if (runElems != 0 && runDst + runElems != piece.dst + done) flushRun();
+      if (runElems == 0) runDst = piece.dst + done;
+      zero::bulkCopyBytes(st->host.as<char>() + used * es_, piece.src + done * es_, take * es_);
+      used += take;
+      runElems += take;
+      done += take;
+    }
+  }
+  finishBuffer();
 }
 
 void DeviceMirror::stage(int block, bool backward) {
@@ -313,5 +452,13 @@ void DeviceMirror::beforeForward(int block) { enter(block, false); }
 void DeviceMirror::afterForward(int block) { leave(block, false); }
 void DeviceMirror::beforeBackward(int block) { enter(block, true); }
 void DeviceMirror::afterBackward(int block) { leave(block, true); }
+
+size_t connectOptimizerOverlap(zero::ZeroEngine& engine, DeviceMirror& mirror) {
+  if (mirror.windowed() || !knobBoolOrDefault(knobs::kOffloadOverlap)) return 0;
+  const auto tile = size_t(knobIntOrDefault(knobs::kOffloadOverlapTile));
+  engine.setParamsReady([m = &mirror](size_t offset, size_t size) { m->paramsReady(offset, size); },
+                        tile);
+  return tile;
+}
 
 }  // namespace ds::runtime

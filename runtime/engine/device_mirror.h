@@ -11,6 +11,13 @@
 //  - parameters, resident layout (stages 0-2 with offload): one device copy of every parameter,
 //    laid out by the first block that reads each one so every block uploads ONE contiguous
 //    region, once per optimizer step (before its forward; block b+1's while b computes);
+//  - parameters, resident layout, overlapped with the optimizer (paramsReady; ZeRO-Offload's
+//    sub-group overlap): the engine announces each optimizer tile's flat region as soon as its
+//    host values are final; the mirror queues its upload at once, from the engine's own buffer
+//    page-locked in place (Ops::registerHost) or else packed into pinned staging,
+//    so the copies run while the CPU optimizer updates the next tiles; a region covered whole by
+//    the announcements for the next version is not uploaded again before its forward, whose
+//    compute merely waits on the region's event;
 //  - parameters, windowed layout (stage 3, ZeRO-Infinity's parameter offload): two block-sized
 //    slots (double buffer); block b+1's parameters upload into one while b computes from the
 //    other, in forward and in backward; device parameter bytes are two blocks', not the model's.
@@ -36,6 +43,10 @@
 #include "zero/engine_types.h"
 #include "zero/param_table.h"
 
+namespace ds::zero {
+class ZeroEngine;
+}
+
 namespace ds::runtime {
 
 struct DeviceMirrorOptions {
@@ -58,6 +69,11 @@ class DeviceMirror : public zero::BlockHooks {
 
   zero::ParamTable& table() { return table_; }  // device pointers, for the model
   void invalidate() { ++version_; }             // host params changed: upload again
+  // Resident layout only (zero::ZeroEngine::setParamsReady's listener): the host parameters of
+  // the engine's flat [flatOffset, flatOffset + size) (the params' concatenation) hold the values
+  // of the version the next invalidate() starts; queues their upload now on the copy stream. A
+  // region not covered whole before that invalidate() uploads at its first forward as usual.
+  void paramsReady(size_t flatOffset, size_t size);
 
   void beforeForward(int block) override;
   void afterForward(int block) override;
@@ -69,6 +85,7 @@ class DeviceMirror : public zero::BlockHooks {
   size_t gradBytes() const { return grads_.bytes(); }    // device gradient bytes held
   size_t pinnedBytes() const;                            // page-locked host staging
   size_t bytesUploaded() const { return uploaded_; }     // since construction (tests, logs)
+  bool uploadsFromHost() const { return registered_ != nullptr; }  // paramsReady: no staging
   size_t bytesDownloaded() const { return downloaded_; }
   size_t largestBlockElems() const { return slotElems_; }  // the slots' size (elements)
   // This rank's memory with the mirror: all the host engine holds is host memory (its "device"
@@ -107,6 +124,15 @@ class DeviceMirror : public zero::BlockHooks {
   int stageWindow(int block);  // windowed: the slot that holds (or now receives) block
   void stageRegion(int region);
   void upload(void* dst, int block, const std::vector<int>& params, size_t elems);
+  struct Piece {  // paramsReady: elems host elements at src for values_ element dst
+    size_t dst;
+    const char* src;
+    size_t elems;
+  };
+  void uploadPieces(const std::vector<Piece>& pieces);
+  void uploadDirect(const std::vector<Piece>& pieces);  // from registered host memory
+  bool registerHostValues(const zero::ParamTable& host);
+  void fenceOnce(int64_t version);  // the copy stream waits for compute's readers, once per version
   void enter(int block, bool backward);
   void leave(int block, bool backward);
   void consume(int slot);  // the lag-one step: add a landed gradient slot into the engine's
@@ -124,12 +150,22 @@ class DeviceMirror : public zero::BlockHooks {
   size_t slotElems_ = 0;  // the largest block's elements
   // Resident: param i at element offset_[i] of values_, grouped by region (first reader).
   std::vector<size_t> offset_;
+  std::vector<size_t> flatOffset_;  // param i's offset in the engine's flat space
+  std::vector<int> regionOf_;       // param i's region (-1: read by no block)
   std::vector<size_t> regionOffset_, regionElems_;
   std::vector<std::vector<int>> regionParams_;
   std::vector<int64_t> regionVersion_;
   std::vector<std::unique_ptr<OpsEvent>> regionReady_;
   std::unique_ptr<OpsEvent> fence_;  // compute, recorded before the first upload of a version
   int64_t fenceVersion_ = -1;
+  std::vector<size_t> regionCovered_;  // paramsReady: elements announced for coverVersion_
+  int64_t coverVersion_ = -1;
+  std::vector<Piece> pieces_;  // paramsReady's scratch
+  // paramsReady: the engine's host values, when one contiguous run in flat order that the Ops
+  // page-locked (registerHost), are uploaded from where they are, without staging.
+  bool registerTried_ = false;
+  char* registered_ = nullptr;
+  size_t registeredBytes_ = 0;
   OpsBuffer values_, grads_;  // grads_: two gradient slots of slotElems_ floats
   ValueSlot valueSlots_[2];
   int lastValueSlot_ = 1;
@@ -144,5 +180,10 @@ class DeviceMirror : public zero::BlockHooks {
   int64_t version_ = 0;
   size_t uploaded_ = 0, downloaded_ = 0;
 };
+
+// Connects the engine's optimizer tiles to the mirror's uploads (ZeroEngine::setParamsReady ->
+// paramsReady) when DS_OFFLOAD_OVERLAP (default on) allows and the layout is resident, with
+// DS_OFFLOAD_OVERLAP_TILE elements per tile; returns the tile, or 0 when not connected.
+size_t connectOptimizerOverlap(zero::ZeroEngine& engine, DeviceMirror& mirror);
 
 }  // namespace ds::runtime

@@ -129,6 +129,13 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     mirror_ = std::make_unique<DeviceMirror>(
         *ops_, model_->params(), mc.compute, *hooks_,
         [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, mo);
+    if (const size_t tile =
+            connectOptimizerOverlap(static_cast<zero::ZeroEngine&>(*eng_), *mirror_))
+      logLine(
+          fmt::format("offload overlap: the CPU optimizer runs in tiles of {} elements "
+                      "(DS_OFFLOAD_OVERLAP_TILE, sub_group_size caps it), each tile's "
+                      "parameters uploaded while the next updates (DS_OFFLOAD_OVERLAP=0: off)",
+                      tile));
   }
   if (plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
     fp16Hooks_ = std::make_unique<Fp16Hooks>(

@@ -88,10 +88,16 @@ class Ops {
   // complete. CpuOps keeps them; CudaOps overrides them with page-locked memory, a second stream
   // and CUDA events. Host memory given to the async copies must come from allocPinned (pageable
   // memory would make a device copy synchronous) and must not be touched until an event
-  // recorded on kCopy after the copy has completed.
+  // recorded on kCopy after the copy has completed (memory page-locked by registerHost may be
+  // given too).
   // Throws OutOfMemoryError naming `what` and the bytes.
   virtual void* allocPinned(size_t bytes, const std::string& what);
   virtual void releasePinned(void* ptr) noexcept;
+  // Page-locks host memory someone else allocated so the async copies may read it directly, as
+  // allocPinned's; false where this Ops cannot or the system refuses (stage it instead). The
+  // memory must stay allocated until unregisterHost(ptr).
+  virtual bool registerHost(void* ptr, size_t bytes);
+  virtual void unregisterHost(void* ptr) noexcept;
   // On kCopy: returns at once on a device; the bytes have landed when a later event recorded on
   // kCopy completes.
   virtual void uploadAsync(void* dst, const void* pinnedSrc, size_t bytes);
@@ -100,6 +106,9 @@ class Ops {
   virtual void record(OpsEvent& event, OpsStream stream);  // after what `stream` has queued
   // `stream`'s later work starts after `event` (no host wait).
   virtual void streamWait(OpsStream stream, const OpsEvent& event);
+  // The same for a CUDA event of another library (comm::Work::deviceEvent()); false where this
+  // Ops cannot (no device streams): the caller then waits on the host.
+  virtual bool streamWaitForeign(OpsStream stream, const void* cudaEvent);
   virtual bool done(const OpsEvent& event);  // completed (never blocks)
   // Blocks the calling thread until `event` completes; throws TimeoutError naming `what`, this
   // Ops and `timeout` when it does not.

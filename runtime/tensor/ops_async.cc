@@ -18,6 +18,10 @@ void* Ops::allocPinned(size_t bytes, const std::string& what) {
   return p;
 }
 
+bool Ops::registerHost(void* /*ptr*/, size_t /*bytes*/) { return false; }
+
+void Ops::unregisterHost(void* /*ptr*/) noexcept {}
+
 void Ops::releasePinned(void* ptr) noexcept {
   if (ptr != nullptr) ::operator delete(ptr, std::align_val_t(64));
 }
@@ -33,6 +37,8 @@ void Ops::downloadAsync(void* pinnedDst, const void* src, size_t bytes) {
 std::unique_ptr<OpsEvent> Ops::newEvent() { return std::make_unique<OpsEvent>(); }
 void Ops::record(OpsEvent& /*event*/, OpsStream /*stream*/) {}
 void Ops::streamWait(OpsStream /*stream*/, const OpsEvent& /*event*/) {}
+
+bool Ops::streamWaitForeign(OpsStream /*stream*/, const void* /*cudaEvent*/) { return false; }
 bool Ops::done(const OpsEvent& /*event*/) { return true; }
 void Ops::hostWait(const OpsEvent& /*event*/, std::chrono::milliseconds /*timeout*/,
                    const std::string& /*what*/) {}

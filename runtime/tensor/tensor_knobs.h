@@ -1,6 +1,6 @@
 // The environment knobs runtime reads (the bf16 linear-layer and CUDA attention paths; restarts
-// and fault injection, runtime/engine/fault_injection.h). Declarations only: read them with
-// core/knobs.h's accessors.
+// and fault injection, runtime/engine/fault_injection.h; the offload optimizer overlap,
+// runtime/engine/device_mirror.h). Declarations only: read them with core/knobs.h's accessors.
 #pragma once
 
 #include "core/knobs.h"
@@ -88,9 +88,31 @@ inline constexpr Knob kFaultKill{
         "(at=save), on restart attempt A (default 0; any: every attempt). Unset: nothing.",
     .readBy = kReadByDsrt};
 
-inline constexpr const Knob* kRuntimeKnobList[] = {&kBf16Linear,     &kCudaAttention,
-                                                   &kCudaGeluFusion, &kCudaLayernormBwd,
-                                                   &kRestartAttempt, &kFaultKill};
+// runtime/engine/trainer.cc: ZeRO-Offload on a device (the host engine + DeviceMirror).
+inline constexpr Knob kOffloadOverlap{
+    .name = "DS_OFFLOAD_OVERLAP",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "Offload on a GPU, stages 1-2: the CPU optimizer runs in tiles (DS_OFFLOAD_OVERLAP_TILE, "
+        "capped by sub_group_size) and each tile's updated parameters are uploaded on the copy "
+        "stream while the next tiles update (the same bits); 0: update in one pass, then upload "
+        "per block before its forward (the path before the overlap, for A/B timing).",
+    .readBy = kReadByDsrt | kReadByBench};
+inline constexpr Knob kOffloadOverlapTile{
+    .name = "DS_OFFLOAD_OVERLAP_TILE",
+    .type = KnobType::kInt,
+    .dflt = "4194304",
+    .doc =
+        "Elements per optimizer tile when DS_OFFLOAD_OVERLAP is on (sub_group_size caps it): "
+        "smaller tiles start the uploads sooner, larger ones cost fewer copies.",
+    .readBy = kReadByDsrt | kReadByBench,
+    .lo = 1024,
+    .hi = int64_t(1) << 40};
+
+inline constexpr const Knob* kRuntimeKnobList[] = {
+    &kBf16Linear,     &kCudaAttention, &kCudaGeluFusion, &kCudaLayernormBwd,
+    &kRestartAttempt, &kFaultKill,     &kOffloadOverlap, &kOffloadOverlapTile};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

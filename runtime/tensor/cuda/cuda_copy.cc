@@ -72,6 +72,24 @@ void CudaOps::streamWait(OpsStream stream, const OpsEvent& event) {
       cudaStreamWaitEvent(stream == OpsStream::kCopy ? copyStream_ : stream_, eventOf(event), 0));
 }
 
+bool CudaOps::registerHost(void* ptr, size_t bytes) {
+  if (ptr == nullptr || bytes == 0) return false;
+  if (cudaHostRegister(ptr, bytes, cudaHostRegisterDefault) == cudaSuccess) return true;
+  (void)cudaGetLastError();  // refused (e.g. RLIMIT_MEMLOCK): the caller stages instead
+  return false;
+}
+
+void CudaOps::unregisterHost(void* ptr) noexcept {
+  if (ptr != nullptr && cudaHostUnregister(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+bool CudaOps::streamWaitForeign(OpsStream stream, const void* cudaEvent) {
+  // cudaEvent_t is a pointer to an opaque struct: the const is the caller's promise, not CUDA's.
+  DS_CUDA_CHECK(cudaStreamWaitEvent(stream == OpsStream::kCopy ? copyStream_ : stream_,
+                                    static_cast<cudaEvent_t>(const_cast<void*>(cudaEvent)), 0));
+  return true;
+}
+
 bool CudaOps::done(const OpsEvent& event) {
   const cudaError_t rc = cudaEventQuery(eventOf(event));
   if (rc == cudaSuccess) return true;

@@ -55,6 +55,9 @@ class CudaOps final : public Ops {
   std::unique_ptr<OpsEvent> newEvent() override;
   void record(OpsEvent& event, OpsStream stream) override;
   void streamWait(OpsStream stream, const OpsEvent& event) override;
+  bool streamWaitForeign(OpsStream stream, const void* cudaEvent) override;
+  bool registerHost(void* ptr, size_t bytes) override;
+  void unregisterHost(void* ptr) noexcept override;
   bool done(const OpsEvent& event) override;
   void hostWait(const OpsEvent& event, std::chrono::milliseconds timeout,
                 const std::string& what) override;

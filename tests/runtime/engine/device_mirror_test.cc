@@ -38,6 +38,8 @@ namespace {
 class DeferredCopyOps final : public runtime::CpuOps {
  public:
   void uploadAsync(void* dst, const void* src, size_t bytes) override { push({dst, src, bytes}); }
+  bool registerHost(void*, size_t) override { return registerable; }
+  bool registerable = false;  // registerHost succeeds: the mirror uploads from host memory as is
   void downloadAsync(void* dst, const void* src, size_t bytes) override { push({dst, src, bytes}); }
   std::unique_ptr<OpsEvent> newEvent() override { return std::make_unique<Event>(); }
   void record(OpsEvent& e, OpsStream s) override {
@@ -122,8 +124,11 @@ struct Setup {
   int steps = 4;
   bool windowed = false;
   bool checkpointing = false;
-  bool deferred = false;  // the lazy copy stream
-  bool spies = false;     // fill Run::log and run the window checks
+  bool deferred = false;   // the lazy copy stream
+  bool spies = false;      // fill Run::log and run the window checks
+  size_t overlapTile = 0;  // > 0: the optimizer overlap (ZeroEngine::setParamsReady), this tile
+  bool doubleInvalidate = false;  // a second invalidate() after each step (as a load does)
+  bool registerable = false;      // deferred: registerHost succeeds (uploads read the engine's)
 };
 
 struct Run {
@@ -134,6 +139,8 @@ struct Run {
   zero::MemoryReport memory;
   std::vector<std::vector<std::string>> log;  // per step: the spies' hooks of that step
   size_t windowChecks = 0, lateCopies = 0;
+  std::vector<size_t> uploadedInStep;  // per step: bytes uploaded from inside eng.step()
+  bool uploadsFromHost = false;        // the overlap read the engine's page-locked values
 };
 
 // Trains `steps` steps; mirrored: OpsGpt2 over CPU ops behind a DeviceMirror, else Gpt2Model.
@@ -144,6 +151,7 @@ Run train(const Setup& s) {
   DeferredCopyOps* deferred = nullptr;
   if (s.deferred) {
     auto d = std::make_unique<DeferredCopyOps>();
+    d->registerable = s.registerable;
     deferred = d.get();
     ops = std::move(d);
   } else {
@@ -167,6 +175,9 @@ Run train(const Setup& s) {
     mirror = std::make_unique<runtime::DeviceMirror>(
         *ops, model->params(), cfg.compute, s.spies ? static_cast<zero::BlockHooks&>(inner) : hooks,
         [&eng]() -> zero::ParamTable& { return eng.table(); }, mo);
+    if (s.overlapTile)
+      eng.setParamsReady([m = mirror.get()](size_t off, size_t n) { m->paramsReady(off, n); },
+                         s.overlapTile);
   }
   Run run;
   std::unique_ptr<Spy> outer;  // what the model calls
@@ -218,14 +229,18 @@ Run train(const Setup& s) {
     model->backward(1.f, table, h);
     run.log.push_back(log);
     log.clear();
+    const size_t before = mirror ? mirror->bytesUploaded() : 0;
     auto r = eng.step(1e-2f, 1.f, 1.f);
     REQUIRE_FALSE(r.skipped);
+    if (mirror) run.uploadedInStep.push_back(mirror->bytesUploaded() - before);
     if (mirror) mirror->invalidate();
+    if (mirror && s.doubleInvalidate) mirror->invalidate();
   }
   run.params.resize(eng.numel());
   eng.getParams(run.params.data());
   if (mirror) {
     run.uploaded = mirror->bytesUploaded();
+    run.uploadsFromHost = mirror->uploadsFromHost();
     run.downloaded = mirror->bytesDownloaded();
     run.deviceParamBytes = mirror->valueBytes();
     run.deviceGradBytes = mirror->gradBytes();
@@ -410,5 +425,52 @@ TEST_CASE("device mirror memory: the device holds what the ZeRO-Offload formulas
     CHECK(m.at(K::kGrads, P::kDevice) == 2 * largest * sizeof(float));
     CHECK(m.at(K::kParams, P::kDevice) < psi * sizeof(float));
     CHECK(m.at(K::kBuffers, P::kDevice) == 0);
+  }
+}
+
+TEST_CASE("device mirror optimizer overlap: tiles upload inside the step, the same bits",
+          "[unit]") {
+  const size_t psiBytes = runtime::makeModel(tinyGpt())->numParamsTotal() * sizeof(float);
+  for (int copies : {0, 1, 2}) {  // synchronous; lazy from staging; lazy from the engine's memory
+    const bool deferred = copies > 0;
+    for (int stage : {0, 1, 2}) {
+      for (const char* offload : {"none", "cpu"}) {
+        if (stage == 0 && std::string(offload) == "cpu") continue;
+        Setup off;
+        off.z.stage = stage;
+        off.z.offloadOptimizer.device = offload;
+        off.z.reduceBucketSize = 200;
+        off.deferred = deferred;
+        const Run base = train(off);
+        for (size_t tile : {size_t(1), size_t(37), size_t(1000), size_t(1) << 30}) {
+          INFO("stage " << stage << " offload_optimizer " << offload << " copies " << copies
+                        << " tile " << tile);
+          Setup on = off;
+          on.overlapTile = tile;
+          on.registerable = copies == 2;
+          const Run run = train(on);
+          CHECK(run.losses == base.losses);
+          CHECK(run.params == base.params);
+          // Every parameter once per step, from inside the step (the last step's too, which no
+          // forward reads here); the first forward uploads as before.
+          for (size_t k = 0; k < run.uploadedInStep.size(); ++k) {
+            CHECK(run.uploadedInStep[k] == psiBytes);
+            CHECK(base.uploadedInStep[k] == 0);
+          }
+          CHECK(run.uploaded == base.uploaded + psiBytes);
+          CHECK(run.uploadsFromHost == (copies == 2));
+        }
+        // A second invalidate (a load after the step) drops the overlap's uploads: the forward
+        // uploads every region again and trains the same.
+        Setup twice = off;
+        twice.overlapTile = 37;
+        twice.registerable = copies == 2;
+        twice.doubleInvalidate = true;
+        const Run again = train(twice);
+        CHECK(again.losses == base.losses);
+        CHECK(again.params == base.params);
+        CHECK(again.uploaded == 2 * base.uploaded);
+      }
+    }
   }
 }
