@@ -15,15 +15,15 @@ TEST_CASE("bucket sizing: reduce_bucket_size is clamped to the partition, not th
           "[unit]") {
   // GPT-2 124M at 2 ranks, DeepSpeed's default 5e8: an eighth of the 62M-element partition.
   CHECK(effectiveReduceBucket(500000000, 62000000, 124000000) == 7750000);
-  CHECK(effectiveReduceBucket(500000000, 1000, 2000) == 2000);     // small model: whole space
+  CHECK(effectiveReduceBucket(500000000, 1000, 2000) == 2000);  // small model: whole space
   CHECK(effectiveReduceBucket(500000000, 4000000, 8000000) == (size_t(1) << 20));  // floor
-  CHECK(effectiveReduceBucket(64, 62000000, 124000000) == 64);     // a smaller setting stays
+  CHECK(effectiveReduceBucket(64, 62000000, 124000000) == 64);  // a smaller setting stays
 }
 
 TEST_CASE("bucket sizing: nvme tiles follow sub_group_size up to what the I/O needs", "[unit]") {
   CHECK(nvmeTileElems(1000000000, 62000000) == (size_t(2) << 20));  // default 1e9: 8 MiB tiles
-  CHECK(nvmeTileElems(3000, 10250) == 3072);                          // rounded up to 4 KiB
-  CHECK(nvmeTileElems(1000000000, 5000) == 5120);                     // the partition
+  CHECK(nvmeTileElems(3000, 10250) == 3072);                        // rounded up to 4 KiB
+  CHECK(nvmeTileElems(1000000000, 5000) == 5120);                   // the partition
 }
 
 TEST_CASE("transient bounds: held gradients and gathered blocks of a toy model", "[unit]") {
@@ -34,8 +34,10 @@ TEST_CASE("transient bounds: held gradients and gathered blocks of a toy model",
   CHECK(transientGradBound(index, numel, 0) == 120);
   CHECK(transientGradBound(index, numel, 64) == 184);
   // Block 0 (E + W0 + c0 = 120) plus its neighbour's 110, or less when the prefetch is smaller.
-  CHECK(gatherBound(index, numel, [](size_t) { return false; }, 1000) == 230);
-  CHECK(gatherBound(index, numel, [](size_t) { return false; }, 50) == 170);
-  CHECK(gatherBound(index, numel, [&](size_t p) { return index.param(p).numel <= 10; }, 1000) ==
-        200);
+  CHECK(gatherBound(
+            index, numel, [](size_t) { return false; }, 1000) == 230);
+  CHECK(gatherBound(
+            index, numel, [](size_t) { return false; }, 50) == 170);
+  CHECK(gatherBound(
+            index, numel, [&](size_t p) { return index.param(p).numel <= 10; }, 1000) == 200);
 }
