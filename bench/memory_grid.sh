@@ -14,7 +14,8 @@
 #     (20M-354M) x worlds 1,2,4 x every stage x none/cpu/nvme x fp32/bf16 (hours on 2 cores; a
 #     configuration the machine cannot hold is refused by the memory check and listed as such).
 #     MODE=ci: the smallest size, 2 ranks, 4 stages, no offload.
-#   NVME_DIR (default: a folder under $TMPDIR), STEPS (default 2), SEQ (default 32).
+#   NVME_DIR (default: a folder under $TMPDIR), STEPS (default 2), SEQ (default 32), GRID_SIZES
+#   (a subset of the sizes: tiny 20M 51M 124M 354M).
 # Writes OUT_FILE (default bench/results/memory.txt), OUT_FILE's .tsv and a PNG plot beside it.
 set -euo pipefail
 
@@ -91,10 +92,10 @@ run() {
   done
   # Table (MiB): params grads optimizer buffers, host + device columns.
   local table
-  table=$(awk '/memory per rank at start/ {on=1; next}
+  table=$(sed 's/^\[[0-9]*\] //' "$TMP/$name.log" | awk '/memory per rank at start/ {on=1; next}
     on && $1 ~ /^(params|grads|buffers)$/ {s += $2 + $3}
     on && $1 == "optimizer" {s += $3 + $4}
-    on && $1 == "total" {print s; exit}' "$TMP/$name.log")
+    on && $1 == "total" {print s; exit}')
   local params act
   params=$(jq -r .num_params "$TMP/sum.json")
   act=$(jq -r '.activation_bytes / 1048576' "$TMP/sum.json")
@@ -113,6 +114,7 @@ case $MODE in
   short) ;;
   *) echo "memory_grid: MODE=$MODE (expected short, full or ci)" >&2; exit 2 ;;
 esac
+if [[ -n ${GRID_SIZES:-} ]]; then read -ra SIZES <<<"$GRID_SIZES"; fi  # e.g. GRID_SIZES="124M"
 
 {
   printf 'size\tworld\tstage\toffload\tdtype\tparams\tpeak_MiB\ttable_MiB\tact_MiB\n'
@@ -135,7 +137,7 @@ esac
 
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 {
-  echo "# command: MODE=$MODE STEPS=$STEPS SEQ=$SEQ bench/memory_grid.sh $BUILD $OUT"
+  echo "# command: MODE=$MODE${GRID_SIZES:+ GRID_SIZES=\"$GRID_SIZES\"} STEPS=$STEPS SEQ=$SEQ bench/memory_grid.sh $BUILD $OUT"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "# $(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); load average at end: $LOAD_END (the machine is shared: RSS is not timing-sensitive)"
   echo "# per rank: peak = max over ranks of /usr/bin/time %M; table = rank 0's startup table (largest over ranks),"
