@@ -11,7 +11,8 @@ PACKAGES=(
   python3 python3-numpy jq
   curl  # the HTTP client of the dsrt serve tests (tests/runtime/serve)
   python3-torch       # the e2e test of a user's torch.distributed program under dsrun and torchrun
-  python3-matplotlib  # scripts/plot_run.py (dsrt plot)
+  python3-matplotlib  # scripts/plot_run.py (dsrt plot), bench/memory_grid_report.py
+  time  # /usr/bin/time: per-rank peak RSS in bench/memory_grid.sh
   slurmd slurmctld slurm-client munge
   mpich  # hydra for the mpich launcher tests; its mpirun alternative ranks below Open MPI's
   nodejs  # runs the GPT-2 reference encoder of the tokenizer tests (below)

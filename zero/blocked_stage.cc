@@ -12,6 +12,7 @@
 #include "zero/dp_comm.h"
 #include "zero/optimizer_partition.h"
 #include "zero/param_index.h"
+#include "zero/transient_bounds.h"
 
 namespace ds::zero {
 
@@ -39,9 +40,13 @@ BlockedStage::BlockedStage(const StageContext& ctx)
     gatherer_.setSecondary(hpz_.get());
   }
   const size_t world = size_t(ctx_.comm.world());
-  const size_t cap =
-      std::min(std::max<size_t>(ctx_.options.reduceBucketSize, 1), localSize_ * world);
-  ctx_.buckets.allocate(cap, (cap + world - 1) / world);
+  bucket_ = effectiveReduceBucket(ctx_.options.reduceBucketSize, localSize_, localSize_ * world);
+  ctx_.buckets.allocate(bucket_, (bucket_ + world - 1) / world);
+  const ParamElems full = [this, world](size_t param) { return layout_.chunk(param) * world; };
+  gradBound_ = transientGradBound(ctx_.index, full, ctx_.comm.single() ? 0 : bucket_);
+  gatherBound_ = gatherBound(
+      ctx_.index, full, [this](size_t param) { return gatherer_.persistent(param); },
+      ctx_.options.prefetchBucketSize);
 }
 
 void BlockedStage::setParams(const float* fullFlat) {
@@ -121,9 +126,10 @@ void BlockedStage::queueGrad(size_t param) {
     transient_.release(param);
     return;
   }
-  const size_t bucket = std::max<size_t>(ctx_.options.reduceBucketSize, 1);
+  const size_t bucket = bucket_;
   const size_t need = layout_.chunk(param) * size_t(ctx_.comm.world());
   if (!queued_.empty() && queuedElems_ + need > bucket) flushGrads();
+  if (need > bucket && !ctx_.options.quantizedGradients) return flushLarge(param);
   queued_.push_back(param);
   queuedElems_ += need;
   if (queuedElems_ >= bucket) flushGrads();
@@ -164,6 +170,30 @@ void BlockedStage::flushGrads() {
   ctx_.buckets.issue(work, finish, slot);
 }
 
+// A parameter whose padded gradient exceeds the bucket: reduce-scattered in pieces of at most
+// bucket/world elements of each rank's chunk, so the bucket buffers never grow past their size.
+// Elementwise the same sums as one reduce-scatter of the whole parameter.
+void BlockedStage::flushLarge(size_t param) {
+  const size_t world = size_t(ctx_.comm.world()), chunk = layout_.chunk(param);
+  const size_t piece = std::max<size_t>(1, bucket_ / world);
+  const float* grad = transient_.held(param) ? transient_.data(param) : nullptr;
+  for (size_t from = 0; from < chunk; from += piece) {
+    const size_t count = std::min(piece, chunk - from);
+    const int slot = ctx_.buckets.acquire();
+    float* input = ctx_.buckets.input(slot).data();
+    float* output = ctx_.buckets.output(slot).data();
+    for (size_t rank = 0; rank < world; ++rank) {
+      if (grad) bulkCopy(input + rank * count, grad + rank * chunk + from, count);
+      else bulkZero(input + rank * count, count);
+    }
+    auto work = ctx_.comm.reduceScatterSum(input, output, std::vector<size_t>(world, count));
+    const size_t dst = layout_.localOffset(param) + from;
+    ctx_.buckets.issue(
+        work, [this, output, dst, count] { bulkAdd(gradPart_.data() + dst, output, count); }, slot);
+  }
+  transient_.release(param);
+}
+
 void BlockedStage::zeroGrads() { bulkZero(gradPart_.data(), gradPart_.size()); }
 
 void BlockedStage::writeModelRange(const LocalRange& range, const float* values) {
@@ -189,11 +219,13 @@ void BlockedStage::addMemory(MemoryReport& report) const {
   for (size_t param = 0; param < ctx_.index.count(); ++param)
     if (gatherer_.persistent(param))
       addBytes(report, MemKind::kParams, MemPlace::kDevice, layout_.chunk(param) * world * elem);
-  addBytes(report, MemKind::kBuffers, MemPlace::kDevice, gatherer_.peakLiveElems() * elem);
+  addBytes(report, MemKind::kBuffers, MemPlace::kDevice,
+           std::max(gatherer_.peakLiveElems(), gatherBound_) * elem);
   const MemPlace gradPlace =
       ctx_.options.offloadOptimizer.enabled() ? MemPlace::kHost : MemPlace::kDevice;
   addBytes(report, MemKind::kGrads, gradPlace, gradPart_.size() * sizeof(float));
-  addBytes(report, MemKind::kBuffers, MemPlace::kDevice, transient_.peakElems() * sizeof(float));
+  addBytes(report, MemKind::kBuffers, MemPlace::kDevice,
+           std::max(transient_.peakElems(), gradBound_) * sizeof(float));
 }
 
 }  // namespace ds::zero

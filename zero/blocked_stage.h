@@ -50,6 +50,7 @@ class BlockedStage final : public Stage {
   void gatherBlock(int block, int ahead, int step);
   void queueGrad(size_t param);
   void flushGrads();
+  void flushLarge(size_t param);
 
   StageContext ctx_;
   Stage3Layout layout_;
@@ -61,6 +62,8 @@ class BlockedStage final : public Stage {
   std::vector<float> gradPart_;  // [localSize], accumulated over micro-steps
   std::vector<size_t> queued_;   // params queued for the next reduce-scatter bucket
   size_t queuedElems_ = 0;
+  size_t bucket_ = 1;                       // elements per reduce bucket: effectiveReduceBucket
+  size_t gradBound_ = 0, gatherBound_ = 0;  // transient_bounds.h, elements
 };
 
 }  // namespace ds::zero

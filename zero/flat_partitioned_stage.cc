@@ -10,6 +10,7 @@
 #include "zero/dp_comm.h"
 #include "zero/optimizer_partition.h"
 #include "zero/param_index.h"
+#include "zero/transient_bounds.h"
 
 namespace ds::zero {
 namespace {
@@ -38,9 +39,36 @@ FlatPartitionedStage::FlatPartitionedStage(const StageContext& ctx)
     for (size_t param = 0; param < ctx_.index.count(); ++param)
       ctx_.table.grad[param] = &fullGrads_[ctx_.index.offset(param)];
   }
-  const size_t bucket = std::max<size_t>(ctx_.options.reduceBucketSize, 1);
-  const size_t cap = std::min(bucket, layout_.padded());
+  // Bucket buffers (stage 2's input, both stages' reduce-scatter output): clamped, see
+  // effectiveReduceBucket (zero_options.h).
+  const size_t cap =
+      effectiveReduceBucket(ctx_.options.reduceBucketSize, localSize_, layout_.padded());
+  bucket_ = cap;
+  if (partitionGrads_ && ctx_.options.reduceScatter) {
+    paramBuckets_ = std::make_unique<ParamBuckets>(ctx_, layout_, transient_, gradPart_.data(),
+                                                   partStart_, cap);
+    transientBound_ = transientGradBound(
+        ctx_.index, [this](size_t param) { return ctx_.index.param(param).numel; }, cap);
+  } else if (partitionGrads_) {  // flat frontier: a gradient may be held until backward ends
+    transientBound_ = ctx_.index.numel();
+  }
   ctx_.buckets.allocate(partitionGrads_ ? cap : 0, std::min(cap, localSize_));
+}
+
+FlatPartitionedStage::~FlatPartitionedStage() = default;
+
+void FlatPartitionedStage::afterBackward(int block) {
+  if (!paramBuckets_) return FlatStage::afterBackward(block);
+  for (size_t param : ctx_.index.completeAfter(block)) paramBuckets_->queue(param);
+  if (block == 0) paramBuckets_->flush();  // backward is over
+}
+
+void FlatPartitionedStage::finishReduction() {
+  if (!paramBuckets_) return FlatStage::finishReduction();
+  paramBuckets_->flush();
+  for (size_t param = 0; param < ctx_.index.count(); ++param)
+    if (transient_.held(param)) paramBuckets_->queue(param);
+  paramBuckets_->flush();
 }
 
 const float* FlatPartitionedStage::localGrads() {
@@ -179,7 +207,8 @@ void FlatPartitionedStage::addMemory(MemoryReport& report) const {
   addBytes(report, MemKind::kGrads, gradPlace,
            (fullGrads_.size() + gradPart_.size()) * sizeof(float));
   addBytes(report, MemKind::kBuffers, MemPlace::kDevice,
-           gatherStaging_.size() * sizeof(uint16_t) + transient_.peakElems() * sizeof(float));
+           gatherStaging_.size() * sizeof(uint16_t) +
+               std::max(transient_.peakElems(), transientBound_) * sizeof(float));
 }
 
 }  // namespace ds::zero

@@ -1,14 +1,17 @@
 // FlatPartitionedStage: ZeRO stages 1 and 2 (rank r owns the r-th slice of the padded flat space):
 // stage 1 keeps full grads reduced on the last micro-step, stage 2 only the gradient partition,
-// reduced per bucket every micro-step; buckets are reduce-scattered (or allreduced with
-// reduce_scatter=false) and params allgathered after the optimizer. Not stage 0 or 3.
+// reduced every micro-step in buckets of whole parameters as they complete (ParamBuckets; with
+// reduce_scatter=false, flat ranges allreduced); stage 1's flat buckets are reduce-scattered (or
+// allreduced) in place; params allgathered after the optimizer. Not stage 0 or 3.
 // Invariant: the local partition is [partStart_, partStart_ + localSize()) of the padded space.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "zero/buffer_pool.h"
 #include "zero/flat_stage.h"
+#include "zero/param_buckets.h"
 #include "zero/transient_grads.h"
 
 namespace ds::zero {
@@ -16,6 +19,11 @@ namespace ds::zero {
 class FlatPartitionedStage final : public FlatStage {
  public:
   explicit FlatPartitionedStage(const StageContext& ctx);
+  ~FlatPartitionedStage() override;
+
+  // Stage 2 with reduce_scatter: gradients go out by whole parameters (ParamBuckets).
+  void afterBackward(int block) override;
+  void finishReduction() override;
 
   void getParams(float* fullFlat, OptimizerPartition& optimizer) override;
   const float* localGrads() override;
@@ -39,10 +47,12 @@ class FlatPartitionedStage final : public FlatStage {
   std::vector<float> fullGrads_;  // stage 1: [padded], accumulated over micro-steps
   std::vector<float> gradPart_;   // stage 2: [localSize], accumulated over micro-steps
   BufferPool<float> pool_;
-  TransientGrads transient_;             // stage 2: per-parameter grads during backward
-  size_t gatherChunk_ = 0;               // allgather chunk per rank (elements)
-  std::vector<uint16_t> gatherStaging_;  // gatherChunk_ * world model-dtype elements, when
-                                         // the chunk is smaller than the partition
+  TransientGrads transient_;                    // stage 2: per-parameter grads during backward
+  size_t transientBound_ = 0;                   // stage 2: transientGradBound, elements
+  std::unique_ptr<ParamBuckets> paramBuckets_;  // stage 2 with reduce_scatter
+  size_t gatherChunk_ = 0;                      // allgather chunk per rank (elements)
+  std::vector<uint16_t> gatherStaging_;         // gatherChunk_ * world model-dtype elements, when
+                                                // the chunk is smaller than the partition
 };
 
 }  // namespace ds::zero

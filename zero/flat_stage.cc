@@ -14,6 +14,7 @@ FlatStage::FlatStage(const StageContext& ctx, bool reduceEveryMicroStep, size_t 
       layout_(ctx.index.numel(), ctx.comm.world()),
       half_(ctx.options.halfCompute()),
       partStart_(partStart),
+      bucket_(std::max<size_t>(ctx.options.reduceBucketSize, 1)),
       reduceEveryMicroStep_(reduceEveryMicroStep) {
   if (half_) params16_.assign(layout_.padded(), 0);
   else params32_.assign(layout_.padded(), 0.f);
@@ -109,7 +110,7 @@ void FlatStage::lowerFrontier() {
 
 // Emits full buckets from the top of [low_, high_); final: everything down to 0.
 void FlatStage::advanceFrontier(bool final) {
-  const size_t bucket = std::max<size_t>(ctx_.options.reduceBucketSize, 1);
+  const size_t bucket = bucket_;
   if (final) low_ = 0;
   else lowerFrontier();
   while (high_ > low_ && (high_ - low_ >= bucket || final)) {

@@ -51,6 +51,7 @@ class FlatStage : public Stage {
   FlatLayout layout_;
   bool half_;
   size_t partStart_;
+  size_t bucket_;  // elements per reduce bucket (stage 2: effectiveReduceBucket)
 
  private:
   bool reduceNow() const { return reduceEveryMicroStep_ || lastMicro_; }

@@ -10,10 +10,15 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "zero/cpu_lamb.h"
+#include "zero/swap_space.h"
 
 namespace ds::zero {
 namespace {
 constexpr size_t kTileQuantum = kIoAlign / sizeof(float);  // 1024 floats: O_DIRECT-aligned tiles
+// The largest NVMe tile (elements per state file per slot): 8 MiB requests already run a disk at
+// its sequential rate and the pipeline keeps buffer_count of them per state in flight, so a larger
+// sub_group_size (DeepSpeed's default is 1e9) would only buy host memory: slots x states x tile.
+constexpr size_t kMaxNvmeTile = size_t(2) << 20;
 size_t roundUp(size_t value, size_t quantum) { return (value + quantum - 1) / quantum * quantum; }
 
 std::vector<std::string> stateNamesOf(const OptimizerOptions& opt) {
@@ -26,15 +31,13 @@ std::vector<std::string> stateNamesOf(const OptimizerOptions& opt) {
   return names;
 }
 
-void checkNvmePath(const std::string& dir) {
-  if (dir.empty()) throw ConfigError("offload_optimizer.nvme_path: required when device is nvme");
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (!std::filesystem::is_directory(dir))
-    throw ConfigError("offload_optimizer.nvme_path '" + dir + "': not a directory we can create");
+}  // namespace
+
+size_t nvmeTileElems(size_t subGroupSize, size_t count) {
+  return roundUp(std::max<size_t>(1, std::min({subGroupSize, count, kMaxNvmeTile})), kTileQuantum);
 }
 
-}  // namespace
+namespace {}  // namespace
 
 OptimizerPartition::OptimizerPartition(size_t count, const OptimizerOptions& opt,
                                        const OffloadOptions& offload, size_t subGroupSize,
@@ -60,10 +63,10 @@ OptimizerPartition::OptimizerPartition(size_t count, const OptimizerOptions& opt
 
 void OptimizerPartition::openSwap(size_t subGroupSize, int rank) {
   DS_CHECK(alias_ == nullptr, "nvme optimizer states cannot alias the model params");
-  checkNvmePath(offload_.nvmePath);
-  tile_ = roundUp(std::max<size_t>(1, std::min(subGroupSize, size_)), kTileQuantum);
+  tile_ = nvmeTileElems(subGroupSize, size_);
   slots_ = std::max(3, offload_.bufferCount);
   const size_t fileBytes = roundUp(std::max<size_t>(size_, 1), tile_) * sizeof(float);
+  checkSwapSpace("offload_optimizer.nvme_path", offload_.nvmePath, fileBytes * names_.size());
   for (const auto& name : names_) {
     std::string path =
         fmt::format("{}/zero_rank{}_pid{}_{}.swp", offload_.nvmePath, rank, ::getpid(), name);

@@ -22,6 +22,10 @@
 
 namespace ds::zero {
 
+// The NVMe swap tile (elements per state per slot): sub_group_size clamped to the partition and to
+// what the I/O pipeline needs (2 Mi elements = 8 MiB per request), rounded up to 4 KiB.
+size_t nvmeTileElems(size_t subGroupSize, size_t count);
+
 class OptimizerPartition {
  public:
   // masterAlias: when non-null (in-memory only) the fp32 master IS that array (e.g. the model's

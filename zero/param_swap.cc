@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "zero/swap_space.h"
 
 namespace ds::zero {
 namespace {
@@ -20,12 +21,8 @@ constexpr size_t kBlock = size_t(1) << 20;  // bounce size: a multiple of kIoAli
 ParamSwap::ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin,
                      AsyncFile::Options fileOptions)
     : bytes_(bytes), bounce_(kBlock, pin), pin_(pin) {
-  if (dir.empty()) throw ConfigError("offload_param.nvme_path: required when device is nvme");
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (!std::filesystem::is_directory(dir))
-    throw ConfigError("offload_param.nvme_path '" + dir + "': not a directory we can create");
   const size_t fileBytes = std::max(kBlock, (bytes + kBlock - 1) / kBlock * kBlock);
+  checkSwapSpace("offload_param.nvme_path", dir, fileBytes);
   file_ = std::make_unique<AsyncFile>(
       fmt::format("{}/zero_rank{}_pid{}_params.swp", dir, rank, ::getpid()), fileBytes,
       fileOptions);

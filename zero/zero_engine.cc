@@ -84,7 +84,9 @@ struct ZeroEngine::Impl {
     table.grad.assign(index.count(), nullptr);
     setUpMics();
     stage = makeStage({index, options, partitionComm(), table, buckets, tracer});
-    float* alias = options.offloadOptimizer.enabled() ? nullptr : stage->masterAlias();
+    // The fp32 master aliases the stage's host fp32 params unless it lives on disk: cpu offload
+    // keeps it in host memory either way, and a second copy would only raise the RSS.
+    float* alias = options.offloadOptimizer.device == "nvme" ? nullptr : stage->masterAlias();
     optimizer = std::make_unique<OptimizerPartition>(stage->localSize(), optimizerOptions,
                                                      options.offloadOptimizer, options.subGroupSize,
                                                      alias, comm.rank());

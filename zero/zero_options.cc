@@ -2,6 +2,8 @@
 // the message. Not the config parser (runtime/config checks types and unknown keys first).
 #include "zero/zero_options.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -50,6 +52,12 @@ void validateZeroOptions(const ZeroOptions& options) {
 }  // namespace ds::zero
 
 namespace ds::zero {
+
+size_t effectiveReduceBucket(size_t reduceBucketSize, size_t partitionElems, size_t flatElems) {
+  constexpr size_t kFloor = size_t(1) << 20;
+  const size_t clamp = std::max(kFloor, (partitionElems + 7) / 8);
+  return std::max<size_t>(1, std::min({reduceBucketSize, clamp, std::max<size_t>(flatElems, 1)}));
+}
 
 AsyncFile::Options asyncFileOptions(const AioOptions& aio) {
   AsyncFile::Options fileOptions;

@@ -83,6 +83,14 @@ struct OptimizerOptions {
 // AsyncFile options for the aio block (AioOptions zeros keep AsyncFile's defaults).
 AsyncFile::Options asyncFileOptions(const AioOptions& aio);
 
+// The reduce bucket a stage 2/3 rank actually allocates (elements): reduce_bucket_size clamped to
+// an eighth of this rank's gradient partition (never below 1 Mi elements) and to the flat space.
+// DeepSpeed's default (5e8) is sized for GPU memory next to multi-billion models; on a smaller
+// model it turns into buffers the size of the whole model (two with overlap_comm), more than
+// stage 2 saves over stage 1. An eighth of the partition keeps each bucket large enough for the
+// collective's bandwidth and the buffers under a quarter of the gradient partition.
+size_t effectiveReduceBucket(size_t reduceBucketSize, size_t partitionElems, size_t flatElems);
+
 // Throws ConfigError naming the key for a stage, dtype or offload combination no stage supports.
 void validateZeroOptions(const ZeroOptions& options);
 

@@ -42,6 +42,10 @@ struct TrainPlan {
   std::string device = "auto";  // train.device: "auto" (cuda:<LOCAL_RANK> if any) | "cpu" | "cuda"
   bool deviceSharing = false;   // train.device_sharing: more local ranks than GPUs may share them
   bool tf32 = false;            // train.tf32: fp32 matrix products may use TF32 on the GPU
+  // train.memory_limit_mb: host memory one rank may use (MiB, 0 = no limit but the machine's
+  // MemAvailable); a plan whose states + buffers + activations exceed it is refused before the
+  // first step (runtime/engine/memory_fit.h).
+  int64_t memoryLimitMb = 0;
 };
 
 // fp16 block; loss_scale 0 = dynamic (reference/zero.md §5: documented defaults applied).

@@ -14,6 +14,7 @@
 #include "core/safe_file.h"
 #include "runtime/engine/device_engine.h"
 #include "runtime/engine/init_from.h"
+#include "runtime/engine/memory_fit.h"
 #include "runtime/engine/preflight.h"
 #include "runtime/engine/run_report.h"
 #include "runtime/engine/train_semantics.h"
@@ -387,6 +388,8 @@ const RunSummary& Trainer::run() {
         summary_.dtype, plan_.deepspeed.trainBatchSize, plan_.model.seqLen, total, step_));
   }
   reportMemory();
+  if (!ops_)
+    checkHostMemoryFit(group_, plan_, eng_->memory(), model_->numParamsTotal(), opts_.localSize);
   std::string lastCkpt;
   while (step_ < total) {
     maybeFaultKill(opts_.faultKill, FaultPoint::kStep, rank_, step_ + 1);

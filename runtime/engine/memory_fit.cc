@@ -1,0 +1,180 @@
+// Memory fit before the first step; see memory_fit.h.
+#include "runtime/engine/memory_fit.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "comm/process_group.h"
+#include "core/error.h"
+#include "runtime/engine/run_report.h"
+
+namespace ds::runtime {
+namespace {
+
+double mib(size_t bytes) { return double(bytes) / 1048576.0; }
+
+// kB value of a "Key:   123 kB" line of a /proc file, in bytes (0 when missing).
+size_t procKb(const char* file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) {
+      std::istringstream fields(line.substr(key.size() + 1));
+      size_t kb = 0;
+      fields >> kb;
+      return kb * 1024;
+    }
+  return 0;
+}
+
+// Host + device columns: what lives in this process's memory on a CPU-only rank.
+size_t inMemory(const zero::MemoryReport& table) {
+  size_t sum = 0;
+  for (const auto& kind : table.bytes) sum += kind[0] + kind[1];
+  return sum;
+}
+
+struct Setting {
+  int stage;
+  const char* optimizer;  // offload_optimizer.device
+  const char* param;      // offload_param.device
+};
+
+// The ZeRO formula for a setting's model states in memory (reference/zero.md §8): params e*Psi
+// (stage 3: /N), fp32 grads 4*Psi (stage 2+: /N), optimizer K*Psi (stage 1+: /N; K = 8 when the
+// fp32 master is the model's own fp32 params, else 12); what is on nvme counts 0.
+size_t formulaStates(const Setting& s, size_t psi, int world, DType compute) {
+  const size_t n = size_t(std::max(world, 1));
+  const bool fp32 = compute == DType::kF32;
+  const std::string opt = s.optimizer, param = s.param;
+  const size_t elem = fp32 ? 4 : 2;
+  const size_t params = param == "nvme" ? 0 : (s.stage == 3 ? elem * psi / n : elem * psi);
+  const size_t grads = s.stage >= 2 ? 4 * psi / n : 4 * psi;
+  const size_t k = fp32 && opt != "nvme" && param != "nvme" ? 8 : 12;
+  const size_t optimizer = opt == "nvme" ? 0 : (s.stage >= 1 ? k * psi / n : k * psi);
+  return params + grads + optimizer;
+}
+
+std::string settingName(const Setting& s) {
+  std::string text = fmt::format("zero_optimization.stage {}", s.stage);
+  if (std::string(s.optimizer) != "none")
+    text += fmt::format(" + offload_optimizer.device {}", s.optimizer);
+  if (std::string(s.param) != "none") text += fmt::format(" + offload_param.device {}", s.param);
+  return text;
+}
+
+// The first settings (least offload first) whose formula + buffers + activations fit `budget`.
+std::string suggestions(const MemoryFitInput& in, size_t budget) {
+  static const Setting kSettings[] = {
+      {1, "none", "none"}, {2, "none", "none"}, {3, "none", "none"},
+      {2, "nvme", "none"}, {3, "nvme", "none"}, {3, "nvme", "nvme"},
+  };
+  const size_t buffers = in.table.bytes[3][0] + in.table.bytes[3][1];
+  std::vector<std::string> fits;
+  for (const Setting& s : kSettings) {
+    if (s.stage < in.zero.stage) continue;
+    const size_t need =
+        formulaStates(s, in.numParams, in.world, in.zero.compute) + buffers + in.activationBytes;
+    if (need <= budget)
+      fits.push_back(fmt::format("{} (about {:.0f} MiB)", settingName(s), mib(need)));
+    if (fits.size() == 2) break;
+  }
+  std::string text;
+  if (!fits.empty()) {
+    text = "settings that would fit: ";
+    for (size_t i = 0; i < fits.size(); ++i) text += (i ? "; or " : "") + fits[i];
+  } else {
+    text = "no ZeRO/offload setting fits at this world size";
+  }
+  if (in.activationBytes > budget / 4)
+    text += fmt::format(
+        "; activations alone are {:.0f} MiB: lower train_micro_batch_size_per_gpu or model "
+        "seq_len, or turn on activation_checkpointing",
+        mib(in.activationBytes));
+  return text + "; or more ranks";
+}
+
+}  // namespace
+
+size_t estimateActivationBytes(const ModelConfig& cfg, int microBatch) {
+  const size_t act = cfg.compute == DType::kF32 ? 4 : 2;
+  const size_t tokens = size_t(std::max(microBatch, 1)) * size_t(std::max(cfg.seqLen, 1));
+  if (cfg.kind == "mlp") {
+    size_t widths = 0;
+    for (int width : cfg.sizes) widths += size_t(width);
+    return tokens * widths * 4 * 2;  // pre-activations and their gradients
+  }
+  const size_t L = size_t(cfg.nLayer), C = size_t(cfg.nEmbd), H = size_t(cfg.nHead);
+  const size_t T = size_t(cfg.seqLen);
+  const size_t V = size_t(cfg.paddedVocab > 0 ? cfg.paddedVocab : cfg.vocabSize);
+  // Per layer and token: ln1, qkv (3C), atty, res2, ln2, fch and its GELU (4C each) = 15C, the
+  // attention probabilities (H*T), the LayerNorm means/rstds (4 floats).
+  const size_t perLayer = cfg.activationCheckpointing ? 0 : (15 * C + H * T) * act + 4 * 4;
+  const size_t resid = (L + 2) * C * act;    // block inputs (always held) and the final LN
+  const size_t head = V * 4 * 2;             // logits/probabilities and their gradient
+  const size_t work = (16 * C + H * T) * 4;  // one layer's backward workspace
+  return tokens * (L * perLayer + resid + head + work + 2 * sizeof(int32_t));
+}
+
+size_t memAvailableBytes() { return procKb("/proc/meminfo", "MemAvailable"); }
+size_t residentBytes() { return procKb("/proc/self/status", "VmRSS"); }
+
+void checkMemoryFit(const MemoryFitInput& in) {
+  const size_t need = inMemory(in.table) + in.activationBytes;
+  size_t budget = 0;
+  std::string what;
+  if (in.limitBytes > 0) {
+    budget = in.limitBytes;
+    what = fmt::format("train.memory_limit_mb ({:.0f} MiB per rank)", mib(in.limitBytes));
+  }
+  if (in.availableBytes > 0) {
+    const size_t machine = in.availableBytes + in.residentBytes;
+    if (budget == 0 || machine < budget) {
+      budget = machine;
+      what = fmt::format(
+          "this machine's MemAvailable share ({:.0f} MiB per rank: {:.0f} MiB free + {:.0f} MiB "
+          "already held)",
+          mib(machine), mib(in.availableBytes), mib(in.residentBytes));
+    }
+  }
+  if (budget == 0 || need <= budget) return;
+  throw ConfigError(fmt::format(
+      "memory: the plan needs {:.0f} MiB per rank (model states + buffers {:.0f} MiB, "
+      "activations about {:.0f} MiB) but {} allows {:.0f} MiB: {} bytes ({:.0f} MiB) missing at "
+      "ZeRO stage {}, offload_optimizer {}, offload_param {}, {} rank(s), {} params;\n{}\n{}",
+      mib(need), mib(inMemory(in.table)), mib(in.activationBytes), what, mib(budget), need - budget,
+      mib(need - budget), in.zero.stage, in.zero.offloadOptimizer.device,
+      in.zero.offloadParam.device, in.world, in.numParams,
+      formatMemoryTable(in.table, in.table.total(), in.world), suggestions(in, budget)));
+}
+
+void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero::MemoryReport& mine,
+                        size_t numParams, int localSize) {
+  MemoryFitInput in;
+  size_t largest = 0;
+  in.table = largestOverRanks(group, mine, &largest);
+  ModelConfig cfg = plan.model;
+  cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
+  cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
+  in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
+  in.limitBytes = size_t(plan.train.memoryLimitMb) * 1048576;
+  // MiB as floats (the dtype every backend reduces); the smallest share over the ranks, and the
+  // largest resident set, so that every rank takes the same decision.
+  float cells[2] = {float(double(memAvailableBytes()) / double(std::max(localSize, 1)) / 1048576.0),
+                    -float(double(residentBytes()) / 1048576.0)};
+  if (group && group->size() > 1)
+    group->allreduce(comm::view(cells, 2), comm::ReduceOp::kMin)->wait();
+  in.availableBytes = size_t(double(std::max(cells[0], 0.f)) * 1048576.0);
+  in.residentBytes = size_t(double(std::max(-cells[1], 0.f)) * 1048576.0);
+  in.numParams = numParams;
+  in.world = group ? group->size() : 1;
+  in.zero = plan.deepspeed.zero;
+  in.zero.compute = cfg.compute;
+  checkMemoryFit(in);
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,55 @@
+// Memory fit: the check, made before the first step, that a rank's model states, buffers and
+// activations fit in the host memory the plan allows (train.memory_limit_mb) and the machine has
+// (MemAvailable, shared by the ranks on this host). Not the accounting (zero::MemoryReport, the
+// stages own it) and not device memory (a run with a device checks its own allocations).
+// Invariant: a refusal names the bytes missing, prints the table, and names the ZeRO/offload
+// settings whose formula would fit (or says that none does).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "runtime/config/plan.h"
+#include "runtime/model/model.h"
+#include "zero/engine_types.h"
+#include "zero/zero_options.h"
+
+namespace ds::comm {
+class ProcessGroup;
+}
+
+namespace ds::runtime {
+
+// Bytes of activations (and backward workspace) a model of cfg holds for one micro-batch of B
+// sequences of cfg.seqLen tokens: the fields Gpt2Model / MlpModel keep, at the compute dtype's
+// storage size, logits always fp32. An estimate made before any forward (Model::activationBytes
+// is 0 until then); within a few percent of what the model reports after its first step.
+size_t estimateActivationBytes(const ModelConfig& cfg, int microBatch);
+
+// MemAvailable from /proc/meminfo in bytes (0 when unreadable).
+size_t memAvailableBytes();
+// This process's resident set (VmRSS) in bytes (0 when unreadable).
+size_t residentBytes();
+
+struct MemoryFitInput {
+  zero::MemoryReport table;  // this rank's memory table (the largest over ranks)
+  size_t activationBytes = 0;
+  size_t limitBytes = 0;      // train.memory_limit_mb in bytes; 0 = no plan limit
+  size_t availableBytes = 0;  // memory this rank may still allocate; 0 = unknown (not checked)
+  size_t residentBytes = 0;   // what the rank already holds (part of the table already)
+  size_t numParams = 0;       // Psi
+  int world = 1;
+  zero::ZeroOptions zero;  // stage, offload devices, compute dtype
+};
+
+// Throws ConfigError when table (host + device columns) + activations exceed limitBytes, or when
+// what is still to be allocated exceeds availableBytes.
+void checkMemoryFit(const MemoryFitInput& in);
+
+// The trainer's check on a host (CPU) run: the largest table over the group, the plan's limit,
+// the activation estimate for the micro-batch, the smallest MemAvailable / localSize over the
+// ranks. Collective (every rank calls it; every rank refuses or none does).
+void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero::MemoryReport& mine,
+                        size_t numParams, int localSize);
+
+}  // namespace ds::runtime

@@ -1,0 +1,109 @@
+// A plan whose model states + buffers + activations exceed the memory the plan allows
+// (train.memory_limit_mb) is refused before the first step with the table, the bytes missing and
+// the ZeRO/offload settings whose formula fits; the activation estimate made before any forward
+// agrees with what the model holds after one.
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "runtime/engine/memory_fit.h"
+#include "runtime/engine/trainer.h"
+#include "tests/runtime/engine/engine_fixtures.h"
+
+using namespace ds;
+using namespace ds::runtime;
+
+namespace {
+
+TrainerOptions quiet() {
+  TrainerOptions o;
+  o.out = nullptr;
+  return o;
+}
+
+Plan widePlan() {
+  Plan p = test::gptPlan(1, 0, 1, 2);
+  p.model.nEmbd = 256;  // ~1.6M params: ~25 MiB of fp32 model states at stage 0
+  p.model.nHead = 4;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("memory fit: over the limit names the bytes missing, the table and what fits", "[unit]") {
+  MemoryFitInput in;
+  in.numParams = 50'000'000;
+  in.world = 2;
+  in.zero.stage = 0;
+  in.zero.compute = DType::kF32;
+  // Stage 0, fp32: params 4Ψ + grads 4Ψ + optimizer 8Ψ (the master aliases the params) = 800 MB.
+  in.table.bytes[0][0] = 200'000'000;
+  in.table.bytes[1][0] = 200'000'000;
+  in.table.bytes[2][0] = 400'000'000;
+  in.activationBytes = 10 << 20;
+  in.limitBytes = size_t(500) << 20;
+  try {
+    checkMemoryFit(in);
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    const size_t missing = 800'000'000 + (10 << 20) - (size_t(500) << 20);
+    CHECK_THAT(what, Catch::Contains("train.memory_limit_mb (500 MiB per rank)"));
+    CHECK_THAT(what, Catch::Contains(std::to_string(missing) + " bytes"));
+    CHECK_THAT(what, Catch::Contains("missing"));
+    CHECK_THAT(what, Catch::Contains("memory per rank at start"));  // the table
+    CHECK_THAT(what, Catch::Contains("optimizer states"));
+    // Stage 1 needs 12Ψ = 600 MB > 500 MiB; stage 2, 10Ψ = 500 MB (477 MiB) + 10 MiB, fits.
+    CHECK_THAT(what, Catch::Contains("settings that would fit: zero_optimization.stage 2"));
+    CHECK_THAT(what, !Catch::Contains("zero_optimization.stage 1 "));
+  }
+  in.limitBytes = size_t(1) << 30;
+  CHECK_NOTHROW(checkMemoryFit(in));
+  // The machine's share counts like a limit: what is still free plus what is already held.
+  in.limitBytes = 0;
+  in.availableBytes = 100 << 20;
+  in.residentBytes = 300 << 20;
+  CHECK_THROWS_WITH(checkMemoryFit(in), Catch::Contains("MemAvailable share (400 MiB per rank"));
+  in.availableBytes = size_t(4) << 30;
+  CHECK_NOTHROW(checkMemoryFit(in));
+}
+
+TEST_CASE("memory fit: nothing fits says so and points at the activations", "[unit]") {
+  MemoryFitInput in;
+  in.numParams = 1'000'000;
+  in.zero.stage = 3;
+  in.activationBytes = size_t(900) << 20;
+  in.limitBytes = size_t(100) << 20;
+  CHECK_THROWS_WITH(checkMemoryFit(in), Catch::Contains("no ZeRO/offload setting fits") &&
+                                            Catch::Contains("activation_checkpointing"));
+}
+
+TEST_CASE("memory fit: the trainer refuses a plan over train.memory_limit_mb before step 1",
+          "[unit]") {
+  Plan p = widePlan();
+  // ~24 MiB of states + ~6 MiB of activations at one rank: only the optimizer on nvme fits 20.
+  p.train.memoryLimitMb = 20;
+  Trainer t(p, nullptr, quiet());
+  CHECK_THROWS_WITH(t.run(), Catch::Contains("train.memory_limit_mb (20 MiB per rank)") &&
+                                 Catch::Contains("bytes") && Catch::Contains("missing") &&
+                                 Catch::Contains("memory per rank at start") &&
+                                 Catch::Contains("offload_optimizer.device nvme"));
+  CHECK(t.summary().steps.empty());  // refused before the first step
+  p.train.memoryLimitMb = 4096;
+  Trainer fits(p, nullptr, quiet());
+  CHECK(fits.run().steps.size() == 2);
+}
+
+TEST_CASE("memory fit: the activation estimate is close to what the model holds", "[unit]") {
+  for (bool bf16 : {false, true}) {
+    Plan p = widePlan();
+    p.deepspeed.bf16 = bf16;
+    Trainer t(p, nullptr, quiet());
+    const auto& s = t.run();
+    ModelConfig cfg = p.model;
+    cfg.compute = bf16 ? DType::kBF16 : DType::kF32;
+    const double estimate = double(estimateActivationBytes(cfg, int(p.deepspeed.microBatchPerGpu)));
+    INFO("bf16 " << bf16 << ": estimate " << estimate << " model " << s.activationBytes);
+    CHECK(estimate >= 0.9 * double(s.activationBytes));
+    CHECK(estimate <= 1.6 * double(s.activationBytes));
+  }
+}
