@@ -43,6 +43,7 @@ json planBlocks(const Plan& plan) {
                 {"device", t.device},
                 {"device_sharing", t.deviceSharing},
                 {"tf32", t.tf32},
+                {"threads", t.threads},
                 {"checkpoint", {{"dir", t.checkpointDir}, {"every", t.checkpointEvery}}}};
   j["deepspeed"] = json::parse(plan.dsConfigJson);
   return j;

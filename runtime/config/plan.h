@@ -42,6 +42,7 @@ struct TrainPlan {
   std::string device = "auto";  // train.device: "auto" (cuda:<LOCAL_RANK> if any) | "cpu" | "cuda"
   bool deviceSharing = false;   // train.device_sharing: more local ranks than GPUs may share them
   bool tf32 = false;            // train.tf32: fp32 matrix products may use TF32 on the GPU
+  int threads = 0;  // train.threads: CPU compute threads per rank; 0 = auto (thread_policy.h)
 };
 
 // fp16 block; loss_scale 0 = dynamic (reference/zero.md §5: documented defaults applied).

@@ -96,6 +96,7 @@ TrainPlan readTrain(NodeReader& r) {
   t.device = r.getEnum("device", t.device, {"auto", "cpu", "cuda"});
   t.deviceSharing = r.getBool("device_sharing", t.deviceSharing);
   t.tf32 = r.getBool("tf32", t.tf32);
+  t.threads = static_cast<int>(r.getInt("threads", 0, 0, 4096));
   if (auto c = r.child("checkpoint")) {
     t.checkpointDir = c->getString("dir", "");
     t.checkpointEvery = c->getInt("every", 0, 0);
