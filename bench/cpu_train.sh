@@ -54,7 +54,7 @@ dsrt_row() {
 # torch_row RANKS THREADS T DTYPE -> tok/s
 torch_row() {
   local r=$1 th=$2 t=$3 dt=$4
-  OMP_NUM_THREADS=$th "$PY" "$HERE/torch_gpt2_train.py" --ranks "$r" --threads "$th" --batch 4 \
+  OMP_NUM_THREADS=$th OPENBLAS_CORETYPE=$TORCH_OPENBLAS_CORETYPE "$PY" "$HERE/torch_gpt2_train.py" --ranks "$r" --threads "$th" --batch 4 \
     --seq "$t" --steps "$STEPS" --dtype "$dt" --port $((29700 + RANDOM % 1000)) >"$TMP/torch.log" 2>&1 ||
     { echo "cpu_train: torch $r x $th T=$t $dt failed:" >&2; tail -20 "$TMP/torch.log" >&2; exit 1; }
   tail -1 "$TMP/torch.log" | jq -r '.tokens_per_sec'
@@ -69,9 +69,15 @@ torch_row() {
   echo "# peer: $("$PY" -c 'import torch; print("torch", torch.__version__)') ($PY)"
   echo
   echo "## sgemm peak, same run"
-  P1=$("$FLOPS" --threads 1 --reps 3 --sgemm 1024 | tee /dev/stderr | sed 's/.*peak //')
-  P2=$("$FLOPS" --threads 2 --reps 3 --sgemm 1024 | tee /dev/stderr | sed 's/.*peak //')
-  echo "# peak 1 thread $P1 GFLOP/s, 2 threads $P2 GFLOP/s"
+  S1=$("$FLOPS" --threads 1 --reps 3 --sgemm 1024)
+  S2=$("$FLOPS" --threads 2 --reps 3 --sgemm 1024)
+  printf '%s\n%s\n' "$S1" "$S2" | sed 's/^/# /'
+  P1=$(grep '^sgemm' <<<"$S1" | sed 's/.*peak //')
+  P2=$(grep '^sgemm' <<<"$S2" | sed 's/.*peak //')
+  # torch loads the same libopenblas: give it the kernels dsrt runs (blas_core.h), for fairness.
+  CORE=$(sed -n 's/.*OpenBLAS core \([A-Za-z0-9]*\).*/\1/p' <<<"$S1" | head -1)
+  export TORCH_OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$CORE}
+  echo "# peak 1 thread $P1 GFLOP/s, 2 threads $P2 GFLOP/s; OpenBLAS core $CORE (torch runs with OPENBLAS_CORETYPE=$TORCH_OPENBLAS_CORETYPE)"
   echo
   printf 'T\tlayout\tdtype\tdsrt_tok/s\ttorch_tok/s\tratio\tdsrt_GFLOP/s\tpeak\tof_peak\n'
   for t in $SHAPES; do
@@ -83,8 +89,8 @@ torch_row() {
         ttok=$(torch_row "$r" "$th" "$t" "$dt")
         awk -v t="$t" -v l="$lay" -v d="$dt" -v a="$tok" -v b="$ttok" -v g="$gf" -v p="$peak" \
           'BEGIN{printf "%s\t%s\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.2f\n", t, l, d, a, b, a / b, g, p, g / p}'
-        echo "#   dsrt policy: $policy" >&2
+        [[ $t == "${SHAPES%% *}" && $dt == fp32 ]] && echo "#   dsrt $lay: $policy"
       done
     done
   done
-} 2>&1 | tee "$OUT"
+} | tee "$OUT"

@@ -25,6 +25,7 @@
 #include "core/dtype.h"
 #include "runtime/model/model.h"
 #include "runtime/tensor/bf16_gemm.h"
+#include "runtime/tensor/blas_core.h"
 #include "runtime/tensor/matmul_bf16.h"
 #include "runtime/tensor/sgemm.h"
 #include "runtime/tensor/threads.h"
@@ -128,6 +129,7 @@ Row runModel(ModelConfig cfg, int B, int T, int reps, bool memoryOnly = false) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexecForBlasCore(argv);  // the kernels dsrt runs (runtime/tensor/blas_core.h)
   bool quick = false, memory = false;
   int reps = 3, threads = 0, sgemmRows = 0;
   std::string only;  // substring of the model name; empty: all

@@ -14,7 +14,8 @@
 
 using ds::runtime::planSgemmSplit;
 
-TEST_CASE("sgemm split plan: larger dimension, aligned blocks that cover it, small stays whole") {
+TEST_CASE("sgemm split plan: larger dimension, aligned blocks that cover it, small stays whole",
+          "[unit]") {
   auto s = planSgemmSplit(1024, 3072, 768, 2);
   CHECK(s.dim == 1);
   CHECK(s.parts == 2);
@@ -32,7 +33,7 @@ TEST_CASE("sgemm split plan: larger dimension, aligned blocks that cover it, sma
   CHECK(planSgemmSplit(20, 1 << 20, 64, 8).dim == 1);
 }
 
-TEST_CASE("sgemm equals one OpenBLAS call for every layout, beta and thread count") {
+TEST_CASE("sgemm equals one OpenBLAS call for every layout, beta and thread count", "[unit]") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int before = ds::runtime::computeThreads();

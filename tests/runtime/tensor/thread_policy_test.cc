@@ -26,7 +26,7 @@ ThreadPolicyInput in(int cores, int local, int requested = 0, const char* omp = 
 
 }  // namespace
 
-TEST_CASE("thread policy: auto is cores / local ranks, at least 1, OpenBLAS always 1") {
+TEST_CASE("thread policy: auto is cores / local ranks, at least 1, OpenBLAS always 1", "[unit]") {
   auto p = decideThreadPolicy(in(16, 1));
   CHECK(p.threads == 16);
   CHECK(p.blasThreads == 1);
@@ -38,7 +38,7 @@ TEST_CASE("thread policy: auto is cores / local ranks, at least 1, OpenBLAS alwa
   CHECK(decideThreadPolicy(in(2, 8)).blasThreads == 1);
 }
 
-TEST_CASE("thread policy: OMP_NUM_THREADS overrides auto, the plan key overrides both") {
+TEST_CASE("thread policy: OMP_NUM_THREADS overrides auto, the plan key overrides both", "[unit]") {
   auto p = decideThreadPolicy(in(16, 4, 0, "3"));
   CHECK(p.threads == 3);
   CHECK(p.source == "OMP_NUM_THREADS");
@@ -51,7 +51,7 @@ TEST_CASE("thread policy: OMP_NUM_THREADS overrides auto, the plan key overrides
   CHECK(decideThreadPolicy(in(16, 4, 5), "--threads").source == "--threads");
 }
 
-TEST_CASE("thread policy: a bad OMP_NUM_THREADS or request is a ConfigError naming it") {
+TEST_CASE("thread policy: a bad OMP_NUM_THREADS or request is a ConfigError naming it", "[unit]") {
   for (const char* bad : {"0", "-1", "two", "4x"}) {
     INFO(bad);
     try {
@@ -64,7 +64,8 @@ TEST_CASE("thread policy: a bad OMP_NUM_THREADS or request is a ConfigError nami
   CHECK_THROWS_WITH(decideThreadPolicy(in(4, 1, -2)), Catch::Contains("train.threads"));
 }
 
-TEST_CASE("thread policy: the logged line names the count, its source and oversubscription") {
+TEST_CASE("thread policy: the logged line names the count, its source and oversubscription",
+          "[unit]") {
   auto s = describeThreadPolicy(decideThreadPolicy(in(2, 1)));
   CHECK_THAT(s, Catch::Contains("threads 2 (auto: 2 cores / 1 local rank)"));
   CHECK_THAT(s, Catch::Contains("OpenBLAS 1 thread per call"));
@@ -74,8 +75,14 @@ TEST_CASE("thread policy: the logged line names the count, its source and oversu
   CHECK_THAT(s, Catch::Contains("oversubscribed: 2 ranks x 2 threads on 2 cores"));
 }
 
-TEST_CASE("thread policy: input reads LOCAL_SIZE and OMP_NUM_THREADS from the environment") {
-  auto i = ds::runtime::threadPolicyInput({{"LOCAL_SIZE", "3"}, {"OMP_NUM_THREADS", "7"}}, 0);
+TEST_CASE("thread policy: input reads LOCAL_SIZE and OMP_NUM_THREADS from the environment",
+          "[unit]") {
+  auto i = ds::runtime::threadPolicyInput({{"RANK", "0"},
+                                           {"WORLD_SIZE", "3"},
+                                           {"LOCAL_RANK", "0"},
+                                           {"LOCAL_SIZE", "3"},
+                                           {"OMP_NUM_THREADS", "7"}},
+                                          0);
   CHECK(i.localRanks == 3);
   CHECK(i.cores >= 1);
   REQUIRE(i.omp.has_value());
@@ -84,7 +91,8 @@ TEST_CASE("thread policy: input reads LOCAL_SIZE and OMP_NUM_THREADS from the en
   CHECK(ds::runtime::threadPolicyInput({}, 4).requested == 4);
 }
 
-TEST_CASE("thread policy: apply sets OpenMP's team, OpenBLAS 1 thread, and is remembered") {
+TEST_CASE("thread policy: apply sets OpenMP's team, OpenBLAS 1 thread, and is remembered",
+          "[unit]") {
   const int before = ds::runtime::computeThreads();
   auto p = decideThreadPolicy(in(8, 1, 3));
   ds::runtime::applyThreadPolicy(p);
