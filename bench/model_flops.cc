@@ -7,9 +7,10 @@
 // has it; "bf16w" rows force the older path (widen bf16 weights to fp32, OpenBLAS sgemm) in the
 // same run. Debian's OpenBLAS 0.3.21 is built without BUILD_BFLOAT16 (cblas_sbgemm is declared in
 // cblas.h but absent from the library), hence our own kernel.
-// Usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME] [--memory]  (best of R
-// steps per row; --only keeps the models whose name contains NAME, e.g. "GPT-2"; --memory: one
-// forward per fp32/bf16 row, only the activation bytes, no timing)
+// Usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME] [--memory] [--sgemm
+// ROWS] (best of R steps per row; --only keeps the models whose name contains NAME, e.g. "GPT-2";
+// --memory: one forward per fp32/bf16 row, only the activation bytes, no timing; --sgemm: only
+// the sgemm peak at ROWS x 3072 x 768, our split and OpenBLAS's own pool, then exit)
 #include <cblas.h>
 
 #include <algorithm>
@@ -24,7 +25,9 @@
 #include "core/dtype.h"
 #include "runtime/model/model.h"
 #include "runtime/tensor/bf16_gemm.h"
+#include "runtime/tensor/blas_core.h"
 #include "runtime/tensor/matmul_bf16.h"
+#include "runtime/tensor/sgemm.h"
 #include "runtime/tensor/threads.h"
 
 using namespace ds;
@@ -43,15 +46,22 @@ struct NoHooks : zero::BlockHooks {
   void afterBackward(int) override {}
 };
 
-double sgemmGflops(int M, int N, int K, int reps) {
+// The model's sgemm (runtime/tensor/sgemm.h: split over the OpenMP team, OpenBLAS at 1 thread per
+// call), or with pool=true one OpenBLAS call on OpenBLAS's own pool of computeThreads() threads
+// (what the runtime did before the thread policy), best of reps after a warm-up call.
+double sgemmGflops(int M, int N, int K, int reps, bool pool = false) {
   std::vector<float> a(size_t(M) * K, 0.01f), b(size_t(N) * K, 0.02f), c(size_t(M) * N);
+  if (pool) openblas_set_num_threads(computeThreads());
   double best = 1e30;
-  for (int r = 0; r < reps + 1; ++r) {  // first call warms OpenBLAS's pool
+  for (int r = 0; r < reps + 1; ++r) {  // first call warms the threads
     double t0 = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K,
-                0.0f, c.data(), N);
+    if (pool)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K,
+                  0.0f, c.data(), N);
+    else sgemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(), N);
     if (r > 0) best = std::min(best, now() - t0);
   }
+  if (pool) openblas_set_num_threads(1);
   return 2.0 * M * N * K / best / 1e9;
 }
 
@@ -119,8 +129,9 @@ Row runModel(ModelConfig cfg, int B, int T, int reps, bool memoryOnly = false) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexecForBlasCore(argv);  // the kernels dsrt runs (runtime/tensor/blas_core.h)
   bool quick = false, memory = false;
-  int reps = 3, threads = 0;
+  int reps = 3, threads = 0, sgemmRows = 0;
   std::string only;  // substring of the model name; empty: all
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -129,16 +140,26 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--memory") memory = true;
+    else if (a == "--sgemm" && i + 1 < argc) sgemmRows = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: bench_model_flops [--quick] [--reps R] [--threads N] [--only NAME] "
-                   "[--memory]\n");
+                   "[--memory] [--sgemm ROWS]\n");
       return 2;
     }
   }
   if (threads > 0) setComputeThreads(threads);
   std::printf("threads %d, OpenBLAS core %s, best of %d steps\n", computeThreads(),
               blasCoreName().c_str(), reps);
+  if (sgemmRows > 0) {  // the peak for bench/cpu_train.sh: ROWS x 3072 x 768 (GPT-2 small's fc)
+    const double split = sgemmGflops(sgemmRows, 3072, 768, reps);
+    const double pool = sgemmGflops(sgemmRows, 3072, 768, reps, true);
+    std::printf(
+        "sgemm %dx3072x768 threads %d: split %.1f GFLOP/s, OpenBLAS pool %.1f GFLOP/s, "
+        "peak %.1f\n",
+        sgemmRows, computeThreads(), split, pool, std::max(split, pool));
+    return 0;
+  }
   struct Shape {
     const char* name;
     int L, C, NH, T, V, B;

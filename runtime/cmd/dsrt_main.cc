@@ -18,6 +18,7 @@
 #include "runtime/cmd/prepare_data_command.h"
 #include "runtime/cmd/serve_command.h"
 #include "runtime/cmd/train_command.h"
+#include "runtime/tensor/blas_core.h"
 
 namespace {
 
@@ -56,6 +57,7 @@ void usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ds::runtime::reexecForBlasCore(argv);  // before anything runs: OpenBLAS reads it at load
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

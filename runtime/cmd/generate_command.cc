@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "runtime/inference/generate.h"
 #include "runtime/inference/inference_model.h"
-#include "runtime/tensor/threads.h"
+#include "runtime/tensor/thread_policy.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace ds::runtime {
@@ -97,7 +97,9 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--n_head", f.nHead, "attention heads (default: recorded in the checkpoint)");
   app.add_option("--vocab_size", f.vocabSize,
                  "real vocabulary, <= wte's rows (default: recorded in the checkpoint)");
-  app.add_option("--threads", f.threads, "compute threads (default: OpenMP's)");
+  app.add_option("--threads", f.threads,
+                 "compute threads (default: OMP_NUM_THREADS, else cores / local ranks; "
+                 "docs/plan.md train.threads)");
 }
 
 // Checks every flag that does not need the model; fills prompts and stop ids.
@@ -148,7 +150,7 @@ int generateCommand(int argc, char** argv) {
   std::vector<std::vector<int32_t>> prompts;
   std::unique_ptr<Tokenizer> codec;
   checkFlags(f, prompts, codec);
-  if (f.threads > 0) setComputeThreads(f.threads);
+  setupThreads(currentEnv(), f.threads, "--threads");
   LoadOptions lo;
   lo.tag = f.tag;
   lo.nHead = f.nHead;

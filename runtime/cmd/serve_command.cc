@@ -30,7 +30,7 @@
 #include "runtime/serve/batch_scheduler.h"
 #include "runtime/serve/completion_service.h"
 #include "runtime/serve/http_server.h"
-#include "runtime/tensor/threads.h"
+#include "runtime/tensor/thread_policy.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace ds::runtime {
@@ -86,7 +86,9 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--n_head", f.nHead, "attention heads (default: recorded in the checkpoint)");
   app.add_option("--vocab_size", f.vocabSize,
                  "real vocabulary, <= wte's rows (default: recorded in the checkpoint)");
-  app.add_option("--threads", f.threads, "compute threads (default: OpenMP's)");
+  app.add_option("--threads", f.threads,
+                 "compute threads (default: OMP_NUM_THREADS, else cores / local ranks; "
+                 "docs/plan.md train.threads)");
 }
 
 void checkFlags(const Flags& f) {
@@ -188,7 +190,7 @@ int serveCommand(int argc, char** argv) {
   }
   checkFlags(f);
   const auto codec = makeTokenizer(f.tokenizer, f.vocab);
-  if (f.threads > 0) setComputeThreads(f.threads);
+  setupThreads(currentEnv(), f.threads, "--threads");
   LoadOptions lo;
   lo.tag = f.tag;
   lo.nHead = f.nHead;

@@ -26,6 +26,7 @@
 #include "runtime/engine/fault_injection.h"
 #include "runtime/engine/trainer.h"
 #include "runtime/tensor/tensor_knobs.h"
+#include "runtime/tensor/thread_policy.h"
 
 namespace ds::runtime {
 
@@ -128,6 +129,8 @@ int trainCommand(int argc, char** argv) {
   req.overrides = a.overrides;
   req.worldSize = re.worldSize;
   Plan plan = loadPlan(req);
+  // Before any kernel runs: one OpenMP team per rank, OpenBLAS at 1 thread (thread_policy.h).
+  setupThreads(env, plan.train.threads, "train.threads");
 
   // A single rank needs no store and no MASTER_ADDR. Otherwise the backend is dsrt's
   // --comm_backend, dsrun's --comm_backend, the plan's comm_backend, DS_COMM_BACKEND, the default

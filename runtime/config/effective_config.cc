@@ -44,6 +44,7 @@ json planBlocks(const Plan& plan) {
                 {"device_sharing", t.deviceSharing},
                 {"tf32", t.tf32},
                 {"memory_limit_mb", t.memoryLimitMb},
+                {"threads", t.threads},
                 {"checkpoint", {{"dir", t.checkpointDir}, {"every", t.checkpointEvery}}}};
   j["deepspeed"] = json::parse(plan.dsConfigJson);
   return j;

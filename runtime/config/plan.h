@@ -46,6 +46,7 @@ struct TrainPlan {
   // MemAvailable); a plan whose states + buffers + activations exceed it is refused before the
   // first step (runtime/engine/memory_fit.h).
   int64_t memoryLimitMb = 0;
+  int threads = 0;  // train.threads: CPU compute threads per rank; 0 = auto (thread_policy.h)
 };
 
 // fp16 block; loss_scale 0 = dynamic (reference/zero.md §5: documented defaults applied).

@@ -97,6 +97,7 @@ TrainPlan readTrain(NodeReader& r) {
   t.deviceSharing = r.getBool("device_sharing", t.deviceSharing);
   t.tf32 = r.getBool("tf32", t.tf32);
   t.memoryLimitMb = r.getInt("memory_limit_mb", 0, 0);
+  t.threads = static_cast<int>(r.getInt("threads", 0, 0, 4096));
   if (auto c = r.child("checkpoint")) {
     t.checkpointDir = c->getString("dir", "");
     t.checkpointEvery = c->getInt("every", 0, 0);

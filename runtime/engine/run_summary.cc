@@ -46,6 +46,7 @@ std::string RunSummary::toJson() const {
   j["device_memory_bytes"] = deviceMemoryBytes;
   j["cuda_version"] = cudaVersion;
   j["nccl_version"] = ncclVersion;
+  j["threads"] = {{"omp", threads}, {"blas", threads > 0 ? 1 : 0}, {"policy", threadPolicy}};
   json losses = json::array(), lrs = json::array(), norms = json::array(), scales = json::array();
   json skipped = json::array();
   for (const auto& s : steps) {

@@ -45,6 +45,10 @@ struct RunSummary {
   std::string device;
   size_t deviceMemoryBytes = 0;
   std::string cudaVersion, ncclVersion;
+  // The CPU thread policy applied (runtime/tensor/thread_policy.h): OpenMP threads and its
+  // describeThreadPolicy() line; 0 and "" when none was applied (a library caller).
+  int threads = 0;
+  std::string threadPolicy;
   void setDevice(const DeviceInfo& info);
 
   // Totals over `steps`, skipping the first `warmup` steps when more than that many exist.

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -22,6 +23,8 @@
 #include "runtime/model/ops_model.h"
 #include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"
+#include "runtime/tensor/thread_policy.h"
+#include "runtime/tensor/threads.h"
 #include "zero/zero_engine.h"
 
 namespace ds::runtime {
@@ -72,6 +75,16 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     ops_ = ownedOps_.get();
     summary_.setDevice(device.info);
     logLine(fmt::format("device: {}; {}", device.why, device.info.summary()));
+  }
+  if (auto tp = appliedThreadPolicy()) {  // dsrt train applied it (train_command.cc)
+    summary_.threads = tp->threads;
+    summary_.threadPolicy = describeThreadPolicy(*tp);
+    const char* from = std::getenv("DS_BLAS_CORE_FROM");
+    summary_.threadPolicy +=
+        fmt::format("; OpenBLAS core {}{}", blasCoreName(),
+                    from ? fmt::format(" (OPENBLAS_CORETYPE set by dsrt: it had picked {})", from)
+                         : std::string());
+    logLine("cpu " + summary_.threadPolicy);
   }
   if (ops_ && plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
     throw ConfigError(fmt::format("{}: fp16.enabled on {}: the op models compute in fp32 or bf16",

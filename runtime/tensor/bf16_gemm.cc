@@ -3,6 +3,7 @@
 // micro-panel stays in L1 and the tile's A panels in L2. The widen path rounds to bf16 and runs
 // sgemm on fp32 copies.
 #include "runtime/tensor/bf16_gemm.h"
+#include "runtime/tensor/sgemm.h"
 
 #include <cblas.h>
 
@@ -92,8 +93,7 @@ void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, 
   thread_local std::vector<float> a, b;
   widenAll(a, A, M, K);
   widenAll(b, B, N, K);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a.data(), K, b.data(), K,
-              beta, C, static_cast<blasint>(ldc));
+  sgemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, beta, C, static_cast<int>(ldc));
 }
 
 void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C, long ldc,

@@ -1,5 +1,6 @@
 // Linear layer forward/backward on sgemm (see matmul.h).
 #include "runtime/tensor/matmul.h"
+#include "runtime/tensor/sgemm.h"
 #include "runtime/tensor/threads.h"
 
 #include <cblas.h>
@@ -20,19 +21,16 @@ void matmulForward(float* out, const float* inp, const float* weight, const floa
     }
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out,
-              OC);
+  sgemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
 void matmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int N, int C, int OC) {
   if (dinp != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
-                1.0f, dinp, C);
+    sgemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
   }
   if (dweight != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                dweight, C);
+    sgemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   }
   if (dbias != nullptr) {
     // Column sums as a gemv with a ones vector: deterministic and independent of our threads.

@@ -1,5 +1,6 @@
-// Thread count for the CPU kernels: one number for both OpenMP (our loops) and OpenBLAS's own
-// pool (its gemms), so "2 threads" means the same for both. Not a scheduler; process-wide.
+// Thread count for the CPU kernels: one OpenMP team runs our loops and splits our GEMMs (sgemm.h);
+// OpenBLAS's own pthread pool is held at 1 thread so the two never spin against each other
+// (thread_policy.h decides the count). Not a scheduler; process-wide.
 #pragma once
 
 #include <string>
@@ -11,8 +12,10 @@ namespace ds::runtime {
 // Results do not change: every parallel loop here splits independent rows or channel chunks.
 constexpr long kMinParallelWork = 1L << 15;
 
-void setComputeThreads(int n);  // n >= 1
+// n >= 1: OpenMP's team size; OpenBLAS is set to 1 thread (every call on its calling thread).
+void setComputeThreads(int n);
 int computeThreads();
 std::string blasCoreName();  // openblas_get_corename(), e.g. "Haswell"
+int blasThreads();           // openblas_get_num_threads()
 
 }  // namespace ds::runtime
