@@ -2,6 +2,8 @@
 // trainer_checkpoint.cc.
 #include "runtime/engine/trainer.h"
 
+#include "runtime/tensor/tensor_knobs.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -79,10 +81,10 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   if (auto tp = appliedThreadPolicy()) {  // dsrt train applied it (train_command.cc)
     summary_.threads = tp->threads;
     summary_.threadPolicy = describeThreadPolicy(*tp);
-    const char* from = std::getenv("DS_BLAS_CORE_FROM");
+    const auto from = knobString(knobs::kBlasCoreFrom);
     summary_.threadPolicy +=
         fmt::format("; OpenBLAS core {}{}", blasCoreName(),
-                    from ? fmt::format(" (OPENBLAS_CORETYPE set by dsrt: it had picked {})", from)
+                    from ? fmt::format(" (OPENBLAS_CORETYPE set by dsrt: it had picked {})", *from)
                          : std::string());
     logLine("cpu " + summary_.threadPolicy);
   }

@@ -1,6 +1,8 @@
 // OpenBLAS kernel choice (see blas_core.h).
 #include "runtime/tensor/blas_core.h"
 
+#include "runtime/tensor/tensor_knobs.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -22,8 +24,7 @@ std::optional<std::string> betterBlasCore(const std::string& current, bool avx51
 }
 
 void reexecForBlasCore(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv("DS_BLAS_CORE_FROM") != nullptr)
-    return;
+  if (knobIsSet(knobs::kOpenblasCoretype) || knobIsSet(knobs::kBlasCoreFrom)) return;
   __builtin_cpu_init();
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");

@@ -110,9 +110,36 @@ inline constexpr Knob kOffloadOverlapTile{
     .lo = 1024,
     .hi = int64_t(1) << 40};
 
+// runtime/tensor/thread_policy.cc and blas_core.cc: the CPU thread policy and OpenBLAS's kernels.
+inline constexpr Knob kOmpNumThreads{
+    .name = "OMP_NUM_THREADS",
+    .type = KnobType::kString,
+    .doc =
+        "OpenMP: threads per rank when the plan's train.threads is 0 (its first number; "
+        "docs/plan.md, CPU threads). OpenBLAS is held at 1 thread whatever its own variables say.",
+    .readBy = kReadByDsrt,
+    .origin = KnobOrigin::kThirdParty};
+inline constexpr Knob kOpenblasCoretype{
+    .name = "OPENBLAS_CORETYPE",
+    .type = KnobType::kString,
+    .doc =
+        "OpenBLAS: the kernel family to use. When unset and OpenBLAS picked a pre-AVX family on "
+        "a CPU with AVX-512 (or AVX2+FMA), dsrt restarts itself once with SkylakeX (or Haswell) "
+        "here; a value set by the user is kept.",
+    .readBy = kReadByDsrt | kReadByBench,
+    .origin = KnobOrigin::kThirdParty};
+inline constexpr Knob kBlasCoreFrom{
+    .name = "DS_BLAS_CORE_FROM",
+    .type = KnobType::kString,
+    .doc =
+        "Set by dsrt itself when it restarted with OPENBLAS_CORETYPE: the kernel family "
+        "OpenBLAS had picked (for the startup line); not set by hand.",
+    .readBy = kReadByDsrt | kReadByBench};
+
 inline constexpr const Knob* kRuntimeKnobList[] = {
-    &kBf16Linear,     &kCudaAttention, &kCudaGeluFusion, &kCudaLayernormBwd,
-    &kRestartAttempt, &kFaultKill,     &kOffloadOverlap, &kOffloadOverlapTile};
+    &kBf16Linear,     &kCudaAttention,    &kCudaGeluFusion, &kCudaLayernormBwd,
+    &kRestartAttempt, &kFaultKill,        &kOffloadOverlap, &kOffloadOverlapTile,
+    &kOmpNumThreads,  &kOpenblasCoretype, &kBlasCoreFrom};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

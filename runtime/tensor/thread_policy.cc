@@ -1,6 +1,8 @@
 // The CPU thread policy (see thread_policy.h).
 #include "runtime/tensor/thread_policy.h"
 
+#include "runtime/tensor/tensor_knobs.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -60,7 +62,7 @@ ThreadPolicyInput threadPolicyInput(const EnvMap& env, int requested) {
   in.cores = affinityCores();
   in.localRanks = std::max(1, deriveRankEnv(env).localSize);
   in.requested = requested;
-  if (auto it = env.find("OMP_NUM_THREADS"); it != env.end()) in.omp = it->second;
+  if (auto omp = knobString(knobs::kOmpNumThreads, env)) in.omp = *omp;
   return in;
 }
 
