@@ -110,6 +110,8 @@ class ZeroEngine final : public TrainingEngine {
   PipelineState pipeline() const;
   // Whether stage-3 parameter p's allgather has been issued (in flight or gathered).
   bool gatherIssued(size_t param) const;
+  // OneBitAdam / ZeroOneAdam: bytes this rank sent in compressed allreduces so far (else 0).
+  uint64_t compressedBytesSent() const;
 
   // Checkpoints. optimizerShard(): this rank's partition of every optimizer state as ranges of
   // the full flat space (names: "fp32", "exp_avg", "exp_avg_sq" for Adam/AdamW; "fp32",
