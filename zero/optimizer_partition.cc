@@ -98,6 +98,11 @@ size_t OptimizerPartition::bufferBytes() const {
   return total;
 }
 
+float* OptimizerPartition::stateData(size_t state) {
+  DS_CHECK(state < names_.size() && files_.empty(), "state {} of an nvme optimizer", state);
+  return state == 0 && alias_ ? alias_ : mem_[state].data();
+}
+
 void OptimizerPartition::read(size_t state, size_t offset, size_t count, float* out) {
   DS_CHECK(state < names_.size() && offset + count <= size_);
   if (files_.empty()) {

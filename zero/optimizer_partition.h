@@ -44,6 +44,9 @@ class OptimizerPartition {
   };
   void setDecayRuns(std::vector<Run> runs);
   const std::vector<std::string>& stateNames() const { return names_; }  // [0] is "fp32"
+  // One state's array when the states are in memory (not nvme): the compressed optimizers
+  // (onebit_adam.h) update them in place.
+  float* stateData(size_t state);
   // Copies of a local range of one state (any place).
   void read(size_t state, size_t offset, size_t count, float* out);
   void write(size_t state, size_t offset, size_t count, const float* values);

@@ -25,6 +25,7 @@ void ReplicatedStage::getParams(float* fullFlat, OptimizerPartition& optimizer) 
 }
 
 void ReplicatedStage::emitBucket(size_t begin, size_t end) {
+  if (!allreduce_) return;
   auto work = ctx_.comm.allreduceSum(grads_.data() + begin, end - begin);
   ctx_.buckets.issue(work, nullptr, -1, /*allreduce=*/true);
 }

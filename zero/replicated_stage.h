@@ -21,6 +21,9 @@ class ReplicatedStage final : public FlatStage {
   void refreshModelParams() override {}
   ParamsFinal paramsFinal() const override { return ParamsFinal::kPerTile; }
   void addMemory(MemoryReport& report) const override;
+  // false: the buckets are not allreduced; every rank keeps its own gradients (1-bit Adam /
+  // 0/1 Adam steps that communicate compressed). Set before the step's last micro-step.
+  void setAllreduce(bool on) { allreduce_ = on; }
 
  protected:
   void emitBucket(size_t begin, size_t end) override;
@@ -28,6 +31,7 @@ class ReplicatedStage final : public FlatStage {
 
  private:
   std::vector<float> grads_;  // [padded] full gradients, accumulated over micro-steps
+  bool allreduce_ = true;
 };
 
 }  // namespace ds::zero

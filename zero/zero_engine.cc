@@ -18,6 +18,7 @@
 #include "zero/engine_trace.h"
 #include "zero/flat_partitioned_stage.h"
 #include "zero/grad_check.h"
+#include "zero/onebit_adam.h"
 #include "zero/optimizer_partition.h"
 #include "zero/param_index.h"
 #include "zero/replicated_stage.h"
@@ -42,6 +43,31 @@ std::unique_ptr<Stage> makeStage(const StageContext& ctx) {
     case 2: return std::make_unique<FlatPartitionedStage>(ctx);
     default: return std::make_unique<BlockedStage>(ctx);
   }
+}
+
+// OneBitAdam / ZeroOneAdam keep Adam's states and take their plain steps as AdamW (DeepSpeed's
+// onebit optimizers decay decoupled: update += wd * p).
+OptimizerOptions partitionOptions(OptimizerOptions options) {
+  if (options.compressed()) {
+    options.type = "AdamW";
+    options.adamwMode = true;
+  }
+  return options;
+}
+
+void checkCompressed(const OptimizerOptions& opt, const ZeroOptions& zero) {
+  if (!opt.compressed()) return;
+  if (zero.stage != 0)
+    throw ConfigError(
+        fmt::format("optimizer.type {}: needs zero_optimization.stage 0 (stage is "
+                    "{}), as in DeepSpeed",
+                    opt.type, zero.stage));
+  if (zero.offloadOptimizer.enabled())
+    throw ConfigError("optimizer.type " + opt.type +
+                      ": zero_optimization.offload_optimizer is not supported");
+  if (zero.compute == DType::kBF16)
+    throw ConfigError("optimizer.type " + opt.type +
+                      ": bf16.enabled is not supported (DeepSpeed runs it in fp16 or fp32)");
 }
 
 // The local runs of the optimizer partition that weight decay applies to: the parts of each
@@ -79,6 +105,7 @@ struct ZeroEngine::Impl {
         index(std::move(params), numBlocks),
         comm(group),
         buckets(tracer, options.overlapComm) {
+    checkCompressed(optimizerOptions, options);
     table.value.assign(index.count(), nullptr);
     table.value16.assign(index.count(), nullptr);
     table.grad.assign(index.count(), nullptr);
@@ -87,10 +114,19 @@ struct ZeroEngine::Impl {
     // The fp32 master aliases the stage's host fp32 params unless it lives on disk: cpu offload
     // keeps it in host memory either way, and a second copy would only raise the RSS.
     float* alias = options.offloadOptimizer.device == "nvme" ? nullptr : stage->masterAlias();
-    optimizer = std::make_unique<OptimizerPartition>(stage->localSize(), optimizerOptions,
-                                                     options.offloadOptimizer, options.subGroupSize,
-                                                     alias, comm.rank());
+    optimizer = std::make_unique<OptimizerPartition>(
+        stage->localSize(), partitionOptions(optimizerOptions), options.offloadOptimizer,
+        options.subGroupSize, alias, comm.rank());
     optimizer->setDecayRuns(decayRuns(index, stage->ranges()));
+    if (optimizerOptions.compressed()) {
+      std::vector<size_t> sizes;
+      for (size_t param = 0; param < index.count(); ++param)
+        sizes.push_back(index.param(param).numel);
+      replicated = dynamic_cast<ReplicatedStage*>(stage.get());
+      DS_CHECK(replicated != nullptr && stage->localSize() == index.numel());
+      compressed = std::make_unique<CompressedAdam>(optimizerOptions, group, std::move(sizes),
+                                                    decayRuns(index, stage->ranges()));
+    }
     if (optimizerOptions.type == "Lamb") {
       // The trust ratio is per parameter: only stage 0 holds every parameter whole.
       if (options.stage != 0)
@@ -122,8 +158,9 @@ struct ZeroEngine::Impl {
 
   void writeMasterFrom(const float* fullFlat);
   void loadModelFromMaster();
+  // summedOver: how many ranks' gradients the reduced ones sum (world; 1 when kept local).
   void update(StepResult& result, const GradCheck& check, float learningRate, float lossScale,
-              float clipNorm);
+              float clipNorm, int summedOver);
   void announceLocal(size_t offset, size_t count);
 
   ZeroOptions options;
@@ -137,7 +174,11 @@ struct ZeroEngine::Impl {
   BucketQueue buckets;
   std::unique_ptr<Stage> stage;
   std::unique_ptr<OptimizerPartition> optimizer;
+  ReplicatedStage* replicated = nullptr;       // stage 0's, for the compressed optimizers
+  std::unique_ptr<CompressedAdam> compressed;  // OneBitAdam / ZeroOneAdam
   int64_t steps = 0;
+  // Whether this step's gradients stay on each rank (a compressed optimizer's 1-bit step).
+  bool localGradients() const { return compressed && !compressed->exactGradients(steps + 1); }
 };
 
 void ZeroEngine::Impl::writeMasterFrom(const float* fullFlat) {
@@ -157,8 +198,8 @@ void ZeroEngine::Impl::loadModelFromMaster() {
 }
 
 void ZeroEngine::Impl::update(StepResult& result, const GradCheck& check, float learningRate,
-                              float lossScale, float clipNorm) {
-  const float multiplier = gradientMultiplier(check, clipNorm, comm.world(), lossScale);
+                              float lossScale, float clipNorm, int summedOver) {
+  const float multiplier = gradientMultiplier(check, clipNorm, summedOver, lossScale);
   auto start = std::chrono::steady_clock::now();
   ++steps;
   ModelParamSink sink = stage->modelSink(optimizer->masterOwned());
@@ -169,8 +210,17 @@ void ZeroEngine::Impl::update(StepResult& result, const GradCheck& check, float 
       if (sink.afterTile) sink.afterTile(offset, count, master);
       announceLocal(offset, count);
     };
-  optimizer->update(stage->localGrads(), stage->optimizerCount(), multiplier, learningRate, steps,
-                    sink.out16, afterTile);
+  if (compressed && !compressed->plainAdam(steps)) {
+    float* master = optimizer->stateData(0);
+    compressed->step(steps, stage->localGrads(), multiplier, learningRate, master,
+                     optimizer->stateData(1), optimizer->stateData(2));
+    if (sink.out16.data) convertTo16(master, sink.out16, stage->optimizerCount());
+    if (afterTile) afterTile(0, stage->optimizerCount(), master);
+  } else {
+    optimizer->update(stage->localGrads(), stage->optimizerCount(), multiplier, learningRate, steps,
+                      sink.out16, afterTile);
+  }
+  if (compressed) compressed->finishStep(steps, optimizer->stateData(0));
   result.optimMs = msSince(start);
   start = std::chrono::steady_clock::now();
   stage->refreshModelParams();
@@ -246,7 +296,10 @@ void ZeroEngine::afterBackward(int block) {
   impl_->stage->afterBackward(block);
 }
 
-void ZeroEngine::beginStep(bool lastMicroStep) { impl_->stage->beginMicroStep(lastMicroStep); }
+void ZeroEngine::beginStep(bool lastMicroStep) {
+  if (impl_->compressed) impl_->replicated->setAllreduce(!impl_->localGradients());
+  impl_->stage->beginMicroStep(lastMicroStep);
+}
 
 StepResult ZeroEngine::step(float learningRate, float lossScale, float clipNorm) {
   Impl& engine = *impl_;
@@ -257,12 +310,18 @@ StepResult ZeroEngine::step(float learningRate, float lossScale, float clipNorm)
   if (engine.mics)  // the shard groups' partitions hold their ranks' sums: add the groups'
     waitWork(engine.micsReplica.allreduceSum(const_cast<float*>(engine.stage->localGrads()),
                                              engine.stage->optimizerCount()));
-  const GradCheck check = checkGradients(engine.stage->localGrads(), engine.stage->optimizerCount(),
-                                         engine.stage->gradsReplicated(), engine.partitionComm(),
-                                         engine.comm.world(), lossScale);
+  const bool local = engine.localGradients();
+  GradCheck check = checkGradients(
+      engine.stage->localGrads(), engine.stage->optimizerCount(),
+      engine.stage->gradsReplicated() && !local, engine.partitionComm(), engine.comm.world(),
+      lossScale);
+  if (local)  // each rank's own gradients: the norm is the ranks' RMS norm, nothing to average
+    check.norm = float(std::sqrt(check.sumSquares / double(engine.comm.world())) / lossScale);
   result.commMs = msSince(start);
   result.gradNorm = check.norm;
-  if (check.finite()) engine.update(result, check, learningRate, lossScale, clipNorm);
+  if (check.finite())
+    engine.update(result, check, learningRate, lossScale, clipNorm,
+                  local ? 1 : engine.comm.world());
   else result.skipped = true;
   engine.stage->zeroGrads();
   return result;
@@ -296,6 +355,10 @@ void ZeroEngine::setParamsReady(ParamsReady ready, size_t updateTile) {
   impl_->optimizer->setUpdateTile(updateTile == 0 ? impl_->options.subGroupSize : updateTile);
 }
 
+uint64_t ZeroEngine::compressedBytesSent() const {
+  return impl_->compressed ? impl_->compressed->bytesSent() : 0;
+}
+
 std::vector<ZeroEngine::ShardTensor> ZeroEngine::optimizerShard() const {
   const Impl& engine = *impl_;
   const auto& names = engine.optimizer->stateNames();
@@ -325,6 +388,7 @@ void ZeroEngine::loadOptimizerState(
     }
   engine.steps = stepCount;
   engine.loadModelFromMaster();
+  if (engine.compressed) engine.compressed->restore(stepCount, engine.optimizer->stateData(0));
 }
 
 }  // namespace ds::zero

@@ -110,6 +110,8 @@ class ZeroEngine final : public TrainingEngine {
   PipelineState pipeline() const;
   // Whether stage-3 parameter p's allgather has been issued (in flight or gathered).
   bool gatherIssued(size_t param) const;
+  // OneBitAdam / ZeroOneAdam: bytes this rank sent in compressed allreduces so far (else 0).
+  uint64_t compressedBytesSent() const;
 
   // ZeRO-Offload's overlap of the optimizer with the parameter copies: inside step(), `ready`
   // is called with flat {offset, size} regions of the model parameters (table().value or

@@ -29,8 +29,31 @@ std::string lowered(std::string s) {
 
 // DeepSpeed's optimizers that dsrun does not implement (refused with the ones it has).
 const std::vector<std::string> kOtherOptimizers = {
-    "OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Adagrad",   "Lion",    "MuAdam",
-    "MuAdamW",    "MuSGD",       "Muon",       "AdamW8bit", "Adam8bit"};
+    "OneBitLamb", "Adagrad", "Lion", "MuAdam", "MuAdamW", "MuSGD", "Muon", "AdamW8bit", "Adam8bit"};
+const char* const kImplemented = "use Adam, AdamW, Lamb, SGD, OneBitAdam or ZeroOneAdam";
+
+// OneBitAdam / ZeroOneAdam (DeepSpeed's runtime/fp16/onebit/{adam,zoadam}.py): their own keys.
+void readCompressedParams(NodeReader& p, zero::OptimizerOptions& opt) {
+  opt.adamwMode = true;  // update += weight_decay * p: decoupled
+  // DeepSpeed accepts eps_inside_sqrt here but never applies it; so do we.
+  p.accept("eps_inside_sqrt");
+  if (opt.type == "OneBitAdam") {
+    opt.freezeStep = p.getInt("freeze_step", 100000, 1);
+  } else {
+    opt.varFreezeStep = p.getInt("var_freeze_step", 100000, 1);
+    opt.varUpdateScaler = p.getInt("var_update_scaler", 16, 1);
+    opt.localStepScaler = p.getInt("local_step_scaler", 32678, 1);
+    opt.localStepClipper = p.getInt("local_step_clipper", 16, 1);
+  }
+  opt.cudaAware = p.getBool("cuda_aware", false);
+  const std::string backend = p.getString("comm_backend_name", "nccl");
+  if (backend == "hccl" || backend == "compressed")
+    p.fail("comm_backend_name",
+           "'" + backend +
+               "' is not available; the compressed allreduce runs over the job's "
+               "data-parallel group (nccl, mpi or gloo)");
+  opt.commBackendName = p.getEnum("comm_backend_name", "nccl", {"nccl", "mpi", "gloo"});
+}
 
 void readAdamParams(NodeReader& p, zero::OptimizerOptions& opt) {
   auto betas = p.getDoubleList("betas", {0.9, 0.999}, 2);
@@ -41,6 +64,7 @@ void readAdamParams(NodeReader& p, zero::OptimizerOptions& opt) {
   opt.eps = float(p.getDouble("eps", 1e-8, 0.0));
   opt.biasCorrection = p.getBool("bias_correction", true);
   if (p.getBool("amsgrad", false)) p.refuse("amsgrad", "amsgrad is not supported");
+  if (opt.compressed()) return readCompressedParams(p, opt);
   if (opt.type == "Lamb") {
     opt.maxCoeff = float(p.getDouble("max_coeff", 10.0, 0.0));
     opt.minCoeff = float(p.getDouble("min_coeff", 0.01, 0.0));
@@ -59,8 +83,9 @@ void readOptimizer(NodeReader& ds, DsConfig& c) {
   std::string type = o->getString("type", "AdamW");
   for (const auto& other : kOtherOptimizers)
     if (lowered(type) == lowered(other))
-      o->fail("type", "'" + type + "' is not implemented; use Adam, AdamW, Lamb or SGD");
-  opt.type = o->getEnum("type", "AdamW", {"Adam", "AdamW", "SGD", "Lamb"}, true);
+      o->fail("type", "'" + type + "' is not implemented; " + kImplemented);
+  opt.type = o->getEnum("type", "AdamW",
+                        {"Adam", "AdamW", "SGD", "Lamb", "OneBitAdam", "ZeroOneAdam"}, true);
   auto p = o->child("params");
   if (p) {
     opt.lr = float(p->getDouble("lr", 1e-3, 0.0));
@@ -369,6 +394,15 @@ DsConfig readDsConfig(NodeReader& ds, int64_t defaultTotalSteps, std::vector<std
                                          "trust ratio is per parameter, and stages 1-3 split "
                                          "parameters across ranks",
                                          c.zero.stage));
+    if (c.optimizer.compressed() && c.zero.stage != 0)
+      ds.refuse("optimizer", fmt::format("{} needs zero_optimization.stage 0 (stage is {}), as "
+                                         "in DeepSpeed: its momentum is averaged whole by a "
+                                         "compressed allreduce",
+                                         c.optimizer.type, c.zero.stage));
+    if (c.optimizer.compressed() && c.bf16)
+      ds.refuse("optimizer", c.optimizer.type +
+                                 " with bf16.enabled is not supported (DeepSpeed runs it in fp16 "
+                                 "or fp32)");
   });
   part([&] { readActivationCheckpointing(ds, c); });
   part([&] { c.tensorboard = readMonitor(ds, "tensorboard"); });
@@ -401,7 +435,18 @@ std::string dsConfigToJson(const DsConfig& c) {
                            {"eps", o.eps},
                            {"weight_decay", o.weightDecay},
                            {"bias_correction", o.biasCorrection}};
-  if (o.type == "Lamb") {
+  if (o.type == "OneBitAdam") {
+    params["freeze_step"] = o.freezeStep;
+  } else if (o.type == "ZeroOneAdam") {
+    params["var_freeze_step"] = o.varFreezeStep;
+    params["var_update_scaler"] = o.varUpdateScaler;
+    params["local_step_scaler"] = o.localStepScaler;
+    params["local_step_clipper"] = o.localStepClipper;
+  }
+  if (o.compressed()) {
+    params["cuda_aware"] = o.cudaAware;
+    params["comm_backend_name"] = o.commBackendName;
+  } else if (o.type == "Lamb") {
     params["max_coeff"] = o.maxCoeff;
     params["min_coeff"] = o.minCoeff;
     params["eps_inside_sqrt"] = o.epsInsideSqrt;

@@ -39,6 +39,9 @@ struct RunSummary {
   size_t activationBytes = 0;  // model activations held for backward (this rank)
   double flopsPerToken = 0;
   std::string checkpointTag;  // last checkpoint written ("" none)
+  // OneBitAdam / ZeroOneAdam: bytes rank 0 sent in compressed allreduces, and what an fp32
+  // allreduce of every parameter's gradient sends per rank per step (the comparison); 0 otherwise.
+  uint64_t compressedBytes = 0, plainAllreduceBytesPerStep = 0;
   // The rank's device (runtime/device/rank_device.h): DeviceInfo::summary(), its memory
   // (host memory on the CPU), and the CUDA runtime / NCCL versions ("" without them). Set by
   // setDevice(); "" and 0 until then.

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/compressed_allreduce.h"
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -432,6 +433,12 @@ const RunSummary& Trainer::run() {
   summary_.checkpointTag = lastCkpt;
   summary_.memory = memory();
   summary_.activationBytes = model_->activationBytes();
+  if (auto* zeroEngine = dynamic_cast<zero::ZeroEngine*>(eng_.get());
+      zeroEngine && plan_.deepspeed.optimizer.compressed()) {
+    summary_.compressedBytes = zeroEngine->compressedBytesSent();
+    summary_.plainAllreduceBytesPerStep =
+        comm::CompressedAllreduce::plainAllreduceBytes(zeroEngine->numel(), world_);
+  }
   monitors_->flush();
   if (rank_ == 0 && !summary_.steps.empty()) {
     auto t = summary_.totals();

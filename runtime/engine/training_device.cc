@@ -38,6 +38,12 @@ TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int
         "{}: fp16.enabled on {} ({}): the GPU path computes in fp32 or bf16; use bf16.enabled "
         "or train.device: cpu (fp16 is emulated on the CPU)",
         plan.source, got.choice.name(), siteText(site)));
+  if (plan.deepspeed.optimizer.compressed())
+    throw ConfigError(fmt::format(
+        "{}: optimizer.type {} on {} ({}): 1-bit Adam / 0/1 Adam run on the CPU path only (the "
+        "compressed allreduce works on host buffers); use another optimizer.type or train.device: "
+        "cpu",
+        plan.source, plan.deepspeed.optimizer.type, got.choice.name(), siteText(site)));
   const auto& zero = plan.deepspeed.zero;
   if (zero.quantizedWeights || zero.quantizedGradients || zero.hpzPartitionSize > 1 ||
       zero.micsShardSize > 0)

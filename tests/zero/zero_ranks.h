@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct ZeroRun {
   bool ranksAgree = true;                    // every rank's getParams() equal to rank 0's
   std::vector<zero::MemoryReport> mem;       // per rank, right after construction
   std::vector<zero::MemoryReport> memAfter;  // per rank, after training (peaks included)
+  uint64_t compressedBytes = 0;              // rank 0's compressed-allreduce bytes (1-bit Adam)
 };
 
 struct ZeroJob {
@@ -44,6 +46,8 @@ struct ZeroJob {
   int globalRows = 12;  // divisible by 1, 2, 3, 4
   float clip = 1.0f;
   float lossScale = 1.f;  // the model scales its gradients by it; step() unscales
+  std::optional<zero::OptimizerOptions> optimizer;  // unset: toyOptimizer()
+  float lr = 1e-2f;
   // Optional: called on every rank after construction (e.g. to load a checkpoint); `startStep`
   // is the step index training continues from.
   std::function<void(zero::ZeroEngine&, int rank)> setup;
@@ -75,7 +79,8 @@ inline std::vector<ZeroRun> runZeroJobs(const ToyModel& m, int world,
           const ZeroJob& job = jobs[j];
           const int rows = job.rowsPerRank ? job.rowsPerRank : job.globalRows / world;
           ZeroRun& out = per[size_t(r)][j];
-          zero::ZeroEngine eng(m.params, m.L, &pg, job.z, toyOptimizer());
+          zero::ZeroEngine eng(m.params, m.L, &pg, job.z,
+                               job.optimizer ? *job.optimizer : toyOptimizer());
           eng.setParams(init.data());
           if (job.setup) job.setup(eng, r);
           out.mem.push_back(eng.memory());
@@ -85,11 +90,12 @@ inline std::vector<ZeroRun> runZeroJobs(const ToyModel& m, int world,
               eng.beginStep(k == job.gas - 1);
               loss += m.microStep(eng, s, k, r * rows, rows, job.lossScale) / job.gas;
             }
-            auto st = eng.step(1e-2f, job.lossScale, job.clip);
+            auto st = eng.step(job.lr, job.lossScale, job.clip);
             if (st.skipped) throw std::runtime_error("step skipped (non-finite gradients)");
             out.losses.push_back(loss);
           }
           out.memAfter.push_back(eng.memory());
+          out.compressedBytes = eng.compressedBytesSent();
           out.params.resize(eng.numel());
           eng.getParams(out.params.data());
           if (job.finish) job.finish(eng, r);

@@ -208,8 +208,53 @@ TEST_CASE("ds_config: Lamb with DeepSpeed's parameters; refused above stage 0", 
             "lamb.json:6:16: deepspeed.optimizer: Lamb needs zero_optimization.stage 0 (stage is "
             "1): its trust ratio is per parameter, and stages 1-3 split parameters across ranks");
   CHECK(errorOf("lamb.json", 1, {"deepspeed.optimizer.type=OneBitLamb"}) ==
-        "--set deepspeed.optimizer.type: 'OneBitLamb' is not implemented; use Adam, AdamW, Lamb "
-        "or SGD");
+        "--set deepspeed.optimizer.type: 'OneBitLamb' is not implemented; use Adam, AdamW, Lamb, "
+        "SGD, OneBitAdam or ZeroOneAdam");
+}
+
+TEST_CASE("ds_config: OneBitAdam and ZeroOneAdam with DeepSpeed's parameters; bad ones refused",
+          "[unit]") {
+  Plan p = load("onebit_adam.json");
+  const auto& o = p.deepspeed.optimizer;
+  CHECK(o.type == "OneBitAdam");
+  CHECK(o.freezeStep == 23000);
+  CHECK(o.lr == Approx(4e-4));
+  CHECK(o.commBackendName == "nccl");
+  CHECK_FALSE(o.cudaAware);
+  CHECK(o.biasCorrection);
+  Plan z = load("zero_one_adam.json");
+  const auto& zo = z.deepspeed.optimizer;
+  CHECK(zo.type == "ZeroOneAdam");
+  CHECK(zo.varFreezeStep == 1000);
+  CHECK(zo.varUpdateScaler == 16);
+  CHECK(zo.localStepScaler == 1000);
+  CHECK(zo.localStepClipper == 16);
+  CHECK(zo.commBackendName == "mpi");
+  CHECK_FALSE(zo.biasCorrection);
+  CHECK(errorOf("onebit_adam.json", 1, {"deepspeed.optimizer.params.freeze_step=0"}) ==
+        "--set deepspeed.optimizer.params.freeze_step: must be >= 1, got 0");
+  CHECK(errorOf("onebit_adam.json", 1, {"deepspeed.optimizer.params.freeze_step=1.5"}) ==
+        "--set deepspeed.optimizer.params.freeze_step: expected an integer, got '1.5'");
+  CHECK(errorOf("zero_one_adam.json", 1, {"deepspeed.optimizer.params.var_freeze_step=-3"}) ==
+        "--set deepspeed.optimizer.params.var_freeze_step: must be >= 1, got -3");
+  CHECK(errorOf("zero_one_adam.json", 1, {"deepspeed.optimizer.params.local_step_clipper=0"}) ==
+        "--set deepspeed.optimizer.params.local_step_clipper: must be >= 1, got 0");
+  // freeze_step belongs to OneBitAdam only.
+  CHECK(errorOf("zero_one_adam.json", 1, {"deepspeed.optimizer.params.freeze_step=10"})
+            .find("deepspeed.optimizer.params.freeze_step") != std::string::npos);
+  CHECK(errorOf("onebit_adam.json", 1, {"deepspeed.optimizer.params.comm_backend_name=hccl"}) ==
+        "--set deepspeed.optimizer.params.comm_backend_name: 'hccl' is not available; the "
+        "compressed allreduce runs over the job's data-parallel group (nccl, mpi or gloo)");
+  CHECK(errorOf("onebit_adam.json", 2, {"deepspeed.zero_optimization.stage=1"}) ==
+        kDir +
+            "onebit_adam.json:5:16: deepspeed.optimizer: OneBitAdam needs zero_optimization.stage "
+            "0 (stage is 1), as in DeepSpeed: its momentum is averaged whole by a compressed "
+            "allreduce");
+  CHECK(errorOf("zero_one_adam.json", 2, {"deepspeed.bf16.enabled=true"})
+            .find("ZeroOneAdam with bf16.enabled is not supported") != std::string::npos);
+  CHECK(
+      errorOf("onebit_adam.json", 1, {"deepspeed.optimizer.params.amsgrad=true"}).find("amsgrad") !=
+      std::string::npos);
 }
 
 TEST_CASE("ds_config: every key of the table is documented in docs/plan.md", "[unit]") {

@@ -1,0 +1,185 @@
+// CompressedAllreduce: see compressed_allreduce.h.
+#include "comm/compressed_allreduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "comm/process_group.h"
+#include "core/error.h"
+
+namespace ds::comm {
+namespace {
+
+constexpr int kTagWorker = 0x1B01;  // phase 1: worker chunks to their server
+constexpr int kTagServer = 0x1B02;  // phase 2: server chunks to everyone
+
+size_t paddedCountFor(size_t count, int world) {
+  const size_t w = size_t(world);
+  const size_t quantum = w * (w * 8 / std::gcd(w, size_t(8)));  // world * lcm(world, 8)
+  return (count + quantum - 1) / quantum * quantum;
+}
+
+}  // namespace
+
+void packSigns(const float* values, size_t n, uint8_t* bits) {
+  DS_CHECK(n % 8 == 0, "packSigns of {} values (needs a multiple of 8)", n);
+  for (size_t byte = 0; byte < n / 8; ++byte) {
+    unsigned packed = 0;
+    for (size_t bit = 0; bit < 8; ++bit) packed = (packed << 1) | (values[byte * 8 + bit] >= 0.f);
+    bits[byte] = uint8_t(packed);
+  }
+}
+
+void unpackSigns(const uint8_t* bits, size_t n, float scale, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
+}
+
+void unpackSignsAdd(const uint8_t* bits, size_t n, float scale, float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] += (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
+}
+
+float compressWithFeedback(float* x, float* error, size_t n, uint8_t* bits) {
+  double sumSquares = 0;
+  for (size_t i = 0; i < n; ++i) {
+    x[i] += error[i];
+    sumSquares += double(x[i]) * double(x[i]);
+  }
+  const float scale = n ? float(std::sqrt(sumSquares / double(n))) : 0.f;
+  for (size_t i = 0; i < n; ++i) error[i] = x[i] - (x[i] >= 0.f ? scale : -scale);
+  packSigns(x, n, bits);
+  return scale;
+}
+
+CompressedAllreduce::CompressedAllreduce(ProcessGroup* group, std::vector<size_t> segments)
+    : group_(group) {
+  if (group_ && group_->size() > 1) {
+    rank_ = group_->rank();
+    world_ = group_->size();
+  }
+  for (size_t size : segments) {
+    Segment seg;
+    seg.offset = count_;
+    seg.size = size;
+    seg.paddedOffset = padded_;
+    seg.padded = world_ == 1 ? size : paddedCountFor(size, world_);
+    seg.chunk = seg.padded / size_t(world_);
+    seg.chunkOffset = chunk_;
+    seg.byteOffset = chunk_ / 8;
+    count_ += size;
+    padded_ += seg.padded;
+    chunk_ += seg.chunk;
+    segments_.push_back(seg);
+  }
+  if (world_ == 1) return;
+  messageBytes_ = chunk_ / 8 + 4 * segments_.size();
+  work_.assign(padded_, 0.f);
+  workerError_.assign(padded_, 0.f);
+  serverError_.assign(chunk_, 0.f);
+  server_.assign(chunk_, 0.f);
+  bits_.assign(padded_ / 8, 0);
+  sendBuf_.assign(size_t(world_) * messageBytes_, 0);
+  recvBuf_.assign(size_t(world_) * messageBytes_, 0);
+}
+
+void CompressedAllreduce::resetErrors() {
+  std::fill(workerError_.begin(), workerError_.end(), 0.f);
+  std::fill(serverError_.begin(), serverError_.end(), 0.f);
+}
+
+uint64_t CompressedAllreduce::bytesPerCall() const {
+  return world_ == 1 ? 0 : 2 * uint64_t(world_ - 1) * messageBytes_;
+}
+
+uint64_t CompressedAllreduce::plainAllreduceBytes(size_t count, int world) {
+  return world <= 1 ? 0 : 2 * uint64_t(world - 1) * uint64_t(count) * 4 / uint64_t(world);
+}
+
+// The scales sit after the signs, at any byte offset: copied, never dereferenced as float.
+float CompressedAllreduce::scaleAt(const std::vector<uint8_t>& buf, size_t peer,
+                                   size_t segment) const {
+  float scale;
+  std::memcpy(&scale, buf.data() + peer * messageBytes_ + chunk_ / 8 + 4 * segment, 4);
+  return scale;
+}
+
+void CompressedAllreduce::setScale(std::vector<uint8_t>& buf, size_t peer, size_t segment,
+                                   float scale) const {
+  std::memcpy(buf.data() + peer * messageBytes_ + chunk_ / 8 + 4 * segment, &scale, 4);
+}
+
+// Messages are slots of messageBytes_. perPeerChunk: slot j of `out` goes to rank j (phase 1);
+// else slot 0 goes to every peer (phase 2). Slot i of `in` receives rank i's message; this rank's
+// own slot is copied locally.
+void CompressedAllreduce::exchange(const std::vector<uint8_t>& out, std::vector<uint8_t>& in,
+                                   bool perPeerChunk, int tag) {
+  const size_t slot = messageBytes_, me = size_t(rank_);
+  std::vector<WorkPtr> works;
+  for (size_t peer = 0; peer < size_t(world_); ++peer) {
+    if (peer == me) continue;
+    const uint8_t* msg = out.data() + (perPeerChunk ? peer * slot : 0);
+    works.push_back(
+        group_->send({const_cast<uint8_t*>(msg), slot, DType::kU8, Device::kCpu}, int(peer), tag));
+    bytesSent_ += slot;
+  }
+  for (size_t peer = 0; peer < size_t(world_); ++peer)
+    if (peer != me)
+      works.push_back(
+          group_->recv({in.data() + peer * slot, slot, DType::kU8, Device::kCpu}, int(peer), tag));
+  std::memcpy(in.data() + me * slot, out.data() + (perPeerChunk ? me * slot : 0), slot);
+  for (auto& work : works) work->wait();
+}
+
+void CompressedAllreduce::run(float* buf) {
+  if (world_ == 1) return;
+  ++calls_;
+  const size_t world = size_t(world_);
+  // Phase 1: per tensor one scale over the compensated values, signs cut into server chunks.
+  std::fill(work_.begin(), work_.end(), 0.f);
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    std::memcpy(work_.data() + seg.paddedOffset, buf + seg.offset, seg.size * sizeof(float));
+    const float scale = compressWithFeedback(work_.data() + seg.paddedOffset,
+                                             workerError_.data() + seg.paddedOffset, seg.padded,
+                                             bits_.data() + seg.paddedOffset / 8);
+    for (size_t peer = 0; peer < world; ++peer) {
+      std::memcpy(sendBuf_.data() + peer * messageBytes_ + seg.byteOffset,
+                  bits_.data() + (seg.paddedOffset + peer * seg.chunk) / 8, seg.chunk / 8);
+      setScale(sendBuf_, peer, s, scale);
+    }
+  }
+  exchange(sendBuf_, recvBuf_, /*perPeerChunk=*/true, kTagWorker);
+  // Server: the average of the workers' estimates of this rank's chunks, in rank order,
+  // compensated and compressed again (one scale per chunk).
+  std::fill(server_.begin(), server_.end(), 0.f);
+  for (size_t peer = 0; peer < world; ++peer)
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      const Segment& seg = segments_[s];
+      unpackSignsAdd(recvBuf_.data() + peer * messageBytes_ + seg.byteOffset, seg.chunk,
+                     scaleAt(recvBuf_, peer, s) * (1.f / float(world)),
+                     server_.data() + seg.chunkOffset);
+    }
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    setScale(sendBuf_, 0, s,
+             compressWithFeedback(server_.data() + seg.chunkOffset,
+                                  serverError_.data() + seg.chunkOffset, seg.chunk,
+                                  sendBuf_.data() + seg.byteOffset));
+  }
+  // Phase 2: every server's chunks to everyone; chunk i of a tensor comes from rank i.
+  exchange(sendBuf_, recvBuf_, /*perPeerChunk=*/false, kTagServer);
+  for (size_t peer = 0; peer < world; ++peer)
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      const Segment& seg = segments_[s];
+      const size_t begin = peer * seg.chunk;
+      if (begin >= seg.size) continue;
+      const size_t take = std::min(seg.chunk, seg.size - begin);
+      float* chunk = work_.data() + seg.paddedOffset + begin;  // scratch: phase 1 is done with it
+      unpackSigns(recvBuf_.data() + peer * messageBytes_ + seg.byteOffset, seg.chunk,
+                  scaleAt(recvBuf_, peer, s), chunk);
+      std::memcpy(buf + seg.offset + begin, chunk, take * sizeof(float));
+    }
+}
+
+}  // namespace ds::comm

@@ -1,0 +1,189 @@
+// CompressedAdam: see onebit_adam.h.
+#include "zero/onebit_adam.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ds::zero {
+namespace {
+
+void checkPositive(int64_t value, const char* key, const std::string& type) {
+  if (value < 1)
+    throw ConfigError(
+        fmt::format("optimizer.params.{}: {} needs an integer >= 1 (got {})", key, type, value));
+}
+
+size_t total(const std::vector<size_t>& sizes) {
+  size_t sum = 0;
+  for (size_t size : sizes) sum += size;
+  return sum;
+}
+
+}  // namespace
+
+CompressedAdam::CompressedAdam(const OptimizerOptions& options, comm::ProcessGroup* group,
+                               std::vector<size_t> segments,
+                               std::vector<OptimizerPartition::Run> decayRuns)
+    : opt_(options),
+      zeroOne_(options.type == "ZeroOneAdam"),
+      count_(total(segments)),
+      decayRuns_(std::move(decayRuns)),
+      allreduce_(group, std::move(segments)) {
+  DS_CHECK(opt_.compressed(), "CompressedAdam for optimizer type {}", opt_.type);
+  if (zeroOne_) {
+    checkPositive(opt_.varFreezeStep, "var_freeze_step", opt_.type);
+    checkPositive(opt_.varUpdateScaler, "var_update_scaler", opt_.type);
+    checkPositive(opt_.localStepScaler, "local_step_scaler", opt_.type);
+    checkPositive(opt_.localStepClipper, "local_step_clipper", opt_.type);
+  } else {
+    checkPositive(opt_.freezeStep, "freeze_step", opt_.type);
+  }
+  if (decayRuns_.empty()) decayRuns_.push_back({0, count_});
+  scratch_.assign(count_, 0.f);
+}
+
+bool CompressedAdam::exactGradients(int64_t t) const {
+  if (!zeroOne_) return t <= opt_.freezeStep;
+  return !frozen_ && t % varInterval_ == 0;
+}
+
+bool CompressedAdam::plainAdam(int64_t t) const { return exactGradients(t) && varSteps_ == t - 1; }
+
+CompressedAdam::Coeffs CompressedAdam::coeffs(int64_t t, int64_t varSteps,
+                                              float learningRate) const {
+  const double bc1 = opt_.biasCorrection ? 1.0 - std::pow(double(opt_.beta1), double(t)) : 1.0;
+  const double bc2 =
+      opt_.biasCorrection ? 1.0 - std::pow(double(opt_.beta2), double(varSteps)) : 1.0;
+  DS_CHECK(bc1 > 0 && bc2 > 0, "{} step {} with {} variance updates", opt_.type, t, varSteps);
+  return {float(-double(learningRate) / bc1), float(1.0 / std::sqrt(bc2)),
+          -learningRate * opt_.weightDecay};
+}
+
+// fn(begin, end, decay) over [0, count_), split where weight decay starts or stops.
+template <class Fn>
+void CompressedAdam::forEachRun(Fn fn) const {
+  size_t pos = 0;
+  for (const auto& run : decayRuns_) {
+    if (pos < run.begin) fn(pos, run.begin, false);
+    fn(run.begin, run.end, true);
+    pos = run.end;
+  }
+  if (pos < count_) fn(pos, count_, false);
+}
+
+// m = beta1 m + (1 - beta1) g (and v likewise when expAvgSq is given), g = grads * gradScale.
+void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq) {
+  const float b1 = opt_.beta1, b2 = opt_.beta2, c1 = 1.f - b1, c2 = 1.f - b2;
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < long(count_); ++i) {
+    const float g = grads[i] * gradScale;
+    expAvg[i] = expAvg[i] * b1 + g * c1;
+    if (expAvgSq) expAvgSq[i] = expAvgSq[i] * b2 + g * g * c2;
+  }
+}
+
+// p += -lr*wd*p (decay runs) ; p += stepSize * m / (sqrt(v)/sqrt(bc2) + eps): AdamW's form.
+void CompressedAdam::applyUpdate(const Coeffs& c, float* params, const float* expAvg,
+                                 const float* expAvgSq) {
+  const float eps = opt_.eps;
+  forEachRun([&](size_t begin, size_t end, bool decay) {
+    const float decoupled = decay ? c.decoupled : 0.f;
+#pragma omp parallel for schedule(static)
+    for (long i = long(begin); i < long(end); ++i) {
+      const float denom = std::sqrt(expAvgSq[i]) * c.bc2RsqrtInv + eps;
+      float p = params[i];
+      p = p + p * decoupled;
+      params[i] = p + (expAvg[i] / denom) * c.stepSize;
+    }
+  });
+}
+
+void CompressedAdam::step(int64_t t, const float* grads, float gradScale, float learningRate,
+                          float* params, float* expAvg, float* expAvgSq) {
+  DS_CHECK(!plainAdam(t), "{} step {} is plain Adam", opt_.type, t);
+  if (!zeroOne_) {  // 1-bit Adam after freeze_step: local momentum, 1-bit averaged
+    momentum(grads, gradScale, expAvg, nullptr);
+    allreduce_.run(expAvg);
+    applyUpdate(coeffs(t, varSteps_, learningRate), params, expAvg, expAvgSq);
+    return;
+  }
+  if (!frozen_ && exactGradients(t)) {  // a variance step after 1-bit steps
+    momentum(grads, gradScale, expAvg, expAvgSq);
+    applyUpdate(coeffs(t, varSteps_ + 1, learningRate), params, expAvg, expAvgSq);
+    return;
+  }
+  if (!frozen_) {  // the 1-bit averaged gradient updates the momentum only
+    for (size_t i = 0; i < count_; ++i) scratch_[i] = grads[i] * gradScale;
+    allreduce_.run(scratch_.data());
+    momentum(scratch_.data(), 1.f, expAvg, nullptr);
+    applyUpdate(coeffs(t, varSteps_, learningRate), params, expAvg, expAvgSq);
+    return;
+  }
+  // A local step: own gradient, own parameters, synchronised every local-step interval.
+  const Coeffs c = coeffs(t, varSteps_, learningRate);
+  momentum(grads, gradScale, expAvg, nullptr);
+  applyUpdate(c, params, expAvg, expAvgSq);
+  localLrs_ += -double(c.stepSize);
+  if (t % localInterval_ == 0) localSync(params, expAvg, expAvgSq, t);
+}
+
+// DeepSpeed's momentum_accumulator round: the updates since the last sync, scaled back by the
+// Adam denominator, are 1-bit averaged; the momentum becomes -average / sum(lr); every rank's
+// parameters become anchor + average / denominator (bitwise alike: the anchor is shared).
+void CompressedAdam::localSync(float* params, float* expAvg, const float* expAvgSq, int64_t t) {
+  const float bc2RsqrtInv = coeffs(t, varSteps_, 1.f).bc2RsqrtInv, eps = opt_.eps;
+  for (size_t i = 0; i < count_; ++i)
+    scratch_[i] = (params[i] - anchor_[i]) * (std::sqrt(expAvgSq[i]) * bc2RsqrtInv + eps);
+  allreduce_.run(scratch_.data());
+  const float invLrs = float(1.0 / localLrs_);
+  for (size_t i = 0; i < count_; ++i) {
+    expAvg[i] = -scratch_[i] * invLrs;
+    params[i] = anchor_[i] + scratch_[i] / (std::sqrt(expAvgSq[i]) * bc2RsqrtInv + eps);
+  }
+  anchor_.assign(params, params + count_);
+  localLrs_ = 0;
+}
+
+void CompressedAdam::finishStep(int64_t t, const float* params) {
+  if (!zeroOne_) {
+    if (t <= opt_.freezeStep) ++varSteps_;
+    return;
+  }
+  if (frozen_) {
+    if (++localCounter_ == opt_.localStepScaler) {
+      localCounter_ = 0;
+      localInterval_ = std::min(opt_.localStepClipper, localInterval_ * 2);
+    }
+    return;
+  }
+  if (t % varInterval_ == 0) {
+    ++varSteps_;
+    if (++varCounter_ == opt_.varUpdateScaler) {
+      varCounter_ = 0;
+      varInterval_ *= 2;
+    }
+  }
+  if (t >= opt_.varFreezeStep) {  // the errors held gradients; from now on, updates
+    frozen_ = true;
+    allreduce_.resetErrors();
+    if (params) anchor_.assign(params, params + count_);
+    localLrs_ = 0;
+  }
+}
+
+void CompressedAdam::restore(int64_t stepsDone, const float* params) {
+  varSteps_ = varCounter_ = localCounter_ = 0;
+  varInterval_ = localInterval_ = 1;
+  frozen_ = false;
+  for (int64_t t = 1; t <= stepsDone; ++t) finishStep(t, nullptr);
+  allreduce_.resetErrors();
+  localLrs_ = 0;
+  if (frozen_) anchor_.assign(params, params + count_);
+}
+
+}  // namespace ds::zero
