@@ -14,8 +14,8 @@ Fp16Hooks::Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()>
     : inner_(inner),
       table_(std::move(table)),
       blockParams_(size_t(numBlocks)),
-      saved_(params.size(), nullptr),
-      ops_(ops) {
+      ops_(ops),
+      saved_(params.size(), nullptr) {
   for (size_t i = 0; i < params.size(); ++i) {
     numel_.push_back(params[i].numel);
     for (int b : params[i].blocks)
