@@ -7,6 +7,8 @@ Usage:
   compare_losses.py REF.json TEST.json --band BF16.json FP32.json [--band-factor 3] [--band-floor 1e-4]
       the tolerance is band-factor x the max relative difference between BF16.json and
       FP32.json (how far bf16 rounding moves the CPU run), but at least band-floor.
+  ... [--same-scaling]   also FAIL unless both runs skipped the same steps with the same loss
+      scales (fp16: the dynamic loss scaler's schedule must match step for step)
 
 The relative difference of step i is |test_i - ref_i| / max(|ref_i|, 1e-12); both runs must
 have the same steps (same first_step and count) and only finite losses. Prints one line:
@@ -59,6 +61,7 @@ def main(argv):
     ap.add_argument("--band", nargs=2, metavar=("BF16", "FP32"))
     ap.add_argument("--band-factor", type=float, default=3.0)
     ap.add_argument("--band-floor", type=float, default=1e-4)
+    ap.add_argument("--same-scaling", action="store_true")
     a = ap.parse_args(argv)
     if a.rtol is not None and a.band:
         ap.error("--rtol and --band exclude each other")
@@ -73,6 +76,15 @@ def main(argv):
         print(line)
         return 0
     ok = r <= rtol
+    if a.same_scaling:
+        rj, tj = load(a.ref)[0], load(a.test)[0]
+        skips = [rj.get("skipped_steps"), tj.get("skipped_steps")]
+        scales = [rj.get("loss_scale"), tj.get("loss_scale")]
+        same = skips[0] == skips[1] and scales[0] == scales[1]
+        ok = ok and same
+        line += (f" skipped={skips[0]} final_scale={(scales[0] or [None])[-1]}" if same else
+                 f" SCALING DIFFERS: skipped {skips[0]} vs {skips[1]}, scales {scales[0]} vs "
+                 f"{scales[1]}")
     print(f"{line} rtol={rtol:.2e}{how} {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

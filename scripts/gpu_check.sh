@@ -8,7 +8,9 @@
 #   train   the built-in default plan, --set train.steps=20, on cpu and on cuda, fp32 and bf16,
 #           at ZeRO stages 0-3 and with offload_optimizer / offload_param cpu; cuda losses
 #           against the cpu run of the same plan: fp32 within 1e-4 relative at every step; bf16
-#           within 3x the largest cpu-bf16-vs-cpu-fp32 relative difference of that plan
+#           within 3x the largest cpu-bf16-vs-cpu-fp32 relative difference of that plan; fp16
+#           (emulated on fp32 kernels, docs/gpu.md "Precision") at stages 0, 2 and 3 within 1e-3
+#           with the same skipped steps and loss scales as the cpu fp16 run
 #   bench   bench/gpu/torch_gpt2.py (PyTorch eager and torch.compile) and dsrt on the same GPT-2
 #           124M (B=16, T=1024, bf16, synthetic data): tokens/s, step time, MFU against 989
 #           TFLOP/s (H100/H200 SXM dense bf16) with nanoGPT's 6N + 12LCT flops per token;
@@ -302,6 +304,10 @@ if want train; then
     CFGS=(s0 s1 s1+oo s2 s2+oo s3 s3+oo s3+oo+op s0+ckpt s3+ckpt)
   fi
   DTYPES=(fp32 bf16)
+  # The (dtype, cfg) pairs: every cfg in fp32 and bf16; fp16 (device engine only: no offload).
+  PAIRS=()
+  for dtype in "${DTYPES[@]}"; do for cfg in "${CFGS[@]}"; do PAIRS+=("$dtype $cfg"); done; done
+  PAIRS+=("fp16 s0" "fp16 s2" "fp16 s3")
 
   # train_run DEV DTYPE CFG: one dsrt train of the default plan; summary in $WORK/train.
   train_run() {
@@ -310,8 +316,9 @@ if want train; then
     sets=(--set "train.steps=$STEPS" --set train.eval_every=0 --set train.log_every=5)
     for kv in ${CFG[$cfg]}; do sets+=(--set "$kv"); done
     [[ $dtype == bf16 ]] && sets+=(--set deepspeed.bf16.enabled=true)
+    [[ $dtype == fp16 ]] && sets+=(--set deepspeed.fp16.enabled=true)
     if [[ $dev == cuda ]] || ((HAVE_DEVICE)); then sets+=(--set "train.device=$dev"); fi
-    if [[ $dev == cuda && $dtype == fp32 ]] && ((HAVE_TF32)); then sets+=(--set train.tf32=false); fi
+    if [[ $dev == cuda && $dtype != bf16 ]] && ((HAVE_TF32)); then sets+=(--set train.tf32=false); fi
     mkdir -p "$WORK/train/$tag"
     local t0 rc=0
     t0=$(now_ms)
@@ -325,32 +332,31 @@ if want train; then
   jobs_max=$(($(nproc) / 2))
   ((jobs_max >= 1)) || jobs_max=1
   t0=$(now_ms)
-  for dtype in "${DTYPES[@]}"; do
-    for cfg in "${CFGS[@]}"; do
-      while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
-      OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 train_run cpu "$dtype" "$cfg" &
-    done
+  for pair in "${PAIRS[@]}"; do
+    read -r dtype cfg <<<"$pair"
+    while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+    OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 train_run cpu "$dtype" "$cfg" &
   done
   wait || true
-  note "        (cpu reference runs: ${#CFGS[@]} plans x ${#DTYPES[@]} dtypes in $(secs_since "$t0") s;" \
+  note "        (cpu reference runs: ${#PAIRS[@]} (dtype, plan) pairs in $(secs_since "$t0") s;" \
     "train.device key $([[ $HAVE_DEVICE == 1 ]] && echo present || echo ABSENT: cuda runs cannot select the GPU)," \
     "train.tf32 $([[ $HAVE_TF32 == 1 ]] && echo "set false for fp32" || echo absent))"
-  for dtype in "${DTYPES[@]}"; do
-    for cfg in "${CFGS[@]}"; do
-      if [[ -n ${CUDA_HUNG:-} ]]; then  # one cuda run timed out: do not wait on each of the rest
-        tag=cuda_${dtype}_${cfg//+/_}
-        echo "gpu_check.sh: not run: $CUDA_HUNG timed out" >"$LOGS/train/$tag.txt"
-        echo "97 0" >"$WORK/train/$tag.rc"
-        continue
-      fi
-      train_run cuda "$dtype" "$cfg"
-      read -r rc _ < <(run_status "cuda_${dtype}_${cfg//+/_}")
-      ((rc != 124 && rc != 137)) || CUDA_HUNG="cuda $dtype $cfg"
-    done
+  for pair in "${PAIRS[@]}"; do
+    read -r dtype cfg <<<"$pair"
+    if [[ -n ${CUDA_HUNG:-} ]]; then  # one cuda run timed out: do not wait on each of the rest
+      tag=cuda_${dtype}_${cfg//+/_}
+      echo "gpu_check.sh: not run: $CUDA_HUNG timed out" >"$LOGS/train/$tag.txt"
+      echo "97 0" >"$WORK/train/$tag.rc"
+      continue
+    fi
+    train_run cuda "$dtype" "$cfg"
+    read -r rc _ < <(run_status "cuda_${dtype}_${cfg//+/_}")
+    ((rc != 124 && rc != 137)) || CUDA_HUNG="cuda $dtype $cfg"
   done
 
-  for dtype in "${DTYPES[@]}"; do
-    for cfg in "${CFGS[@]}"; do
+  for pair in "${PAIRS[@]}"; do
+    read -r dtype cfg <<<"$pair"
+    {
       tag=${dtype}_${cfg//+/_}
       name="$dtype $cfg (${STEPS} steps)"
       read -r crc csec < <(run_status "cpu_$tag")
@@ -364,6 +370,8 @@ if want train; then
       cmp=$LOGS/train/compare_$tag.txt
       if [[ $dtype == fp32 ]]; then
         args=(--rtol 1e-4)
+      elif [[ $dtype == fp16 ]]; then
+        args=(--rtol 1e-3 --same-scaling)
       else
         rc=0
         [[ -f $WORK/train/cpu_fp32_${cfg//+/_}.json ]] || rc=1
@@ -382,7 +390,7 @@ if want train; then
         result train "$name" FAIL "$line; cuda $gsec s, cpu $csec s"
       fi
       cp "$WORK/train/cpu_$tag.json" "$WORK/train/cuda_$tag.json" "$LOGS/train/" 2>/dev/null || true
-    done
+    }
   done
 fi
 
@@ -463,6 +471,22 @@ if want bench; then
     s0_ms=$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line" | head -1)
   else
     result bench "dsrt gpt2-124M bf16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2.txt"
+  fi
+  # fp16 on the same model: emulated on the fp32 (TF32) kernels with device-side rounding and
+  # loss scaling (docs/gpu.md "Precision"), so slower than bf16; the ratio says by how much.
+  sum16=$WORK/bench/dsrt_gpt2_fp16.json
+  sets16=("${sets[@]/deepspeed.bf16.enabled=true/deepspeed.fp16.enabled=true}")
+  rc=0
+  (cd "$WORK/bench" && bounded 300 "$LOGS/bench/dsrt_gpt2_fp16.txt" "${RUN[@]}" "$DSRT" train \
+    "${sets16[@]}" --summary "$sum16") || rc=$?
+  if ((rc == 0)) && [[ -f $sum16 ]] && line=$(mfu_of "$sum16" 2>>"$LOGS/bench/dsrt_gpt2_fp16.txt"); then
+    cp "$sum16" "$LOGS/bench/"
+    ms16=$(sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p' <<<"$line" | head -1)
+    vs=""
+    [[ -n $s0_ms && -n $ms16 ]] && vs="; step time $(awk -v a="$ms16" -v b="$s0_ms" 'BEGIN{printf "%.2f", a/b}')x bf16 s0"
+    result bench "dsrt gpt2-124M fp16 s0" OK "$line$vs"
+  else
+    result bench "dsrt gpt2-124M fp16 s0" FAIL "rc=$rc" "$LOGS/bench/dsrt_gpt2_fp16.txt"
   fi
   # ZeRO-Offload on the same model: the host engine + device mirror (runtime/engine/device_mirror.h)
   # at stage 2 + offload_optimizer cpu and stage 3 + offload_optimizer/offload_param cpu, with the

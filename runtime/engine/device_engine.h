@@ -11,10 +11,12 @@
 // micro-step by DeviceStage3 (device_stage3.h). step() reduces what the hooks did not, waits on
 // every bucket in issue order, checks overflow and the global norm, and runs the fused optimizer
 // kernel on this rank's partition; stages 1-2 then all-gather the updated partition, stage 3
-// regathers its persistent parameters. Not offload nor fp16 (those run on the host ZeroEngine
-// with a DeviceMirror). Invariant: identical calls on every rank; at stages 1-2 the partition of
-// rank r is [r*shard, min((r+1)*shard, numel)) with shard = ceil(numel / world); a parameter is
-// reduced at most once per step (stage 3: per micro-step), after its last gradient contribution.
+// regathers its persistent parameters. Not offload (the host ZeroEngine with a DeviceMirror). fp16
+// mode runs here with fp32 compute: the trainer's Fp16Hooks round weights and gradients on the
+// device and the overflow check below skips the step (docs/gpu.md "Precision"). Invariant:
+// identical calls on every rank; at stages 1-2 the partition of rank r is [r*shard,
+// min((r+1)*shard, numel)) with shard = ceil(numel / world); a parameter is reduced at most once
+// per step (stage 3: per micro-step), after its last gradient contribution.
 #pragma once
 
 #include <memory>
@@ -37,7 +39,7 @@ class DeviceStage3;
 class DeviceEngine final : public zero::TrainingEngine {
  public:
   // params in the model's order, with decay flags; group == nullptr: one rank. Throws
-  // NotSupported for what it does not implement (offload, fp16, Lamb), naming the key.
+  // NotSupported for what it does not implement (offload, Lamb), naming the key.
   DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::ProcessGroup* group,
                const zero::ZeroOptions& zopts, const zero::OptimizerOptions& oopts);
   ~DeviceEngine() override;

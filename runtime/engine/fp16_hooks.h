@@ -1,30 +1,31 @@
-// Fp16Hooks: what makes fp16 mode faithful on CPU, where the kernels compute in fp32. A BlockHooks
+// Fp16Hooks: what makes fp16 mode faithful where the kernels compute in fp32 (the host path, and
+// the device engine on an Ops: the GPU's fp16 mode, docs/gpu.md "Precision"). A BlockHooks
 // decorator around the parameter owner's hooks: while a block runs forward or backward, the model
 // reads fp16-rounded copies of that block's weights (fp32 masters untouched), and when a block's
 // backward is done its gradients are rounded to fp16 (values of magnitude >= 65520 become inf,
 // below 2^-24 flush to zero), so the engine's inf/nan check skips exactly the steps whose fp16
 // gradients would overflow. Activations stay fp32 (not emulated). Memory: one scratch buffer the
-// size of the largest block's parameters (blocks run one at a time, as the hooks contract says).
-// Not thread-safe.
+// size of the largest block's parameters (blocks run one at a time, as the hooks contract says),
+// in the Ops' memory when an Ops is given (then the table's pointers are that Ops' memory and
+// the copies and rounding run on its stream), else on the host. Not thread-safe.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <vector>
 
+#include "runtime/tensor/fp16_round.h"
+#include "runtime/tensor/ops.h"
 #include "zero/param_table.h"
 
 namespace ds::runtime {
 
-// In place: each value becomes the fp32 value of its nearest fp16 (round to nearest even, +-inf
-// beyond fp16's range, NaN stays NaN). Same result as (float)(_Float16)x.
-void roundToFp16(float* x, size_t n);
-
 class Fp16Hooks : public zero::BlockHooks {
  public:
-  // table() is read at every hook (the owner may move tensors between blocks).
+  // table() is read at every hook (the owner may move tensors between blocks). ops: the memory
+  // the table points into (nullptr: the host's).
   Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()> table,
-            const std::vector<zero::ParamInfo>& params, int numBlocks);
+            const std::vector<zero::ParamInfo>& params, int numBlocks, Ops* ops = nullptr);
 
   void beforeForward(int b) override;
   void afterForward(int b) override;
@@ -39,9 +40,12 @@ class Fp16Hooks : public zero::BlockHooks {
   std::function<zero::ParamTable&()> table_;
   std::vector<size_t> numel_;
   std::vector<std::vector<size_t>> blockParams_;  // [block] -> param indices
-  std::vector<float> scratch_;                    // the active block's rounded weights
-  std::vector<float*> saved_;                     // [param] the owner's pointer while redirected
-  int active_ = -1;                               // block whose weights are redirected
+  std::vector<float> scratch_;                    // the active block's rounded weights (host)
+  Ops* ops_ = nullptr;                            // set: the table is this Ops' memory
+  OpsBuffer devScratch_;                          // ops_ set: the rounded weights there
+  size_t devScratchFloats_ = 0;
+  std::vector<float*> saved_;  // [param] the owner's pointer while redirected
+  int active_ = -1;            // block whose weights are redirected
 };
 
 }  // namespace ds::runtime

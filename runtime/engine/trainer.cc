@@ -40,9 +40,10 @@ double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The model and ZeroEngine compute dtype. fp16 is emulated: fp32 kernels reading fp16-rounded
-// weights, gradients rounded to fp16 (so they overflow where fp16's would) and DeepSpeed's
-// dynamic loss scaler (fp16_hooks.h; docs/plan.md "fp16 on CPU").
+// The model and ZeroEngine compute dtype. fp16 is emulated, on the host and on a device alike:
+// fp32 kernels reading fp16-rounded weights, gradients rounded to fp16 (so they overflow where
+// fp16's would) and DeepSpeed's dynamic loss scaler (fp16_hooks.h; docs/plan.md "fp16 on CPU",
+// docs/gpu.md "Precision").
 DType computeDtype(const Plan& p) { return p.deepspeed.bf16 ? DType::kBF16 : DType::kF32; }
 
 int dataVocab(const ModelConfig& m) {
@@ -89,15 +90,25 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
                          : std::string());
     logLine("cpu " + summary_.threadPolicy);
   }
-  if (ops_ && plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
-    throw ConfigError(fmt::format("{}: fp16.enabled on {}: the op models compute in fp32 or bf16",
-                                  plan_.source, ops_->name()));
   model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
 
   zero::ZeroOptions z = plan_.deepspeed.zero;
   z.compute = mc.compute;
   DecayChoice decay = applyDecayChoice(model_->params(), plan_);
   logLine(decay.line);
+  const bool fp16 = plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16;
+  if (ops_ && fp16 && !DeviceEngine::handles(z, plan_.deepspeed.optimizer))
+    throw ConfigError(fmt::format(
+        "{}: fp16.enabled on {} with {}: fp16 on a device runs on the device engine only (ZeRO "
+        "stages 0-3 without offload, Adam/AdamW/SGD); unset {}, use bf16.enabled, or "
+        "train.device: cpu",
+        plan_.source, ops_->name(),
+        z.offloadOptimizer.enabled() ? "zero_optimization.offload_optimizer"
+        : z.offloadParam.enabled()   ? "zero_optimization.offload_param"
+                                     : "optimizer.type " + plan_.deepspeed.optimizer.type,
+        z.offloadOptimizer.enabled() ? "zero_optimization.offload_optimizer"
+        : z.offloadParam.enabled()   ? "zero_optimization.offload_param"
+                                     : "optimizer.type"));
   // On a device, stages 0-3 without offload keep everything there (DeviceEngine, stage 3 only
   // this rank's partition; a backend without device buffers, gloo or mpi, stages them through
   // pinned host memory in comm); offload runs the host ZeroEngine with a DeviceMirror that moves
@@ -154,10 +165,11 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
                       "parameters uploaded while the next updates (DS_OFFLOAD_OVERLAP=0: off)",
                       tile));
   }
-  if (plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16)
+  // fp16 on a device: the device engine's table is that Ops' memory (no mirror, checked above).
+  if (fp16)
     fp16Hooks_ = std::make_unique<Fp16Hooks>(
         *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, model_->params(),
-        model_->numBlocks());
+        model_->numBlocks(), ops_);
 
   corpora_ = openCorpora(plan_.data, dataVocab(plan_.model));
   LoaderOptions lo;

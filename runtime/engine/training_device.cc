@@ -33,11 +33,6 @@ TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int
   out.info = got.info;
   out.why = got.choice.why;
   if (!got.choice.cuda) return out;
-  if (plan.deepspeed.fp16.enabled && !plan.deepspeed.bf16)
-    throw ConfigError(fmt::format(
-        "{}: fp16.enabled on {} ({}): the GPU path computes in fp32 or bf16; use bf16.enabled "
-        "or train.device: cpu (fp16 is emulated on the CPU)",
-        plan.source, got.choice.name(), siteText(site)));
   if (plan.deepspeed.optimizer.compressed())
     throw ConfigError(fmt::format(
         "{}: optimizer.type {} on {} ({}): 1-bit Adam / 0/1 Adam run on the CPU path only (the "

@@ -20,7 +20,8 @@ struct TrainingDevice {
 };
 
 // Throws ConfigError (no device where the plan asks for cuda, more local ranks than devices,
-// fp16 on a GPU) naming the key, the rank, the host and the device counts.
+// ...) naming the key, the rank, the host and the device counts. fp16 is allowed (the trainer
+// emulates it on the device engine; docs/gpu.md "Precision").
 TrainingDevice openTrainingDevice(const Plan& plan, int rank, int localRank, int localSize);
 
 }  // namespace ds::runtime

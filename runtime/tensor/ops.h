@@ -196,6 +196,10 @@ class Ops {
   virtual void scale(float* x, size_t n, float factor) = 0;
   // dst16[i] = bf16(src[i]), round to nearest even.
   virtual void toBf16(bf16* dst16, const float* src, size_t n) = 0;
+  // In place: x[i] = float(fp16(x[i])), round to nearest even, +-inf beyond fp16's range (65520
+  // and above), NaN stays NaN, fp16 subnormals kept (multiples of 2^-24). fp16 mode's emulation
+  // (runtime/engine/fp16_hooks.h) on whichever memory the Ops owns.
+  virtual void roundToFp16(float* x, size_t n) = 0;
   // One Adam step over every range of the flat buffers (one launch where the device allows);
   // out16 (may be null) receives bf16 of the updated params in the same pass.
   virtual void adam(float* params, float* expAvg, float* expAvgSq, const float* grads, bf16* out16,

@@ -16,6 +16,7 @@
 #include "runtime/tensor/cross_entropy.h"
 #include "runtime/tensor/elementwise.h"
 #include "runtime/tensor/encoder.h"
+#include "runtime/tensor/fp16_round.h"
 #include "runtime/tensor/layernorm.h"
 #include "runtime/tensor/matmul.h"
 #include "runtime/tensor/threads.h"
@@ -229,6 +230,8 @@ void CpuOps::scale(float* x, size_t n, float factor) {
 }
 
 void CpuOps::toBf16(bf16* dst16, const float* src, size_t n) { f32ToBf16(dst16, src, n); }
+
+void CpuOps::roundToFp16(float* x, size_t n) { runtime::roundToFp16(x, n); }
 
 namespace {
 zero::Half16Out half16(bf16* out16, size_t offset) {

@@ -1,7 +1,9 @@
-// Reductions and fp32 buffer kernels of CudaOps: sum, sumSquares, scale, toBf16, and the
-// column sums / bias add that matmul_lt.cc uses (kernels.h). Not the layer kernels.
+// Reductions and fp32 buffer kernels of CudaOps: sum, sumSquares, scale, toBf16, roundToFp16,
+// and the column sums / bias add that matmul_lt.cc uses (kernels.h). Not the layer kernels.
 // Invariant: every reduction has a grid fixed by its sizes and a fixed summation order, so a
 // result is bit-reproducible; NaN and inf propagate (no max/min tricks, no skipped elements).
+#include <cuda_fp16.h>
+
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"
@@ -57,6 +59,15 @@ __global__ void toBf16Kernel(uint16_t* dst, const float* src, size_t n) {
   const size_t step = static_cast<size_t>(gridDim.x) * kThreads;
   for (size_t i = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
     dst[i] = math::f32ToBf16Bits(src[i]);
+  }
+}
+
+// float(fp16(x)) with __float2half_rn: round to nearest even, inf beyond 65504 + half an ulp,
+// subnormals kept, NaN stays NaN: the same values as the host's roundToFp16 (CpuOps).
+__global__ void roundToFp16Kernel(float* x, size_t n) {
+  const size_t step = static_cast<size_t>(gridDim.x) * kThreads;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+    x[i] = __half2float(__float2half_rn(x[i]));
   }
 }
 
@@ -167,6 +178,12 @@ void CudaOps::toBf16(bf16* dst16, const float* src, size_t n) {
   if (n == 0) return;
   toBf16Kernel<<<gridFor(n), kThreads, 0, stream_>>>(reinterpret_cast<uint16_t*>(dst16), src, n);
   DS_CUDA_LAUNCHED(toBf16Kernel);
+}
+
+void CudaOps::roundToFp16(float* x, size_t n) {
+  if (n == 0) return;
+  roundToFp16Kernel<<<gridFor(n), kThreads, 0, stream_>>>(x, n);
+  DS_CUDA_LAUNCHED(roundToFp16Kernel);
 }
 
 }  // namespace ds::runtime::cuda

@@ -132,14 +132,16 @@ TEST_CASE("trainer on the device path: checkpoints resume it and move to and fro
   for (size_t i = 0; i < 4; ++i) CHECK(test::relDiff(onOps[i], full[4 + i]) < 1e-5);
 }
 
-TEST_CASE("trainer on the device path refuses fp16, naming the ops", "[unit]") {
-  Plan p = test::gptPlan(1, 0, 1, 2);
+TEST_CASE("trainer on the device path refuses fp16 with offload, naming the key", "[unit]") {
+  Plan p = test::gptPlan(1, 2, 1, 2);
   p.deepspeed.fp16.enabled = true;
+  p.deepspeed.zero.offloadOptimizer.device = "cpu";
   auto ops = makeCpuOps();
   TrainerOptions o;
   o.out = nullptr;
   o.ops = ops.get();
-  CHECK_THROWS_WITH(Trainer(p, nullptr, o), Catch::Contains("fp16") && Catch::Contains("cpu"));
+  CHECK_THROWS_WITH(Trainer(p, nullptr, o), Catch::Contains("fp16") && Catch::Contains("cpu") &&
+                                                Catch::Contains("offload_optimizer"));
 }
 
 TEST_CASE("trainer on cuda ops: ZeRO stage 3 on the device engine, 1 and 2 ranks", "[gpu]") {
