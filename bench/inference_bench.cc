@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
   app.add_option("--ab", ab, "also time batch 1 with gemv off (sgemm)")->capture_default_str();
   app.add_option("--threads", threads, "compute threads (default OpenMP's)");
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as measured (slow on a busy machine)
   if (threads > 0) setComputeThreads(threads);
   if (prompt + steps + 1 > cfg.seqLen || prefill > cfg.seqLen) {
     std::fprintf(stderr, "--prompt/--steps/--prefill exceed --seq_len %d\n", cfg.seqLen);

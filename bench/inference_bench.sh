@@ -4,7 +4,8 @@
 # same prompt/steps/reps), in one run, with the machine's read bandwidth and sgemm peak measured by
 # bench_inference_bench in the same run. Prints ours, torch's and the ratios, and the load average
 # before and after. Usage:
-#   bench/inference_bench.sh [BUILD_DIR] [OUT_FILE]   (env: THREADS=2, STEPS=16, REPS=3, PROMPT=64)
+#   bench/inference_bench.sh [BUILD_DIR] [OUT_FILE]
+#   (env: THREADS=2, STEPS=16, REPS=3, PROMPT=64, PREFILL=512, STREAM_MB=1024)
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -13,6 +14,8 @@ THREADS=${THREADS:-2}
 STEPS=${STEPS:-16}
 REPS=${REPS:-3}
 PROMPT=${PROMPT:-64}
+PREFILL=${PREFILL:-512}
+STREAM_MB=${STREAM_MB:-1024}
 PY=${DS_PYTHON:-/usr/bin/python3}
 BENCH="$BUILD/bench/bench_inference_bench"
 [[ -x "$BENCH" ]] || { echo "inference_bench: $BENCH not built" >&2; exit 2; }
@@ -24,9 +27,11 @@ trap 'rm -rf "$TMP"' EXIT
   echo "# commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- runtime bench || echo '+dirty'); $(date -u '+%F %H:%M UTC')"
   echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) ($(nproc) cores)"
   echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# command: THREADS=$THREADS STEPS=$STEPS REPS=$REPS PROMPT=$PROMPT bench/inference_bench.sh $BUILD"
-  "$BENCH" --threads "$THREADS" --steps "$STEPS" --reps "$REPS" --prompt "$PROMPT" | tee "$TMP/ours.txt"
-  "$PY" bench/torch_decode.py --threads "$THREADS" --steps "$STEPS" --reps "$REPS" --prompt "$PROMPT" | tee "$TMP/torch.txt"
+  echo "# command: THREADS=$THREADS STEPS=$STEPS REPS=$REPS PROMPT=$PROMPT PREFILL=$PREFILL STREAM_MB=$STREAM_MB bench/inference_bench.sh $BUILD"
+  "$BENCH" --threads "$THREADS" --steps "$STEPS" --reps "$REPS" --prompt "$PROMPT" \
+    --prefill "$PREFILL" --stream_mb "$STREAM_MB" | tee "$TMP/ours.txt"
+  "$PY" -u bench/torch_decode.py --threads "$THREADS" --steps "$STEPS" --reps "$REPS" \
+    --prompt "$PROMPT" --prefill "$PREFILL" | tee "$TMP/torch.txt"
   echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "ratios (ours / torch):"
   for dt in fp32 bf16; do
