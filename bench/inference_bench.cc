@@ -10,8 +10,8 @@
 //   prefill:   one --prefill token prompt, tokens/s and GFLOP/s against the sgemm peak.
 // Also times batch 1 with gemv off (sgemm path, --ab) to show what the gemv kernels bring.
 // Random GPT-2 weights (default 124M shapes). Not a correctness check (tests/runtime/inference).
-#include <CLI/CLI.hpp>
 #include <cblas.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -30,8 +30,7 @@ using namespace ds::runtime;
 namespace {
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Bandwidth {
@@ -85,10 +84,8 @@ double stepWeightBytes(const ModelConfig& cfg, ds::DType dt) {
   double bytes = 0;
   for (const auto& p : makeModel(cfg)->params()) {
     const bool matrix = p.shape.size() == 2 && p.name != "wpe";
-    if (p.name == "wpe")
-      bytes += 4.0 * cfg.nEmbd;
-    else
-      bytes += double(p.numel) * (matrix && dt == ds::DType::kBF16 ? 2 : 4);
+    if (p.name == "wpe") bytes += 4.0 * cfg.nEmbd;
+    else bytes += double(p.numel) * (matrix && dt == ds::DType::kBF16 ? 2 : 4);
   }
   return bytes;
 }
@@ -185,9 +182,10 @@ int main(int argc, char** argv) {
   const double peak = sgemmPeak(reps);
   std::printf("threads %d, gemv isa %s, blas core %s\n", computeThreads(),
               gemvIsaName(gemvBestIsa()), blasCoreName().c_str());
-  std::printf("bandwidth: read %.1f GB/s, triad %.1f GB/s (%zu MB arrays); sgemm 2048^3 %.1f "
-              "GFLOP/s\n",
-              bw.read, bw.triad, streamMb, peak);
+  std::printf(
+      "bandwidth: read %.1f GB/s, triad %.1f GB/s (%zu MB arrays); sgemm 2048^3 %.1f "
+      "GFLOP/s\n",
+      bw.read, bw.triad, streamMb, peak);
   auto model = makeModel(cfg);
   std::vector<float> flat0(model->numParamsTotal());
   model->initParams(flat0.data(), 1);
@@ -201,14 +199,16 @@ int main(int argc, char** argv) {
     const InferenceModel m(cfg, flat0, dt);
     const double bytes = stepWeightBytes(cfg, dt);
     const double limit = bw.read * 1e9 / bytes;
-    std::printf("%s: weights %.1f MB read per decode step; bandwidth limit at batch 1 %.1f "
-                "tokens/s\n",
-                dtype.c_str(), bytes / 1e6, limit);
+    std::printf(
+        "%s: weights %.1f MB read per decode step; bandwidth limit at batch 1 %.1f "
+        "tokens/s\n",
+        dtype.c_str(), bytes / 1e6, limit);
     for (int B : batches) {
       const double s = decodeStep(m, B, prompt, steps, reps, {}, rng);
-      std::printf("  decode %s batch %2d: %8.1f tokens/s  %7.2f ms/step  weights %5.1f GB/s  "
-                  "%.2f of the bandwidth limit\n",
-                  dtype.c_str(), B, B / s, s * 1e3, bytes / s / 1e9, B == 1 ? limit * s : 0.0);
+      std::printf(
+          "  decode %s batch %2d: %8.1f tokens/s  %7.2f ms/step  weights %5.1f GB/s  "
+          "%.2f of the bandwidth limit\n",
+          dtype.c_str(), B, B / s, s * 1e3, bytes / s / 1e9, B == 1 ? 1.0 / (limit * s) : 0.0);
       if (B == 1 && ab) {
         const double t = decodeStep(m, 1, prompt, steps, reps, DecoderOptions{0, 0}, rng);
         std::printf("  decode %s batch  1 gemm path (gemv off): %8.1f tokens/s (gemv %.2fx)\n",
@@ -219,9 +219,10 @@ int main(int argc, char** argv) {
       const double s = prefillSeconds(m, prefill, reps, rng);
       const double attn = 2.0 * 2.0 * L * C * 0.5 * prefill * prefill;  // QK^T and AV, causal
       const double gf = (blockFlops * prefill + headFlops + attn) / s / 1e9;
-      std::printf("  prefill %s %d tokens: %8.1f tokens/s  %.1f GFLOP/s  %.2f of the sgemm "
-                  "peak\n",
-                  dtype.c_str(), prefill, prefill / s, gf, gf / peak);
+      std::printf(
+          "  prefill %s %d tokens: %8.1f tokens/s  %.1f GFLOP/s  %.2f of the sgemm "
+          "peak\n",
+          dtype.c_str(), prefill, prefill / s, gf, gf / peak);
     }
   }
   return 0;

@@ -55,14 +55,14 @@ void checkAgainstReference(const std::vector<float>& got, const std::vector<floa
 
 }  // namespace
 
-TEST_CASE("gemv matches an fp64 reference on every ISA, fp32 and bf16 weights") {
+TEST_CASE("gemv matches an fp64 reference on every ISA, fp32 and bf16 weights", "[unit]") {
   struct Shape {
     int N, C, OC;
     bool bias;
   };
-  const Shape shapes[] = {{1, 768, 50, true},  {1, 37, 13, true}, {2, 16, 4, false},
-                          {3, 3, 7, true},     {4, 100, 9, true}, {5, 768, 6, false},
-                          {7, 24, 17, true},   {16, 64, 33, true}};
+  const Shape shapes[] = {{1, 768, 50, true}, {1, 37, 13, true}, {2, 16, 4, false},
+                          {3, 3, 7, true},    {4, 100, 9, true}, {5, 768, 6, false},
+                          {7, 24, 17, true},  {16, 64, 33, true}};
   for (GemvIsa isa : supportedIsas()) {
     for (const Shape& s : shapes) {
       INFO("isa " << gemvIsaName(isa));
@@ -86,7 +86,7 @@ TEST_CASE("gemv matches an fp64 reference on every ISA, fp32 and bf16 weights") 
   }
 }
 
-TEST_CASE("gemv results do not depend on the thread count") {
+TEST_CASE("gemv results do not depend on the thread count", "[unit]") {
   const int N = 2, C = 768, OC = 2304;  // GPT-2 qkv: large enough to run in parallel
   const auto x = randomVec(size_t(N) * C, 4);
   const auto w = randomVec(size_t(OC) * C, 5);
@@ -101,7 +101,7 @@ TEST_CASE("gemv results do not depend on the thread count") {
   REQUIRE(one == two);
 }
 
-TEST_CASE("gemv refuses an ISA the CPU lacks") {
+TEST_CASE("gemv refuses an ISA the CPU lacks", "[unit]") {
   for (GemvIsa isa : {GemvIsa::kAvx2, GemvIsa::kAvx512}) {
     if (gemvIsaSupported(isa)) continue;
     float out = 0, x = 1, w = 1;
