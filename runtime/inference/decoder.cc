@@ -11,6 +11,7 @@
 #include "runtime/model/gpt2_layout.h"
 #include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/elementwise.h"
+#include "runtime/tensor/gemv.h"
 #include "runtime/tensor/layernorm.h"
 #include "runtime/tensor/matmul.h"
 #include "runtime/tensor/matmul_bf16.h"
@@ -25,8 +26,9 @@ size_t sz(int v) { return static_cast<size_t>(v); }
 
 }  // namespace
 
-Decoder::Decoder(const InferenceModel& model, int slots)
+Decoder::Decoder(const InferenceModel& model, int slots, const DecoderOptions& opts)
     : m_(model),
+      opts_(opts),
       cache_(model.config().nLayer, slots, model.config().seqLen, model.config().nEmbd) {}
 
 void Decoder::ensure(int n) {
@@ -47,19 +49,30 @@ void Decoder::ensure(int n) {
   sizeTo(scores_, N * sz(m_.config().nHead) * sz(m_.config().seqLen));
 }
 
-// out[n, cout] = in[n, cin] . W^T + b. bf16 weights: the native bf16 gemm where the process chose
-// it (as the training model does), else the weight widened to fp32 and sgemm.
+// out[n, cout] = in[n, cin] . W^T + b. A decode step's few rows (DecoderOptions): the
+// weight-streaming gemv, which reads W once at memory bandwidth. More rows
+// (prefill, big batches): fp32 sgemm; bf16 the native bf16 gemm where the process chose it (as the
+// training model does), else the weight widened to fp32 and sgemm.
 void Decoder::linear(float* out, const float* in, int kw, int kb, int layer, int n, int cin,
                      int cout) {
   const int iw = m_.layerParam(kw, layer);
   const float* bias = m_.f32(m_.layerParam(kb, layer));
-  if (m_.dtype() == DType::kF32) {
-    matmulForward(out, in, m_.f32(iw), bias, n, cin, cout);
+  product(out, in, m_.f32(iw), m_.b16(iw), bias, n, cin, cout);
+}
+
+void Decoder::product(float* out, const float* in, const float* w32, const bf16* w16,
+                      const float* bias, int n, int cin, int cout) {
+  if (m_.dtype() == DType::kF32 && n <= opts_.gemvMaxRows) {
+    gemvForward(out, in, w32, bias, n, cin, cout);
+  } else if (m_.dtype() == DType::kBF16 && n <= opts_.gemvMaxRowsBf16) {
+    gemvForwardBf16(out, in, w16, bias, n, cin, cout);
+  } else if (m_.dtype() == DType::kF32) {
+    matmulForward(out, in, w32, bias, n, cin, cout);
   } else if (bf16LinearNative()) {
-    matmulForwardBf16(out, in, m_.b16(iw), bias, n, cin, cout);
+    matmulForwardBf16(out, in, w16, bias, n, cin, cout);
   } else {
     widen_.resize(sz(cin) * sz(cout));
-    bf16ToF32(widen_.data(), m_.b16(iw), widen_.size());
+    bf16ToF32(widen_.data(), w16, widen_.size());
     matmulForward(out, in, widen_.data(), bias, n, cin, cout);
   }
 }
@@ -172,15 +185,7 @@ void Decoder::forward(const int* slots, const int32_t* tokens, int n,
   const int iLnf = 2 + 12 * L;
   layernormForward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), m_.f32(iLnf),
                    m_.f32(iLnf + 1), rows, C);
-  if (m_.dtype() == DType::kF32) {
-    matmulForward(logits, ln_.data(), m_.f32(0), nullptr, rows, C, V);
-  } else if (bf16LinearNative()) {
-    matmulForwardBf16(logits, ln_.data(), m_.b16(0), nullptr, rows, C, V);
-  } else {
-    widen_.resize(sz(V) * sz(C));
-    bf16ToF32(widen_.data(), m_.b16(0), widen_.size());
-    matmulForward(logits, ln_.data(), widen_.data(), nullptr, rows, C, V);
-  }
+  product(logits, ln_.data(), m_.f32(0), m_.b16(0), nullptr, rows, C, V);  // tied: wte once
 }
 
 }  // namespace ds::runtime

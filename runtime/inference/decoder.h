@@ -16,9 +16,18 @@
 
 namespace ds::runtime {
 
+// Where a linear product leaves the weight-streaming gemv (runtime/tensor/gemv.h) for a gemm: at
+// most this many rows use gemv (weights read once from memory, each 4-row group reused from L1 by
+// every row), more use sgemm (fp32) or the bf16 linear path. bf16 reaches further because its gemm
+// path widens the whole matrix per call. 0 turns gemv off (A/B measurements).
+struct DecoderOptions {
+  int gemvMaxRows = 4;
+  int gemvMaxRowsBf16 = 16;
+};
+
 class Decoder {
  public:
-  Decoder(const InferenceModel& model, int slots);
+  Decoder(const InferenceModel& model, int slots, const DecoderOptions& opts = {});
   // logits: [count of logitRows, vocab] for the rows i with logitRows[i] true (all rows when
   // logitRows is empty), in row order. Throws ConfigError when a slot would pass the context or a
   // token is outside the vocabulary.
@@ -31,9 +40,12 @@ class Decoder {
  private:
   void ensure(int n);
   void linear(float* out, const float* in, int kw, int kb, int layer, int n, int cin, int cout);
+  void product(float* out, const float* in, const float* w32, const bf16* w16, const float* bias,
+               int n, int cin, int cout);
   void attention(int layer, const int* slots, const int* pos, int n);
 
   const InferenceModel& m_;
+  DecoderOptions opts_;
   KvCache cache_;
   std::vector<int> pos_;
   std::vector<float> x_, ln_, mean_, rstd_, qkv_, atty_, tmp_, res2_, fch_, fchGelu_, widen_,

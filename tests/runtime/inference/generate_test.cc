@@ -21,6 +21,7 @@
 #include "runtime/inference/inference_model.h"
 #include "runtime/inference/sampler.h"
 #include "runtime/model/gpt2.h"
+#include "runtime/tensor/matmul_bf16.h"
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds::runtime;
@@ -308,4 +309,31 @@ TEST_CASE("generate: bf16 weights decode as their own one-shot forward and near 
   CHECK(selfErr <= 1e-4);
   CHECK(vs32 > 0.0);   // the weights really are rounded
   CHECK(vs32 <= 0.1);  // and still the same model
+}
+
+TEST_CASE("decoder: the gemv decode path equals the gemm path (fp32 and bf16 weights)", "[unit]") {
+  // gemv (runtime/tensor/gemv.h) sums in another order than sgemm: logits agree to fp32 rounding.
+  // bf16 is compared with the widen + sgemm path, which, like gemv, keeps the inputs fp32.
+  setBf16LinearNative(false);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    const InferenceModel m = randomModel(dt);
+    const int V = m.vocab(), B = 3, steps = 5;
+    Decoder fast(m, B), slow(m, B, DecoderOptions{0, 0});
+    std::vector<float> a(size_t(B) * V), b(size_t(B) * V);
+    const std::vector<int> slots = {0, 1, 2};
+    double err = 0.0;
+    for (int s = 0; s < steps; ++s) {
+      const auto toks = randomTokens(B, V, uint64_t(40 + s));
+      for (int n : {1, B}) {  // one sequence alone, then all three batched
+        if (n == 1 && s > 0) continue;
+        fast.forward(slots.data(), toks.data(), n, {}, a.data());
+        slow.forward(slots.data(), toks.data(), n, {}, b.data());
+        for (size_t i = 0; i < size_t(n) * V; ++i)
+          err = std::max(err, double(std::fabs(a[i] - b[i])));
+      }
+    }
+    INFO(dtypeName(dt) << ": max |logit difference| gemv vs gemm " << err);
+    CHECK(err <= kTol);
+  }
+  setBf16LinearNative(true);
 }

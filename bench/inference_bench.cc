@@ -1,0 +1,229 @@
+// bench_inference_bench: dsrt generate's decoder (runtime/inference) against the machine's limits
+// measured in the same run, for issue 19 item 6 (bench/inference_bench.sh adds PyTorch beside it).
+//   bandwidth: STREAM-style read (sum) and triad (a = b + s c) over arrays of --stream_mb MB each
+//              (far larger than the last-level cache), best of --reps, on the compute threads;
+//   sgemm peak: OpenBLAS sgemm on 2048^3, best of --reps;
+//   decode:    per --dtype and batch, sequences prefilled with --prompt tokens, then --steps
+//              batched decode steps timed (best of --reps). Batch-1 bytes per token = weights read
+//              per step (every matrix incl. the tied head once, the vectors, one wpe row), and
+//              the bandwidth limit = those bytes / the read bandwidth;
+//   prefill:   one --prefill token prompt, tokens/s and GFLOP/s against the sgemm peak.
+// Also times batch 1 with gemv off (sgemm path, --ab) to show what the gemv kernels bring.
+// Random GPT-2 weights (default 124M shapes). Not a correctness check (tests/runtime/inference).
+#include <cblas.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "runtime/data/rng.h"
+#include "runtime/inference/decoder.h"
+#include "runtime/inference/inference_model.h"
+#include "runtime/tensor/gemv.h"
+#include "runtime/tensor/threads.h"
+
+using namespace ds::runtime;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Bandwidth {
+  double read = 0, triad = 0;  // GB/s
+};
+
+Bandwidth stream(size_t mb, int reps) {
+  const size_t n = mb * 1000 * 1000 / sizeof(float);
+  std::vector<float> a(n), b(n), c(n);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = 0.0f;
+    b[i] = 1.0f;
+    c[i] = 2.0f;
+  }
+  Bandwidth bw;
+  volatile float sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    float s = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : s)
+    for (size_t i = 0; i < n; ++i) s += b[i];
+    double t = now() - t0;
+    sink = sink + s;
+    bw.read = std::max(bw.read, double(n) * sizeof(float) / t / 1e9);
+    t0 = now();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+    t = now() - t0;
+    bw.triad = std::max(bw.triad, 3.0 * double(n) * sizeof(float) / t / 1e9);
+  }
+  return bw;
+}
+
+double sgemmPeak(int reps) {
+  const int n = 2048;
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  double best = 0;
+  for (int r = 0; r < reps + 1; ++r) {
+    const double t0 = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
+    const double t = now() - t0;
+    if (r > 0) best = std::max(best, 2.0 * n * n * double(n) / t / 1e9);
+  }
+  return best;
+}
+
+// Bytes one decode step reads of the weights: every tensor once except wpe (one row).
+double stepWeightBytes(const ModelConfig& cfg, ds::DType dt) {
+  double bytes = 0;
+  for (const auto& p : makeModel(cfg)->params()) {
+    const bool matrix = p.shape.size() == 2 && p.name != "wpe";
+    if (p.name == "wpe") bytes += 4.0 * cfg.nEmbd;
+    else bytes += double(p.numel) * (matrix && dt == ds::DType::kBF16 ? 2 : 4);
+  }
+  return bytes;
+}
+
+// Seconds per decode step at batch B (best of reps).
+double decodeStep(const InferenceModel& m, int B, int prompt, int steps, int reps,
+                  const DecoderOptions& opts, SplitMix64& rng) {
+  const ModelConfig& cfg = m.config();
+  double best = 1e30;
+  std::vector<float> logits(size_t(B) * size_t(cfg.vocabSize));
+  for (int r = 0; r < reps; ++r) {
+    Decoder dec(m, B, opts);
+    std::vector<int32_t> toks(static_cast<size_t>(prompt));
+    for (int b = 0; b < B; ++b) {
+      for (auto& t : toks) t = int32_t(rng.below(uint64_t(cfg.vocabSize)));
+      const std::vector<int> slots(size_t(prompt), b);
+      std::vector<bool> rows(size_t(prompt), false);
+      rows.back() = true;
+      dec.forward(slots.data(), toks.data(), prompt, rows, logits.data());
+    }
+    std::vector<int> slots(static_cast<size_t>(B));
+    std::vector<int32_t> next(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b) slots[size_t(b)] = b;
+    dec.forward(slots.data(), next.data(), B, {}, logits.data());  // warm-up step
+    const double t0 = now();
+    for (int s = 0; s < steps; ++s) {
+      for (auto& t : next) t = int32_t(rng.below(uint64_t(cfg.vocabSize)));
+      dec.forward(slots.data(), next.data(), B, {}, logits.data());
+    }
+    best = std::min(best, (now() - t0) / steps);
+  }
+  return best;
+}
+
+double prefillSeconds(const InferenceModel& m, int T, int reps, SplitMix64& rng) {
+  const ModelConfig& cfg = m.config();
+  std::vector<float> logits(size_t(cfg.vocabSize));
+  std::vector<int32_t> toks(static_cast<size_t>(T));
+  const std::vector<int> slots(size_t(T), 0);
+  std::vector<bool> rows(size_t(T), false);
+  rows.back() = true;
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    Decoder dec(m, 1);
+    for (auto& t : toks) t = int32_t(rng.below(uint64_t(cfg.vocabSize)));
+    const double t0 = now();
+    dec.forward(slots.data(), toks.data(), T, rows, logits.data());
+    best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dsrt generate's decoder against bandwidth and sgemm limits"};
+  ModelConfig cfg;
+  cfg.nLayer = 12;
+  cfg.nHead = 12;
+  cfg.nEmbd = 768;
+  cfg.seqLen = 1024;
+  cfg.vocabSize = 50257;
+  cfg.paddedVocab = 50304;
+  std::vector<int> batches = {1, 16};
+  std::vector<std::string> dtypes = {"fp32", "bf16"};
+  int prompt = 64, steps = 16, reps = 3, threads = 0, prefill = 512;
+  size_t streamMb = 1024;
+  bool ab = true;
+  app.add_option("--n_layer", cfg.nLayer)->capture_default_str();
+  app.add_option("--n_head", cfg.nHead)->capture_default_str();
+  app.add_option("--n_embd", cfg.nEmbd)->capture_default_str();
+  app.add_option("--seq_len", cfg.seqLen)->capture_default_str();
+  app.add_option("--vocab_size", cfg.vocabSize)->capture_default_str();
+  app.add_option("--padded_vocab", cfg.paddedVocab)->capture_default_str();
+  app.add_option("--batch", batches, "batch sizes to time")->capture_default_str();
+  app.add_option("--dtype", dtypes, "fp32 and/or bf16")->capture_default_str();
+  app.add_option("--prompt", prompt, "prompt tokens per sequence before decode")
+      ->capture_default_str();
+  app.add_option("--steps", steps, "decode steps timed")->capture_default_str();
+  app.add_option("--prefill", prefill, "prompt length of the prefill timing (0: skip)")
+      ->capture_default_str();
+  app.add_option("--reps", reps, "repetitions (best is printed)")->capture_default_str();
+  app.add_option("--stream_mb", streamMb, "MB per STREAM array")->capture_default_str();
+  app.add_option("--ab", ab, "also time batch 1 with gemv off (sgemm)")->capture_default_str();
+  app.add_option("--threads", threads, "compute threads (default OpenMP's)");
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as measured (slow on a busy machine)
+  if (threads > 0) setComputeThreads(threads);
+  if (prompt + steps + 1 > cfg.seqLen || prefill > cfg.seqLen) {
+    std::fprintf(stderr, "--prompt/--steps/--prefill exceed --seq_len %d\n", cfg.seqLen);
+    return 2;
+  }
+  const Bandwidth bw = stream(streamMb, reps);
+  const double peak = sgemmPeak(reps);
+  std::printf("threads %d, gemv isa %s, blas core %s\n", computeThreads(),
+              gemvIsaName(gemvBestIsa()), blasCoreName().c_str());
+  std::printf(
+      "bandwidth: read %.1f GB/s, triad %.1f GB/s (%zu MB arrays); sgemm 2048^3 %.1f "
+      "GFLOP/s\n",
+      bw.read, bw.triad, streamMb, peak);
+  auto model = makeModel(cfg);
+  std::vector<float> flat0(model->numParamsTotal());
+  model->initParams(flat0.data(), 1);
+  // Prefill FLOPs: 2 per weight of every block linear per token, the head for the last row only,
+  // and causal attention (QK^T and AV over half the T x T square).
+  const double C = cfg.nEmbd, L = cfg.nLayer;
+  const double blockFlops = 2.0 * L * 12 * C * C, headFlops = 2.0 * C * cfg.vocabSize;
+  SplitMix64 rng(3);
+  for (const std::string& dtype : dtypes) {
+    const ds::DType dt = dtype == "bf16" ? ds::DType::kBF16 : ds::DType::kF32;
+    const InferenceModel m(cfg, flat0, dt);
+    const double bytes = stepWeightBytes(cfg, dt);
+    const double limit = bw.read * 1e9 / bytes;
+    std::printf(
+        "%s: weights %.1f MB read per decode step; bandwidth limit at batch 1 %.1f "
+        "tokens/s\n",
+        dtype.c_str(), bytes / 1e6, limit);
+    for (int B : batches) {
+      const double s = decodeStep(m, B, prompt, steps, reps, {}, rng);
+      std::printf(
+          "  decode %s batch %2d: %8.1f tokens/s  %7.2f ms/step  weights %5.1f GB/s  "
+          "%.2f of the bandwidth limit\n",
+          dtype.c_str(), B, B / s, s * 1e3, bytes / s / 1e9, B == 1 ? 1.0 / (limit * s) : 0.0);
+      if (B == 1 && ab) {
+        const double t = decodeStep(m, 1, prompt, steps, reps, DecoderOptions{0, 0}, rng);
+        std::printf("  decode %s batch  1 gemm path (gemv off): %8.1f tokens/s (gemv %.2fx)\n",
+                    dtype.c_str(), 1 / t, t / s);
+      }
+    }
+    if (prefill > 0) {
+      const double s = prefillSeconds(m, prefill, reps, rng);
+      const double attn = 2.0 * 2.0 * L * C * 0.5 * prefill * prefill;  // QK^T and AV, causal
+      const double gf = (blockFlops * prefill + headFlops + attn) / s / 1e9;
+      std::printf(
+          "  prefill %s %d tokens: %8.1f tokens/s  %.1f GFLOP/s  %.2f of the sgemm "
+          "peak\n",
+          dtype.c_str(), prefill, prefill / s, gf, gf / peak);
+    }
+  }
+  return 0;
+}
