@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/parallel_grid.h"
 #include "runtime/model/model.h"
 #include "zero/zero_engine.h"
 
@@ -105,6 +106,7 @@ struct Plan {
   DataPlan data;
   TrainPlan train;
   DsConfig deepspeed;
+  ParallelPlan parallel;     // parallel: {pipeline, tensor} (parallel_grid.h)
   int worldSize = 1;         // the data-parallel size the batch triangle was resolved for
   std::string source;        // file path, or "<built-in default plan>"
   std::string dsConfigJson;  // the effective deepspeed block as JSON (for checkpoint manifests)

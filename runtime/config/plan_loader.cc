@@ -110,6 +110,8 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
   plan.data = readData(data, plan.model);
   NodeReader train = top.child("train").value_or(NodeReader(YAML::Node(), "train", &ctx));
   plan.train = readTrain(train);
+  NodeReader par = top.child("parallel").value_or(NodeReader(YAML::Node(), "parallel", &ctx));
+  plan.parallel = readParallel(par, plan.model, worldSize);
   {
     const YAML::Node& c = root;
     YAML::Node dsNode = c["deepspeed"];

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "core/error.h"
 
 namespace ds::runtime {
@@ -107,6 +109,38 @@ TrainPlan readTrain(NodeReader& r) {
   }
   r.finish();
   return t;
+}
+
+ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize) {
+  ParallelPlan p;
+  p.pipeline = int(r.getInt("pipeline", 1, 1, 4096));
+  p.tensor = int(r.getInt("tensor", 1, 1, 4096));
+  r.finish();
+  std::optional<ParallelGrid> grid;
+  try {
+    grid.emplace(worldSize, p);  // names world, pipeline and tensor
+  } catch (const ConfigError& e) {
+    r.fail("", e.what());
+  }
+  ModelShape shape;
+  if (model.kind == "gpt2")
+    shape = {model.nLayer, model.nHead, model.nEmbd,
+             model.paddedVocab ? model.paddedVocab : model.vocabSize};
+  else if (p.pipeline * p.tensor > 1)
+    r.fail("",
+           "tensor and pipeline parallelism split a GPT (model.gpt); an MLP model runs "
+           "data parallelism only");
+  try {
+    grid->checkModel(shape);
+  } catch (const ConfigError& e) {
+    r.fail("", e.what());
+  }
+  if (p.pipeline * p.tensor > 1)
+    r.fail("", fmt::format("the layout data {} x pipeline {} x tensor {} is valid, but the "
+                           "engine does not run tensor or pipeline parallelism yet (issue 17); "
+                           "give pipeline 1 and tensor 1",
+                           grid->data(), p.pipeline, p.tensor));
+  return p;
 }
 
 }  // namespace ds::runtime

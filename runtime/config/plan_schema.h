@@ -11,5 +11,7 @@ namespace ds::runtime {
 ModelConfig readModel(NodeReader& model, std::string* initFrom = nullptr);
 DataPlan readData(NodeReader& data, const ModelConfig& model);
 TrainPlan readTrain(NodeReader& train);
+// parallel: {pipeline, tensor}; checks the grid divides worldSize and the model divides by it.
+ParallelPlan readParallel(NodeReader& parallel, const ModelConfig& model, int worldSize);
 
 }  // namespace ds::runtime

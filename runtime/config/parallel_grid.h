@@ -1,0 +1,58 @@
+// The 3D layout of the `parallel:` plan block: the world split into data x pipeline x tensor.
+// Why: tensor and pipeline parallelism (issue 17) need every rank to agree, before training,
+// on which stage and shard it holds and which ranks share each axis.
+// Placement (Megatron's default order tp-dp-pp, DeepSpeed's PipeModelDataParallelTopology):
+// tensor is the fastest axis, so a tensor group is T consecutive ranks (inside one host when T
+// divides the ranks per host), then data, then pipeline outermost:
+//   rank = tensor + T * (data + D * pipeline).
+// Invariants after makeParallelGrid: pipeline * tensor * data == world; every model dimension
+// that is split (heads, width, 4*width, vocabulary, blocks) divides by its axis.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ds::runtime {
+
+struct ParallelPlan {  // plan key parallel: {pipeline: P, tensor: T}; both default 1
+  int pipeline = 1;
+  int tensor = 1;
+};
+
+struct ModelShape {  // what the split must divide; 0 = not split (e.g. an MLP model)
+  int nLayer = 0, nHead = 0, nEmbd = 0, vocab = 0;
+};
+
+struct GridCoord {
+  int data = 0, pipeline = 0, tensor = 0;
+};
+
+class ParallelGrid {
+ public:
+  ParallelGrid(int world, ParallelPlan plan);  // throws ConfigError naming world, P, T
+  int world() const { return world_; }
+  int pipeline() const { return p_; }
+  int tensor() const { return t_; }
+  int data() const { return d_; }
+  GridCoord coordOf(int rank) const;
+  int rankOf(GridCoord c) const;
+  // The global ranks sharing `rank`'s group along one axis, in axis order (the ranks a comm
+  // subgroup for that axis is made from).
+  std::vector<int> tensorGroup(int rank) const;
+  std::vector<int> pipelineGroup(int rank) const;
+  std::vector<int> dataGroup(int rank) const;
+  // Every group of one axis ("tensor" | "pipeline" | "data"), each once, in order: subgroup
+  // creation is collective, so every rank creates all groups in the same order.
+  std::vector<std::vector<int>> allGroups(const std::string& axis) const;
+  // Blocks [first, last) of pipeline stage s (equal counts; divisibility checked).
+  int firstBlock(int stage, int nLayer) const { return stage * (nLayer / p_); }
+  // Refuse a model the layout cannot split, naming the numbers (before any rank trains).
+  void checkModel(const ModelShape& m) const;
+  // One line per rank: "rank 3: data 1 pipeline 0 tensor 1" under a header with the sizes.
+  std::string describe() const;
+
+ private:
+  int world_, p_, t_, d_;
+};
+
+}  // namespace ds::runtime

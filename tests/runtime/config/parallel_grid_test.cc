@@ -1,0 +1,82 @@
+// The 3D layout: rank placement (tensor fastest, then data, then pipeline), the groups of each
+// axis, and the refusals of layouts that do not divide the world or the model, in the plan too.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "core/error.h"
+#include "runtime/config/parallel_grid.h"
+#include "runtime/config/plan_loader.h"
+
+using namespace ds::runtime;
+using Catch::Matchers::Contains;
+
+namespace {
+std::string gridError(int world, ParallelPlan p, ModelShape m = {}) {
+  try {
+    ParallelGrid(world, p).checkModel(m);
+  } catch (const ds::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string planError(const std::string& parallel, int world) {
+  std::string yaml = "model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 32, seq_len: 8, "
+                     "vocab_size: 64}\ndeepspeed:\n  train_batch_size: 8\n" +
+                     parallel;
+  try {
+    parsePlan(yaml, "plan.yaml", {}, world);
+  } catch (const ds::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("parallel grid: Megatron placement, tensor fastest then data then pipeline", "[unit]") {
+  ParallelGrid g(8, {2, 2});  // P=2, T=2 -> D=2
+  CHECK(g.data() == 2);
+  for (int r = 0; r < 8; ++r) CHECK(g.rankOf(g.coordOf(r)) == r);
+  CHECK(g.coordOf(5).tensor == 1);
+  CHECK(g.coordOf(5).data == 0);
+  CHECK(g.coordOf(5).pipeline == 1);
+  CHECK(g.tensorGroup(5) == std::vector<int>{4, 5});
+  CHECK(g.dataGroup(5) == std::vector<int>{5, 7});
+  CHECK(g.pipelineGroup(5) == std::vector<int>{1, 5});
+  for (const char* axis : {"tensor", "pipeline", "data"}) {
+    auto groups = g.allGroups(axis);
+    CHECK(groups.size() == 4);
+    std::set<int> seen;  // the groups of one axis partition the world
+    for (auto& grp : groups)
+      for (int r : grp) CHECK(seen.insert(r).second);
+    CHECK(seen.size() == 8);
+  }
+  CHECK_THAT(g.describe(), Contains("world 8 = data 2 x pipeline 2 x tensor 2"));
+  CHECK_THAT(g.describe(), Contains("rank 5: data 0 pipeline 1 tensor 1"));
+  ParallelGrid one(3, {});
+  CHECK(one.data() == 3);
+  CHECK(one.dataGroup(1) == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("parallel grid: refusals name the numbers", "[unit]") {
+  auto e = gridError(6, {2, 2});
+  CHECK_THAT(e, Contains("world size 6") && Contains("pipeline 2") && Contains("tensor 2"));
+  CHECK_THAT(gridError(4, {1, 2}, {4, 3, 12, 64}), Contains("attention heads") && Contains("(3)"));
+  CHECK_THAT(gridError(4, {1, 4}, {4, 4, 30, 64}), Contains("width"));
+  CHECK_THAT(gridError(2, {1, 2}, {4, 2, 16, 51}), Contains("vocabulary") && Contains("(51)"));
+  CHECK_THAT(gridError(2, {2, 1}, {3, 2, 16, 64}), Contains("blocks") && Contains("(3)"));
+  CHECK(gridError(4, {2, 2}, {4, 4, 32, 64}) == "(no error)");
+}
+
+TEST_CASE("parallel grid: the plan block", "[unit]") {
+  CHECK(planError("", 4) == "(no error)");
+  CHECK(planError("parallel: {pipeline: 1, tensor: 1}\n", 2) == "(no error)");
+  CHECK_THAT(planError("parallel: {pipeline: 2, tensor: 2}\n", 6),
+             Contains("plan.yaml") && Contains("world size 6") && Contains("pipeline 2"));
+  CHECK_THAT(planError("parallel: {tensor: 3}\n", 3), Contains("attention heads"));
+  CHECK_THAT(planError("parallel: {tensor: 2, pipelines: 2}\n", 4), Contains("pipelines"));
+  // A valid layout is refused as not yet run by the engine, naming the grid.
+  CHECK_THAT(planError("parallel: {tensor: 2}\n", 4),
+             Contains("data 2 x pipeline 1 x tensor 2") && Contains("not run"));
+}
