@@ -319,7 +319,20 @@ inline constexpr Knob kSlurmJobNodeList{
     .readBy = kReadByDsrt,
     .origin = kThirdParty};
 
+// Read by dsrun (launcher/rank_plan.cc: passed on as is, or set to cores / local ranks) and by
+// dsrt (runtime/tensor/thread_policy.cc: the rank's OpenMP team when train.threads is 0).
+inline constexpr Knob kOmpNumThreads{
+    .name = "OMP_NUM_THREADS",
+    .type = KnobType::kString,
+    .doc =
+        "dsrun: set in the node agent's environment (or by --export), passed on as is; unset, "
+        "dsrun sets cores / local ranks for every rank. dsrt: the rank's compute threads when "
+        "the plan's train.threads is 0 (its first number); OpenBLAS stays at 1 thread.",
+    .readBy = kReadByDsrun | kReadByDsrt,
+    .origin = KnobOrigin::kThirdParty};
+
 inline constexpr const Knob* kCoreKnobList[] = {
+    &kOmpNumThreads,
     &kLogLevel,
     &kDebug,
     &kTimeout,

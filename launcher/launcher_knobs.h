@@ -126,14 +126,6 @@ inline constexpr Knob kPdshSshArgsAppend{
     .doc = "pdsh runner: kept, with dsrun's ssh options appended.",
     .readBy = kReadByDsrun,
     .origin = kThirdParty};
-inline constexpr Knob kOmpNumThreads{
-    .name = "OMP_NUM_THREADS",
-    .type = KnobType::kString,
-    .doc =
-        "Set in the node agent's environment (or by --export): passed on as is; unset: "
-        "dsrun sets cores / local ranks for every rank.",
-    .readBy = kReadByDsrun,
-    .origin = kThirdParty};
 
 inline constexpr const Knob* kLauncherKnobList[] = {
     &kKillGrace,
@@ -148,7 +140,6 @@ inline constexpr const Knob* kLauncherKnobList[] = {
     &kCudaVisibleDevices,
     &kKmpAffinity,
     &kPdshSshArgsAppend,
-    &kOmpNumThreads,
 };
 inline constexpr KnobTable kLauncherKnobs{"launcher", kLauncherKnobList};
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/core_knobs.h"
 #include "core/error.h"
 #include "launcher/launcher_knobs.h"
 

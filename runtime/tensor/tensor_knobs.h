@@ -111,14 +111,6 @@ inline constexpr Knob kOffloadOverlapTile{
     .hi = int64_t(1) << 40};
 
 // runtime/tensor/thread_policy.cc and blas_core.cc: the CPU thread policy and OpenBLAS's kernels.
-inline constexpr Knob kOmpNumThreads{
-    .name = "OMP_NUM_THREADS",
-    .type = KnobType::kString,
-    .doc =
-        "OpenMP: threads per rank when the plan's train.threads is 0 (its first number; "
-        "docs/plan.md, CPU threads). OpenBLAS is held at 1 thread whatever its own variables say.",
-    .readBy = kReadByDsrt,
-    .origin = KnobOrigin::kThirdParty};
 inline constexpr Knob kOpenblasCoretype{
     .name = "OPENBLAS_CORETYPE",
     .type = KnobType::kString,
@@ -137,9 +129,8 @@ inline constexpr Knob kBlasCoreFrom{
     .readBy = kReadByDsrt | kReadByBench};
 
 inline constexpr const Knob* kRuntimeKnobList[] = {
-    &kBf16Linear,     &kCudaAttention,    &kCudaGeluFusion, &kCudaLayernormBwd,
-    &kRestartAttempt, &kFaultKill,        &kOffloadOverlap, &kOffloadOverlapTile,
-    &kOmpNumThreads,  &kOpenblasCoretype, &kBlasCoreFrom};
+    &kBf16Linear, &kCudaAttention,  &kCudaGeluFusion,     &kCudaLayernormBwd, &kRestartAttempt,
+    &kFaultKill,  &kOffloadOverlap, &kOffloadOverlapTile, &kOpenblasCoretype, &kBlasCoreFrom};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

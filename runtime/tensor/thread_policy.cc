@@ -1,6 +1,7 @@
 // The CPU thread policy (see thread_policy.h).
 #include "runtime/tensor/thread_policy.h"
 
+#include "core/core_knobs.h"
 #include "runtime/tensor/tensor_knobs.h"
 
 #include <sched.h>
