@@ -131,17 +131,19 @@ TEST_CASE("trainer fp16 on cuda: losses, skipped steps and scales as the host's 
   }
 }
 
-TEST_CASE("trainer fp16 on cuda: a huge initial scale skips the host's steps, 1 and 2 ranks",
+TEST_CASE("trainer fp16 on cuda: a large initial scale skips the host's steps, 1 and 2 ranks",
           "[gpu]") {
   std::string why;
   if (!haveCuda(why)) DS_SKIP("no CUDA device: " + why);
   for (int world : {1, 2}) {
     INFO("world " << world);
-    const Plan p = fp16Plan(world, 2, 14, 32);  // 2^32: overflows until the scale has halved
+    // 2^24: the first steps overflow until the scale has come down (2^32 kept all 14 steps
+    // skipping on both sides: the first GPU run of this test)
+    const Plan p = fp16Plan(world, 2, 14, 24);
     const auto host = steps(p, world, Where::kHost);
     const auto dev = steps(p, world, Where::kCuda);
     const double worst = compare(dev, host, 1e-3);
-    REQUIRE(skippedCount(host) >= 3);
+    REQUIRE(skippedCount(host) >= 2);
     CHECK_FALSE(host.back().skipped);
     std::printf(
         "fp16 cuda vs host, 2^32 start, world %d: %zu skipped on both, final scale %g, "
