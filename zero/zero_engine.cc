@@ -311,10 +311,9 @@ StepResult ZeroEngine::step(float learningRate, float lossScale, float clipNorm)
     waitWork(engine.micsReplica.allreduceSum(const_cast<float*>(engine.stage->localGrads()),
                                              engine.stage->optimizerCount()));
   const bool local = engine.localGradients();
-  GradCheck check = checkGradients(
-      engine.stage->localGrads(), engine.stage->optimizerCount(),
-      engine.stage->gradsReplicated() && !local, engine.partitionComm(), engine.comm.world(),
-      lossScale);
+  GradCheck check = checkGradients(engine.stage->localGrads(), engine.stage->optimizerCount(),
+                                   engine.stage->gradsReplicated() && !local,
+                                   engine.partitionComm(), engine.comm.world(), lossScale);
   if (local)  // each rank's own gradients: the norm is the ranks' RMS norm, nothing to average
     check.norm = float(std::sqrt(check.sumSquares / double(engine.comm.world())) / lossScale);
   result.commMs = msSince(start);

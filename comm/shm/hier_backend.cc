@@ -106,8 +106,7 @@ class HierBackend final : public Backend {
 
   WorkPtr reduceScatter(BufferView input, BufferView output, const std::vector<size_t>& counts,
                         ReduceOp op) override {
-    if (!onHier(input, op) || !layout_.contiguous() ||
-        counts.size() != static_cast<size_t>(size()))
+    if (!onHier(input, op) || !layout_.contiguous() || counts.size() != static_cast<size_t>(size()))
       return flat_->reduceScatter(input, output, counts, op);
     return run("reduce_scatter", [this, input, output, counts, op] {
       const ReduceOp step = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
@@ -143,7 +142,8 @@ class HierBackend final : public Backend {
       return flat_->allgather(input, output, counts);
     return run("allgather", [this, input, output, counts] {
       const auto& mine = layout_.hostRanks[static_cast<size_t>(myHost_)];
-      const size_t first = static_cast<size_t>(mine.front()), last = static_cast<size_t>(mine.back());
+      const size_t first = static_cast<size_t>(mine.front()),
+                   last = static_cast<size_t>(mine.back());
       const size_t hostOffset = first ? sumCounts(counts, 0, first - 1) : 0;
       const size_t hostCount = sumCounts(counts, first, last);
       std::vector<size_t> localCounts(counts.begin() + static_cast<std::ptrdiff_t>(first),
@@ -160,8 +160,8 @@ class HierBackend final : public Backend {
         for (const auto& ranks : layout_.hostRanks)
           hostCounts.push_back(sumCounts(counts, static_cast<size_t>(ranks.front()),
                                          static_cast<size_t>(ranks.back())));
-        leaders_->allgather({block.data(), hostCount, output.dtype, Device::kCpu}, output,
-                            hostCounts)
+        leaders_
+            ->allgather({block.data(), hostCount, output.dtype, Device::kCpu}, output, hostCounts)
             ->wait(timeout_);
       }
       local_->broadcast(output, 0)->wait(timeout_);
@@ -176,8 +176,8 @@ class HierBackend final : public Backend {
       const auto& rootRanks = layout_.hostRanks[static_cast<size_t>(rootHost)];
       // 1. Within the root's host, from the root (its leader then holds the data).
       if (myHost_ == rootHost) {
-        const int localRoot = static_cast<int>(
-            std::find(rootRanks.begin(), rootRanks.end(), root) - rootRanks.begin());
+        const int localRoot = static_cast<int>(std::find(rootRanks.begin(), rootRanks.end(), root) -
+                                               rootRanks.begin());
         local_->broadcast(buf, localRoot)->wait(timeout_);
       }
       // 2. Among the leaders, from the root host's leader (leader index = host index).
@@ -262,8 +262,8 @@ std::unique_ptr<Backend> makeHierBackend(std::unique_ptr<Backend> flat, std::sha
                 layout.describe(), isShmBackend(*local) ? "shared memory" : local->name(),
                 flat->name());
   }
-  return std::make_unique<HierBackend>(std::move(flat), std::move(local), std::move(leaders), layout,
-                                       std::move(root), prefix, shm, globalRanks, minBytes);
+  return std::make_unique<HierBackend>(std::move(flat), std::move(local), std::move(leaders),
+                                       layout, std::move(root), prefix, shm, globalRanks, minBytes);
 }
 
 bool isHierBackend(const Backend& b) { return dynamic_cast<const HierBackend*>(&b) != nullptr; }

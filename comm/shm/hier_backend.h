@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "comm/backend.h"
-#include "comm/store/store.h"
 #include "comm/shm/shm_backend.h"
+#include "comm/store/store.h"
 
 namespace ds::comm {
 

@@ -54,14 +54,10 @@ std::vector<std::vector<int>> ParallelGrid::allGroups(const std::string& axis) c
   std::vector<std::vector<int>> out;
   for (int r = 0; r < world_; ++r) {
     std::vector<int> g;
-    if (axis == "tensor")
-      g = tensorGroup(r);
-    else if (axis == "pipeline")
-      g = pipelineGroup(r);
-    else if (axis == "data")
-      g = dataGroup(r);
-    else
-      throw Error(fmt::format("parallel grid: unknown axis '{}' (tensor|pipeline|data)", axis));
+    if (axis == "tensor") g = tensorGroup(r);
+    else if (axis == "pipeline") g = pipelineGroup(r);
+    else if (axis == "data") g = dataGroup(r);
+    else throw Error(fmt::format("parallel grid: unknown axis '{}' (tensor|pipeline|data)", axis));
     if (g.front() == r) out.push_back(std::move(g));  // each group once, at its first rank
   }
   return out;
@@ -80,8 +76,8 @@ void ParallelGrid::checkModel(const ModelShape& m) const {
   need(m.vocab, t_, "vocabulary (padded vocab size)", "tensor");
   need(m.nLayer, p_, "blocks (model.gpt.n_layer)", "pipeline");
   if (m.nLayer > 0 && m.nLayer < p_)
-    throw ConfigError(fmt::format("parallel.pipeline = {} exceeds the model's blocks ({})", p_,
-                                  m.nLayer));
+    throw ConfigError(
+        fmt::format("parallel.pipeline = {} exceeds the model's blocks ({})", p_, m.nLayer));
 }
 
 std::string ParallelGrid::describe() const {

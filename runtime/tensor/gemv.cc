@@ -92,8 +92,8 @@ GemvIsa gemvBestIsa() {
   return best;
 }
 
-void gemvForward(float* out, const float* inp, const float* weight, const float* bias, int N,
-                 int C, int OC, GemvIsa isa) {
+void gemvForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                 int OC, GemvIsa isa) {
   check(isa);
   if (N < 1 || OC < 1) return;
   const GemvArgs a{out, inp, bias, N, C, OC};

@@ -19,8 +19,8 @@ bool gemvIsaSupported(GemvIsa isa);
 GemvIsa gemvBestIsa();
 
 // bias may be null. Throws InternalError when isa is not supported on this CPU.
-void gemvForward(float* out, const float* inp, const float* weight, const float* bias, int N,
-                 int C, int OC, GemvIsa isa = gemvBestIsa());
+void gemvForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                 int OC, GemvIsa isa = gemvBestIsa());
 void gemvForwardBf16(float* out, const float* inp, const bf16* weight, const float* bias, int N,
                      int C, int OC, GemvIsa isa = gemvBestIsa());
 

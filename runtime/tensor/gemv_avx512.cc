@@ -55,8 +55,7 @@ DS_GEMV512 void block(const GemvArgs& a, const T* w, int o, int n0) {
   }
   for (int r = 0; r < R; ++r) {
     float* out = a.out + size_t(n0 + r) * size_t(a.OC) + size_t(o);
-    for (int j = 0; j < J; ++j)
-      out[j] = hsum(acc[r][j]) + (a.bias ? a.bias[o + j] : 0.0f);
+    for (int j = 0; j < J; ++j) out[j] = hsum(acc[r][j]) + (a.bias ? a.bias[o + j] : 0.0f);
   }
 }
 
@@ -108,10 +107,8 @@ DS_GEMV512 void blockBf16(const GemvArgs& a, const uint16_t* w, int o, int n0) {
 
 template <int R, int J, typename T>
 DS_GEMV512 void pick(const GemvArgs& a, const T* w, int o, int n0) {
-  if constexpr (std::is_same_v<T, uint16_t>)
-    blockBf16<R, J>(a, w, o, n0);
-  else
-    block<R, J>(a, w, o, n0);
+  if constexpr (std::is_same_v<T, uint16_t>) blockBf16<R, J>(a, w, o, n0);
+  else block<R, J>(a, w, o, n0);
 }
 
 template <int J, typename T>

@@ -22,9 +22,10 @@ std::string gridError(int world, ParallelPlan p, ModelShape m = {}) {
 }
 
 std::string planError(const std::string& parallel, int world) {
-  std::string yaml = "model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 32, seq_len: 8, "
-                     "vocab_size: 64}\ndeepspeed:\n  train_batch_size: 8\n" +
-                     parallel;
+  std::string yaml =
+      "model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 32, seq_len: 8, "
+      "vocab_size: 64}\ndeepspeed:\n  train_batch_size: 8\n" +
+      parallel;
   try {
     parsePlan(yaml, "plan.yaml", {}, world);
   } catch (const ds::ConfigError& e) {
