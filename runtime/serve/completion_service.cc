@@ -187,6 +187,10 @@ void CompletionService::onEvent(const BatchEvent& ev) {
   auto it = pending_.find(ev.id);
   if (it == pending_.end()) return;  // cancelled
   Pending& p = it->second;
+  if (!p.started) {
+    p.started = true;
+    DS_LOG_INFO("serve", "request {}: started", ev.id);
+  }
   if (ev.token >= 0) p.text += tokenizer_.decode(std::vector<int32_t>{ev.token});
   const bool last = !ev.finish.empty();
   if (p.stream) {

@@ -45,6 +45,7 @@ class CompletionService : public HttpHandler {
     std::string model;
     std::string text;  // non-stream: all bytes; stream: bytes held back (an unfinished character)
     int64_t created = 0;
+    bool started = false;  // its first token came: a shutdown now lets it finish
   };
   void submit(uint64_t conn, const HttpRequest& req, const std::string& peer);
   std::string chunk(uint64_t id, const Pending& p, const std::string& text,

@@ -405,7 +405,8 @@ TEST_CASE("device mirror memory: the device holds what the ZeRO-Offload formulas
     using K = zero::MemKind;
     using P = zero::MemPlace;
     CHECK(m.at(K::kOptimizerStates, P::kDevice) == 0);
-    CHECK(m.at(K::kOptimizerStates, P::kHost) > 2 * psi * sizeof(float));  // fp32 master, m, v
+    // m and v; at fp32 the master aliases the engine's fp32 params (counted under params)
+    CHECK(m.at(K::kOptimizerStates, P::kHost) >= 2 * psi * sizeof(float));
     CHECK(m.at(K::kParams, P::kDevice) == psi * sizeof(float));
     CHECK(m.at(K::kGrads, P::kDevice) == 2 * largest * sizeof(float));
     CHECK(m.at(K::kGrads, P::kDevice) < psi * sizeof(float));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "runtime/inference/generate.h"
 #include "runtime/inference/inference_model.h"
 #include "runtime/model/gpt2.h"
+#include "runtime/tensor/threads.h"
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds::runtime;
@@ -99,9 +101,20 @@ double kvVsFullForward(const InferenceModel& m, const std::vector<int32_t>& prom
   return err;
 }
 
+// dsrt generate on this process's OpenBLAS kernels: dsrt would otherwise restart itself on
+// better ones (runtime/tensor/blas_core.h), whose different sums could flip a greedy near-tie
+// against the decode this test runs in process.
 std::string gen(const std::string& args, int* rc = nullptr) {
   std::string out;
-  const int status = runCommand(dsrt() + "generate " + args + " 2>&1", &out);
+  const int status = runCommand("OPENBLAS_CORETYPE=" + ds::runtime::blasCoreName() + " " + dsrt() +
+                                    "generate " + args + " 2>&1",
+                                &out);
+  // The log lines dsrt writes to stderr (the thread policy's "INFO threads: ...") are not output.
+  std::string kept;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("INFO ", 0) != 0) kept += line + "\n";
+  out = kept;
   if (rc) *rc = status;
   else {
     INFO("dsrt generate " << args << "\n" << out);

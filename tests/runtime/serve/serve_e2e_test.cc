@@ -253,7 +253,13 @@ TEST_CASE("dsrt serve: curl completions equal dsrt generate, 16 at once, limits,
   ds::test::CurlResult last;
   std::thread lastClient([&] { last = curlRequest(dir, port, path, request("to be", 59, true)); });
   const auto seen = Clock::now() + std::chrono::seconds(60);
-  while (server.log().find("max_tokens 59, stream") == std::string::npos && Clock::now() < seen)
+  // Its first token, not only its arrival: a request still queued at SIGTERM is refused (503).
+  auto startedAfterSubmit = [&] {
+    const std::string log = server.log();
+    const size_t at = log.find("max_tokens 59, stream");
+    return at != std::string::npos && log.find(": started", at) != std::string::npos;
+  };
+  while (!startedAfterSubmit() && Clock::now() < seen)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(server.stop() == 0);
   lastClient.join();
