@@ -113,7 +113,7 @@ class QuantizedReduceScatter final : public comm::Work {
   void wait(std::chrono::milliseconds timeout) override {
     std::call_once(summed_, [&] {
       try {
-        for (auto& m : messages_) m->wait(timeout);
+        for (auto& message : messages_) message->wait(timeout);
         bulkZero(output_, perRank_);
         for (size_t peer = 0; peer < world_; ++peer) {
           if (peer == rank_) bulkAdd(output_, input_ + rank_ * perRank_, perRank_);

@@ -47,33 +47,35 @@ CompressedAdam::CompressedAdam(const OptimizerOptions& options, comm::ProcessGro
   scratch_.assign(count_, 0.f);
 }
 
-bool CompressedAdam::exactGradients(int64_t t) const {
-  if (!zeroOne_) return t <= opt_.freezeStep;
-  return !frozen_ && t % varInterval_ == 0;
+bool CompressedAdam::exactGradients(int64_t stepNo) const {
+  if (!zeroOne_) return stepNo <= opt_.freezeStep;
+  return !frozen_ && stepNo % varInterval_ == 0;
 }
 
-bool CompressedAdam::plainAdam(int64_t t) const { return exactGradients(t) && varSteps_ == t - 1; }
+bool CompressedAdam::plainAdam(int64_t stepNo) const {
+  return exactGradients(stepNo) && varSteps_ == stepNo - 1;
+}
 
-CompressedAdam::Coeffs CompressedAdam::coeffs(int64_t t, int64_t varSteps,
+CompressedAdam::Coeffs CompressedAdam::coeffs(int64_t stepNo, int64_t varSteps,
                                               float learningRate) const {
-  const double bc1 = opt_.biasCorrection ? 1.0 - std::pow(double(opt_.beta1), double(t)) : 1.0;
+  const double bc1 = opt_.biasCorrection ? 1.0 - std::pow(double(opt_.beta1), double(stepNo)) : 1.0;
   const double bc2 =
       opt_.biasCorrection ? 1.0 - std::pow(double(opt_.beta2), double(varSteps)) : 1.0;
-  DS_CHECK(bc1 > 0 && bc2 > 0, "{} step {} with {} variance updates", opt_.type, t, varSteps);
+  DS_CHECK(bc1 > 0 && bc2 > 0, "{} step {} with {} variance updates", opt_.type, stepNo, varSteps);
   return {float(-double(learningRate) / bc1), float(1.0 / std::sqrt(bc2)),
           -learningRate * opt_.weightDecay};
 }
 
 // fn(begin, end, decay) over [0, count_), split where weight decay starts or stops.
 template <class Fn>
-void CompressedAdam::forEachRun(Fn fn) const {
+void CompressedAdam::forEachRun(Fn visit) const {
   size_t pos = 0;
   for (const auto& run : decayRuns_) {
-    if (pos < run.begin) fn(pos, run.begin, false);
-    fn(run.begin, run.end, true);
+    if (pos < run.begin) visit(pos, run.begin, false);
+    visit(run.begin, run.end, true);
     pos = run.end;
   }
-  if (pos < count_) fn(pos, count_, false);
+  if (pos < count_) visit(pos, count_, false);
 }
 
 // m = beta1 m + (1 - beta1) g (and v likewise when expAvgSq is given), g = grads * gradScale.
@@ -88,55 +90,56 @@ void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg
 }
 
 // p += -lr*wd*p (decay runs) ; p += stepSize * m / (sqrt(v)/sqrt(bc2) + eps): AdamW's form.
-void CompressedAdam::applyUpdate(const Coeffs& c, float* params, const float* expAvg,
+void CompressedAdam::applyUpdate(const Coeffs& coeff, float* params, const float* expAvg,
                                  const float* expAvgSq) {
   const float eps = opt_.eps;
   forEachRun([&](size_t begin, size_t end, bool decay) {
-    const float decoupled = decay ? c.decoupled : 0.f;
+    const float decoupled = decay ? coeff.decoupled : 0.f;
 #pragma omp parallel for schedule(static)
     for (long i = long(begin); i < long(end); ++i) {
-      const float denom = std::sqrt(expAvgSq[i]) * c.bc2RsqrtInv + eps;
+      const float denom = std::sqrt(expAvgSq[i]) * coeff.bc2RsqrtInv + eps;
       float p = params[i];
       p = p + p * decoupled;
-      params[i] = p + (expAvg[i] / denom) * c.stepSize;
+      params[i] = p + (expAvg[i] / denom) * coeff.stepSize;
     }
   });
 }
 
-void CompressedAdam::step(int64_t t, const float* grads, float gradScale, float learningRate,
+void CompressedAdam::step(int64_t stepNo, const float* grads, float gradScale, float learningRate,
                           float* params, float* expAvg, float* expAvgSq) {
-  DS_CHECK(!plainAdam(t), "{} step {} is plain Adam", opt_.type, t);
+  DS_CHECK(!plainAdam(stepNo), "{} step {} is plain Adam", opt_.type, stepNo);
   if (!zeroOne_) {  // 1-bit Adam after freeze_step: local momentum, 1-bit averaged
     momentum(grads, gradScale, expAvg, nullptr);
     allreduce_.run(expAvg);
-    applyUpdate(coeffs(t, varSteps_, learningRate), params, expAvg, expAvgSq);
+    applyUpdate(coeffs(stepNo, varSteps_, learningRate), params, expAvg, expAvgSq);
     return;
   }
-  if (!frozen_ && exactGradients(t)) {  // a variance step after 1-bit steps
+  if (!frozen_ && exactGradients(stepNo)) {  // a variance step after 1-bit steps
     momentum(grads, gradScale, expAvg, expAvgSq);
-    applyUpdate(coeffs(t, varSteps_ + 1, learningRate), params, expAvg, expAvgSq);
+    applyUpdate(coeffs(stepNo, varSteps_ + 1, learningRate), params, expAvg, expAvgSq);
     return;
   }
   if (!frozen_) {  // the 1-bit averaged gradient updates the momentum only
     for (size_t i = 0; i < count_; ++i) scratch_[i] = grads[i] * gradScale;
     allreduce_.run(scratch_.data());
     momentum(scratch_.data(), 1.f, expAvg, nullptr);
-    applyUpdate(coeffs(t, varSteps_, learningRate), params, expAvg, expAvgSq);
+    applyUpdate(coeffs(stepNo, varSteps_, learningRate), params, expAvg, expAvgSq);
     return;
   }
   // A local step: own gradient, own parameters, synchronised every local-step interval.
-  const Coeffs c = coeffs(t, varSteps_, learningRate);
+  const Coeffs c = coeffs(stepNo, varSteps_, learningRate);
   momentum(grads, gradScale, expAvg, nullptr);
   applyUpdate(c, params, expAvg, expAvgSq);
   localLrs_ += -double(c.stepSize);
-  if (t % localInterval_ == 0) localSync(params, expAvg, expAvgSq, t);
+  if (stepNo % localInterval_ == 0) localSync(params, expAvg, expAvgSq, stepNo);
 }
 
 // DeepSpeed's momentum_accumulator round: the updates since the last sync, scaled back by the
 // Adam denominator, are 1-bit averaged; the momentum becomes -average / sum(lr); every rank's
 // parameters become anchor + average / denominator (bitwise alike: the anchor is shared).
-void CompressedAdam::localSync(float* params, float* expAvg, const float* expAvgSq, int64_t t) {
-  const float bc2RsqrtInv = coeffs(t, varSteps_, 1.f).bc2RsqrtInv, eps = opt_.eps;
+void CompressedAdam::localSync(float* params, float* expAvg, const float* expAvgSq,
+                               int64_t stepNo) {
+  const float bc2RsqrtInv = coeffs(stepNo, varSteps_, 1.f).bc2RsqrtInv, eps = opt_.eps;
   for (size_t i = 0; i < count_; ++i)
     scratch_[i] = (params[i] - anchor_[i]) * (std::sqrt(expAvgSq[i]) * bc2RsqrtInv + eps);
   allreduce_.run(scratch_.data());
@@ -149,9 +152,9 @@ void CompressedAdam::localSync(float* params, float* expAvg, const float* expAvg
   localLrs_ = 0;
 }
 
-void CompressedAdam::finishStep(int64_t t, const float* params) {
+void CompressedAdam::finishStep(int64_t stepNo, const float* params) {
   if (!zeroOne_) {
-    if (t <= opt_.freezeStep) ++varSteps_;
+    if (stepNo <= opt_.freezeStep) ++varSteps_;
     return;
   }
   if (frozen_) {
@@ -161,14 +164,14 @@ void CompressedAdam::finishStep(int64_t t, const float* params) {
     }
     return;
   }
-  if (t % varInterval_ == 0) {
+  if (stepNo % varInterval_ == 0) {
     ++varSteps_;
     if (++varCounter_ == opt_.varUpdateScaler) {
       varCounter_ = 0;
       varInterval_ *= 2;
     }
   }
-  if (t >= opt_.varFreezeStep) {  // the errors held gradients; from now on, updates
+  if (stepNo >= opt_.varFreezeStep) {  // the errors held gradients; from now on, updates
     frozen_ = true;
     allreduce_.resetErrors();
     if (params) anchor_.assign(params, params + count_);
@@ -180,7 +183,7 @@ void CompressedAdam::restore(int64_t stepsDone, const float* params) {
   varSteps_ = varCounter_ = localCounter_ = 0;
   varInterval_ = localInterval_ = 1;
   frozen_ = false;
-  for (int64_t t = 1; t <= stepsDone; ++t) finishStep(t, nullptr);
+  for (int64_t stepNo = 1; stepNo <= stepsDone; ++stepNo) finishStep(stepNo, nullptr);
   allreduce_.resetErrors();
   localLrs_ = 0;
   if (frozen_) anchor_.assign(params, params + count_);

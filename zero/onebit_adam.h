@@ -37,17 +37,18 @@ class CompressedAdam {
   CompressedAdam(const OptimizerOptions& options, comm::ProcessGroup* group,
                  std::vector<size_t> segments, std::vector<OptimizerPartition::Run> decayRuns);
 
-  // Whether step t (1-based) takes the exactly allreduced gradients (else each rank's own).
-  bool exactGradients(int64_t t) const;
-  // Whether step t is plain Adam(W) with step count t (the engine runs it in OptimizerPartition).
-  bool plainAdam(int64_t t) const;
-  // Step t (not plainAdam) over the fp32 master: grads * gradScale are the averaged gradients
+  // Whether step stepNo (1-based) takes the exactly allreduced gradients (else each rank's own).
+  bool exactGradients(int64_t stepNo) const;
+  // Whether step stepNo is plain Adam(W) with step count stepNo (the engine runs it in
+  // OptimizerPartition).
+  bool plainAdam(int64_t stepNo) const;
+  // Step stepNo (not plainAdam) over the fp32 master: grads * gradScale are the averaged gradients
   // when exactGradients(t), else this rank's own. Collective when it communicates.
-  void step(int64_t t, const float* grads, float gradScale, float learningRate, float* params,
+  void step(int64_t stepNo, const float* grads, float gradScale, float learningRate, float* params,
             float* expAvg, float* expAvgSq);
-  // After every taken step t (plain ones included): advance the schedule. params: the updated
+  // After every taken step stepNo (plain ones included): advance the schedule. params: the updated
   // fp32 master (0/1 Adam keeps it as the anchor of its first local steps).
-  void finishStep(int64_t t, const float* params);
+  void finishStep(int64_t stepNo, const float* params);
   // A load at stepsDone: replay the schedule, clear errors and local-step state.
   void restore(int64_t stepsDone, const float* params);
 
@@ -59,12 +60,12 @@ class CompressedAdam {
   struct Coeffs {
     float stepSize, bc2RsqrtInv, decoupled;  // -lr/(1-b1^t), 1/sqrt(1-b2^k), -lr*wd
   };
-  Coeffs coeffs(int64_t t, int64_t varSteps, float learningRate) const;
+  Coeffs coeffs(int64_t stepNo, int64_t varSteps, float learningRate) const;
   void momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq);
-  void applyUpdate(const Coeffs& c, float* params, const float* expAvg, const float* expAvgSq);
-  void localSync(float* params, float* expAvg, const float* expAvgSq, int64_t t);
+  void applyUpdate(const Coeffs& coeff, float* params, const float* expAvg, const float* expAvgSq);
+  void localSync(float* params, float* expAvg, const float* expAvgSq, int64_t stepNo);
   template <class Fn>
-  void forEachRun(Fn fn) const;
+  void forEachRun(Fn visit) const;
 
   OptimizerOptions opt_;
   bool zeroOne_;

@@ -50,8 +50,9 @@ bool ParamGatherer::usesSecondary(size_t param) const {
 
 // hpZ: backward gathers the copy forward left in this host's group (k ranks, k pieces).
 void ParamGatherer::gatherSecondary(size_t param) {
-  const size_t full = fullSize(param), k = size_t(secondary_->world()), piece = full / k;
-  const std::vector<size_t> counts(k, piece);
+  const size_t full = fullSize(param), groupSize = size_t(secondary_->world());
+  const size_t piece = full / groupSize;
+  const std::vector<size_t> counts(groupSize, piece);
   const std::vector<char>& mine = secondaryCopy_[param];
   if (half_) {
     pool16_.take(live16_[param], full, false);
@@ -66,7 +67,7 @@ void ParamGatherer::gatherSecondary(size_t param) {
 
 // hpZ: after a forward gather, keep this rank's piece of the full copy for backward.
 void ParamGatherer::keepSecondary(size_t param) {
-  const size_t full = fullSize(param), k = size_t(secondary_->world()), piece = full / k;
+  const size_t piece = fullSize(param) / size_t(secondary_->world());
   const size_t elem = half_ ? sizeof(uint16_t) : sizeof(float);
   const char* base = half_ ? reinterpret_cast<const char*>(live16_[param].data())
                            : reinterpret_cast<const char*>(live32_[param].data());

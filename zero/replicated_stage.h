@@ -23,7 +23,7 @@ class ReplicatedStage final : public FlatStage {
   void addMemory(MemoryReport& report) const override;
   // false: the buckets are not allreduced; every rank keeps its own gradients (1-bit Adam /
   // 0/1 Adam steps that communicate compressed). Set before the step's last micro-step.
-  void setAllreduce(bool on) { allreduce_ = on; }
+  void setAllreduce(bool enabled) { allreduce_ = enabled; }
 
  protected:
   void emitBucket(size_t begin, size_t end) override;

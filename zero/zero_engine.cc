@@ -143,15 +143,15 @@ struct ZeroEngine::Impl {
   // MiCS (mics_shard_size s < world): the stage partitions over groups of s consecutive ranks
   // (micsShard) and the gradient partitions are summed across the groups (micsReplica).
   void setUpMics() {
-    const int s = options.micsShardSize;
-    if (s <= 0 || options.stage != 3 || comm.single() || s == comm.world()) return;
-    if (s > comm.world() || comm.world() % s != 0)
+    const int shard = options.micsShardSize;
+    if (shard <= 0 || options.stage != 3 || comm.single() || shard == comm.world()) return;
+    if (shard > comm.world() || comm.world() % shard != 0)
       throw ConfigError(fmt::format(
           "zero_optimization.mics_shard_size {} does not divide the data-parallel world of {} "
           "ranks (use the ranks per host, or a divisor of {})",
-          s, comm.world(), comm.world()));
-    micsShard = comm.consecutiveSubgroup(s);
-    micsReplica = comm.stridedSubgroup(s);
+          shard, comm.world(), comm.world()));
+    micsShard = comm.consecutiveSubgroup(shard);
+    micsReplica = comm.stridedSubgroup(shard);
     mics = true;
   }
   DpComm& partitionComm() { return mics ? micsShard : comm; }
