@@ -22,21 +22,9 @@ RATES=${DS_BENCH_RATES:-"1gbit 10gbit"}
 SIZES=${DS_BENCH_SIZES:-4M,16M,64M}
 REPS=${DS_BENCH_REPS:-3}
 TARGET=${DS_BENCH_TARGET_SECONDS:-1}
-TMP=$(mktemp -d)
-CL="$TMP/cluster"
-cleanup() { scripts/test_cluster.sh stop "$CL" >/dev/null 2>&1 || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 port=29900
-PY=${DS_PYTHON:-/usr/bin/python3}
-
-# tcp_bw NS_FROM ADDR_TO NS_TO: GB/s of a 64 MiB one-way socket transfer (bench/link_bw.py).
-tcp_bw() {
-  ip netns exec "$3" timeout 150 "$PY" bench/link_bw.py srv "$2" &
-  local srv=$!
-  ip netns exec "$1" timeout 150 "$PY" bench/link_bw.py cli "$2"
-  wait "$srv"
-}
+# shellcheck source=bench/netns_lib.sh
+. bench/netns_lib.sh
 
 {
   echo "# bench/comm_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
@@ -47,12 +35,8 @@ tcp_bw() {
        "target ${TARGET} s per row; algbw and busbw in GB/s (1e9 B/s)"
   echo "# load average (1/5/15 min) at start: $(loadavg)"
   for rate in $RATES; do
-    scripts/test_cluster.sh start "$CL" --netns --hosts "$H" --link "$rate" >/dev/null
-    tag=$(sed -n 's/^tag=//p' "$CL/netns")
-    echo "$rate $(tcp_bw "ds${tag}h0" "$(sed -n 2p "$CL/hosts")" "ds${tag}h1")" >> "$TMP/tcp"
-    hf="$TMP/hostfile"
-    while read -r a; do echo "$a slots=$R"; done < "$CL/hosts" > "$hf"
-    master=$(head -1 "$CL/hosts")
+    netns_up "$rate" "$H" "$R"
+    echo "$rate $LINK_BW" >> "$TMP/tcp"
     for rep in $(seq "$REPS"); do
       sides="flat hier"
       [ $((rep % 2)) = 0 ] && sides="hier flat"
@@ -60,14 +44,14 @@ tcp_bw() {
         port=$((port + 1))
         hierflag=$([ "$side" = hier ] && echo 1 || echo 0)
         (set -a; . "$CL/env"; set +a
-         DS_COMM_HIERARCHICAL=$hierflag "$B/dsrun" --hostfile "$hf" --launcher ssh \
-           --master_addr "$master" --master_port "$port" "$B/dsrt" comm-bench \
+         DS_COMM_HIERARCHICAL=$hierflag "$B/dsrun" --hostfile "$HOSTFILE" --launcher ssh \
+           --master_addr "$MASTER" --master_port "$port" "$B/dsrt" comm-bench \
            --comm_backend gloo --sizes "$SIZES" --ops allreduce --target_seconds "$TARGET") \
           2>>"$TMP/stderr" | sed -e 's/^\[[0-9]*\] //' | grep -E '^allreduce ' |
           sed "s/^/$rate $side $rep /" >> "$TMP/rows"
       done
     done
-    scripts/test_cluster.sh stop "$CL" >/dev/null
+    netns_down
   done
   echo "# load average at end:   $(loadavg)"
   echo

@@ -24,12 +24,8 @@ REPS=${DS_BENCH_REPS:-2}
 DEFAULT_SIDES="exact zeropp"
 [ "$R" -gt 1 ] && DEFAULT_SIDES="exact zeropp hpz mics"
 read -r -a SIDES <<< "${DS_BENCH_SIDES:-$DEFAULT_SIDES}"
-PY=${DS_PYTHON:-/usr/bin/python3}
-TMP=$(mktemp -d)
-CL="$TMP/cluster"
-cleanup() { scripts/test_cluster.sh stop "$CL" >/dev/null 2>&1 || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# shellcheck source=bench/netns_lib.sh
+. bench/netns_lib.sh
 port=30100
 MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_head=12
        --set model.gpt.seq_len=64 --set model.gpt.vocab_size=50257
@@ -38,14 +34,6 @@ MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
        --set deepspeed.train_batch_size=$((H * R))
        --set deepspeed.scheduler.params.warmup_num_steps=1
        --set deepspeed.zero_optimization.stage=3)
-
-# tcp_bw NS_FROM ADDR_TO NS_TO: GB/s of a 64 MiB one-way socket transfer (bench/link_bw.py).
-tcp_bw() {
-  ip netns exec "$3" timeout 150 "$PY" bench/link_bw.py srv "$2" &
-  local srv=$!
-  ip netns exec "$1" timeout 150 "$PY" bench/link_bw.py cli "$2"
-  wait "$srv"
-}
 
 {
   echo "# bench/zeropp_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
@@ -56,12 +44,9 @@ tcp_bw() {
        "alternating. Every host shares this machine's $(nproc) cores."
   echo "# load average (1/5/15 min) at start: $(loadavg)"
   for rate in $RATES; do
-    scripts/test_cluster.sh start "$CL" --netns --hosts "$H" --link "$rate" >/dev/null
-    tag=$(sed -n 's/^tag=//p' "$CL/netns")
-    bw=$(tcp_bw "ds${tag}h0" "$(sed -n 2p "$CL/hosts")" "ds${tag}h1")
+    netns_up "$rate" "$H" "$R"
+    bw=$LINK_BW
     echo "link $rate: raw TCP one way $bw GB/s"
-    hf="$TMP/hostfile"
-    while read -r a; do echo "$a slots=$R"; done < "$CL/hosts" > "$hf"
     for rep in $(seq "$REPS"); do
       for i in $(seq 0 $((${#SIDES[@]} - 1))); do
         side=${SIDES[$(( (rep - 1 + i) % ${#SIDES[@]} ))]}
@@ -71,8 +56,8 @@ tcp_bw() {
         mics=$([ "$side" = mics ] && echo "$R" || echo -1)
         sum="$TMP/$rate-$side-$rep.json"
         (set -a; . "$CL/env"; set +a
-         cd "$TMP" && "$B/dsrun" --hostfile "$hf" --launcher ssh \
-           --master_addr "$(head -1 "$CL/hosts")" --master_port "$port" "$B/dsrt" train \
+         cd "$TMP" && "$B/dsrun" --hostfile "$HOSTFILE" --launcher ssh \
+           --master_addr "$MASTER" --master_port "$port" "$B/dsrt" train \
            "${MODEL[@]}" --set deepspeed.zero_optimization.zero_quantized_weights=$q \
            --set deepspeed.zero_optimization.zero_quantized_gradients=$q \
            --set deepspeed.zero_optimization.zero_hpz_partition_size="$hpz" \
@@ -85,7 +70,7 @@ tcp_bw() {
           "$sum" >> "$TMP/rows"
       done
     done
-    scripts/test_cluster.sh stop "$CL" >/dev/null
+    netns_down
   done
   echo "# load average at end:   $(loadavg)"
   echo

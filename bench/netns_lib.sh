@@ -1,0 +1,31 @@
+# Shared by the multi-host benchmarks (bench/comm_multihost.sh, bench/zeropp_multihost.sh): a
+# scratch dir with a network-namespace cluster (scripts/test_cluster.sh --netns) that is stopped
+# on exit, and the link's raw TCP rate. Source it from the repository root.
+#   netns_up RATE HOSTS RANKS  starts the cluster with every link shaped to RATE; sets HOSTFILE
+#                              (RANKS slots per host), MASTER (the first host) and LINK_BW (GB/s
+#                              of one 64 MiB TCP transfer between two hosts, bench/link_bw.py)
+#   netns_down                 stops it (also done on exit)
+TMP=$(mktemp -d)
+CL="$TMP/cluster"
+PY=${DS_PYTHON:-/usr/bin/python3}
+netns_down() { scripts/test_cluster.sh stop "$CL" >/dev/null 2>&1 || true; }
+trap 'netns_down; rm -rf "$TMP"' EXIT
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# tcp_bw NS_FROM ADDR_TO NS_TO: GB/s of a 64 MiB one-way socket transfer.
+tcp_bw() {
+  ip netns exec "$3" timeout 150 "$PY" bench/link_bw.py srv "$2" &
+  local srv=$!
+  ip netns exec "$1" timeout 150 "$PY" bench/link_bw.py cli "$2"
+  wait "$srv"
+}
+
+netns_up() {
+  local rate=$1 hosts=$2 ranks=$3 tag
+  scripts/test_cluster.sh start "$CL" --netns --hosts "$hosts" --link "$rate" >/dev/null
+  tag=$(sed -n 's/^tag=//p' "$CL/netns")
+  LINK_BW=$(tcp_bw "ds${tag}h0" "$(sed -n 2p "$CL/hosts")" "ds${tag}h1")
+  HOSTFILE="$TMP/hostfile"
+  while read -r a; do echo "$a slots=$ranks"; done < "$CL/hosts" > "$HOSTFILE"
+  MASTER=$(head -1 "$CL/hosts")
+}
