@@ -68,6 +68,15 @@ BufferView sub(const BufferView& b, size_t offset, size_t count) {
   return {static_cast<char*>(b.data) + offset * dtypeSize(b.dtype), count, b.dtype, b.device};
 }
 
+// Each host's share of per-rank block counts (hosts hold consecutive ranks).
+std::vector<size_t> perHostCounts(const HostLayout& layout, const std::vector<size_t>& counts) {
+  std::vector<size_t> out;
+  for (const auto& ranks : layout.hostRanks)
+    out.push_back(
+        sumCounts(counts, static_cast<size_t>(ranks.front()), static_cast<size_t>(ranks.back())));
+  return out;
+}
+
 class HierBackend final : public Backend {
  public:
   HierBackend(std::unique_ptr<Backend> flat, std::unique_ptr<Backend> local,
@@ -121,10 +130,7 @@ class HierBackend final : public Backend {
       std::vector<char> block(hostCount * es);
       BufferView b{block.data(), hostCount, input.dtype, Device::kCpu};
       if (leaders_) {
-        std::vector<size_t> hostCounts;
-        for (const auto& ranks : layout_.hostRanks)
-          hostCounts.push_back(sumCounts(counts, static_cast<size_t>(ranks.front()),
-                                         static_cast<size_t>(ranks.back())));
+        const std::vector<size_t> hostCounts = perHostCounts(layout_, counts);
         leaders_->reduceScatter(w, b, hostCounts, step)->wait(timeout_);
       }
       local_->broadcast(b, 0)->wait(timeout_);
@@ -156,10 +162,7 @@ class HierBackend final : public Backend {
         if (hostCount)
           std::memcpy(block.data(), static_cast<char*>(output.data) + hostOffset * es,
                       block.size());
-        std::vector<size_t> hostCounts;
-        for (const auto& ranks : layout_.hostRanks)
-          hostCounts.push_back(sumCounts(counts, static_cast<size_t>(ranks.front()),
-                                         static_cast<size_t>(ranks.back())));
+        const std::vector<size_t> hostCounts = perHostCounts(layout_, counts);
         leaders_
             ->allgather({block.data(), hostCount, output.dtype, Device::kCpu}, output, hostCounts)
             ->wait(timeout_);
