@@ -80,12 +80,12 @@ void CompressedAdam::forEachRun(Fn visit) const {
 
 // m = beta1 m + (1 - beta1) g (and v likewise when expAvgSq is given), g = grads * gradScale.
 void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq) {
-  const float b1 = opt_.beta1, b2 = opt_.beta2, c1 = 1.f - b1, c2 = 1.f - b2;
+  const float beta1 = opt_.beta1, beta2 = opt_.beta2, keep1 = 1.f - beta1, keep2 = 1.f - beta2;
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < long(count_); ++i) {
-    const float g = grads[i] * gradScale;
-    expAvg[i] = expAvg[i] * b1 + g * c1;
-    if (expAvgSq) expAvgSq[i] = expAvgSq[i] * b2 + g * g * c2;
+    const float grad = grads[i] * gradScale;
+    expAvg[i] = expAvg[i] * beta1 + grad * keep1;
+    if (expAvgSq) expAvgSq[i] = expAvgSq[i] * beta2 + grad * grad * keep2;
   }
 }
 
@@ -98,9 +98,9 @@ void CompressedAdam::applyUpdate(const Coeffs& coeff, float* params, const float
 #pragma omp parallel for schedule(static)
     for (long i = long(begin); i < long(end); ++i) {
       const float denom = std::sqrt(expAvgSq[i]) * coeff.bc2RsqrtInv + eps;
-      float p = params[i];
-      p = p + p * decoupled;
-      params[i] = p + (expAvg[i] / denom) * coeff.stepSize;
+      float param = params[i];
+      param = param + param * decoupled;
+      params[i] = param + (expAvg[i] / denom) * coeff.stepSize;
     }
   });
 }
@@ -127,10 +127,10 @@ void CompressedAdam::step(int64_t stepNo, const float* grads, float gradScale, f
     return;
   }
   // A local step: own gradient, own parameters, synchronised every local-step interval.
-  const Coeffs c = coeffs(stepNo, varSteps_, learningRate);
+  const Coeffs local = coeffs(stepNo, varSteps_, learningRate);
   momentum(grads, gradScale, expAvg, nullptr);
-  applyUpdate(c, params, expAvg, expAvgSq);
-  localLrs_ += -double(c.stepSize);
+  applyUpdate(local, params, expAvg, expAvgSq);
+  localLrs_ += -double(local.stepSize);
   if (stepNo % localInterval_ == 0) localSync(params, expAvg, expAvgSq, stepNo);
 }
 

@@ -52,7 +52,7 @@ void ParamBuckets::flush() {
 }
 
 void ParamBuckets::emit(const std::vector<Shard>& ranges) {
-  const int world = ctx_.comm.world(), me = ctx_.comm.rank();
+  const int world = ctx_.comm.world(), self = ctx_.comm.rank();
   const int slot = ctx_.buckets.acquire();
   float* input = ctx_.buckets.input(slot).data();
   float* output = ctx_.buckets.output(slot).data();
@@ -70,7 +70,7 @@ void ParamBuckets::emit(const std::vector<Shard>& ranges) {
       else bulkZero(input + pos, part.size);
       pos += part.size;
       counts[size_t(rank)] += part.size;
-      if (rank == me) mine.push_back({part.offset - partStart_, part.size});
+      if (rank == self) mine.push_back({part.offset - partStart_, part.size});
     }
   auto work = ctx_.comm.reduceScatterSum(input, output, counts);
   auto finish = [this, output, mine] {

@@ -29,9 +29,9 @@ void checkSwapSpace(const std::string& key, const std::string& dir, size_t bytes
                                   key, dir, bytes, std::strerror(errno)));
   ::close(fd);
   ::unlink(probe.c_str());
-  struct statvfs fs {};
-  if (::statvfs(dir.c_str(), &fs) != 0) return;  // no figure: the writes will tell
-  const size_t free = size_t(fs.f_bavail) * size_t(fs.f_frsize);
+  struct statvfs stats {};
+  if (::statvfs(dir.c_str(), &stats) != 0) return;  // no figure: the writes will tell
+  const size_t free = size_t(stats.f_bavail) * size_t(stats.f_frsize);
   if (free < bytes)
     throw ConfigError(fmt::format(
         "{} '{}': the swap files need {} bytes ({:.1f} MiB) but the file system has {} bytes "
