@@ -49,12 +49,25 @@ BlockedStage::BlockedStage(const StageContext& ctx)
       ctx_.options.prefetchBucketSize);
 }
 
-void BlockedStage::setParams(const float* fullFlat) {
+// Partitioned construction: only this rank's chunk of each parameter is read from the source,
+// in pieces of at most kParamSourcePiece elements; the chunk's padding tail is zeros.
+void BlockedStage::setParams(const TrainingEngine::ParamSource& source) {
+  const size_t piece = TrainingEngine::kParamSourcePiece;
+  std::vector<float> values;
   for (size_t param = 0; param < ctx_.index.count(); ++param) {
     gatherer_.release(param);
     const Shard own = layout_.ownRange(param, ctx_.comm.rank());
-    store_->writeChunk(layout_.localOffset(param), layout_.chunk(param),
-                       fullFlat + ctx_.index.offset(param) + own.offset, own.size);
+    const size_t local = layout_.localOffset(param), chunk = layout_.chunk(param);
+    for (size_t done = 0; done < own.size; done += piece) {
+      const size_t count = std::min(piece, own.size - done);
+      values.resize(count);
+      source(ctx_.index.offset(param) + own.offset + done, count, values.data());
+      store_->write(local + done, count, values.data());
+    }
+    if (chunk > own.size) {
+      values.assign(chunk - own.size, 0.f);
+      store_->write(local + own.size, chunk - own.size, values.data());
+    }
   }
   gatherer_.gatherPersistent();
 }

@@ -23,7 +23,7 @@ class BlockedStage final : public Stage {
   explicit BlockedStage(const StageContext& ctx);
 
   float* masterAlias() override { return store_->masterAlias(); }
-  void setParams(const float* fullFlat) override;
+  void setParams(const TrainingEngine::ParamSource& source) override;
   void getParams(float* fullFlat, OptimizerPartition& optimizer) override;
 
   void beforeForward(int block) override;

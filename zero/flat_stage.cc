@@ -29,9 +29,19 @@ FlatStage::FlatStage(const StageContext& ctx, bool reduceEveryMicroStep, size_t 
 
 float* FlatStage::masterAlias() { return half_ ? nullptr : params32_.data() + partStart_; }
 
-void FlatStage::setParams(const float* fullFlat) {
-  if (half_) convertTo16(fullFlat, {ctx_.options.compute, params16_.data()}, ctx_.index.numel());
-  else std::memcpy(params32_.data(), fullFlat, ctx_.index.numel() * sizeof(float));
+// fp32: straight into the model copy; 16-bit: through one piece-sized fp32 staging buffer.
+void FlatStage::setParams(const TrainingEngine::ParamSource& source) {
+  const size_t numel = ctx_.index.numel();
+  if (!half_) {
+    if (numel) source(0, numel, params32_.data());
+    return;
+  }
+  std::vector<float> piece(std::min(numel, TrainingEngine::kParamSourcePiece));
+  for (size_t done = 0; done < numel; done += piece.size()) {
+    const size_t count = std::min(piece.size(), numel - done);
+    source(done, count, piece.data());
+    convertTo16(piece.data(), {ctx_.options.compute, params16_.data() + done}, count);
+  }
 }
 
 char* FlatStage::paramBytes() {

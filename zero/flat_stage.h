@@ -16,7 +16,7 @@ namespace ds::zero {
 class FlatStage : public Stage {
  public:
   float* masterAlias() override;
-  void setParams(const float* fullFlat) override;
+  void setParams(const TrainingEngine::ParamSource& source) override;
 
   void beforeForward(int /*block*/) override {}
   void afterForward(int /*block*/) override {}

@@ -53,8 +53,9 @@ class Stage {
   // master there (fp32 compute, params in memory); else null.
   virtual float* masterAlias() = 0;
 
-  // Every rank passes the same full fp32 vector. getParams is collective.
-  virtual void setParams(const float* fullFlat) = 0;
+  // The model parameters this stage keeps, read from source (TrainingEngine::ParamSource; the
+  // same on every rank). getParams is collective.
+  virtual void setParams(const TrainingEngine::ParamSource& source) = 0;
   virtual void getParams(float* fullFlat, OptimizerPartition& optimizer) = 0;
 
   virtual void beforeForward(int block) = 0;

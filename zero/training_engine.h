@@ -5,6 +5,7 @@
 // block's hooks; step() averages the gradients over the group before the optimizer.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -20,8 +21,20 @@ class TrainingEngine : public BlockHooks {
  public:
   ~TrainingEngine() override = default;
 
-  // Every rank passes the same full fp32 vector (host memory).
-  virtual void setParams(const float* fullFlat) = 0;
+  // Where initial parameter values come from: fills flat elements [offset, offset + size) (fp32,
+  // the params' order) into out. The engine asks only for what this rank keeps (stage 3: its
+  // shard; stages 0-2: the model copy and the master partition), in pieces of at most
+  // kParamSourcePiece elements where it needs a staging buffer, any order, possibly twice. Every
+  // rank's source must give the same values (a counter-based initialiser, a file, a checkpoint).
+  using ParamSource = std::function<void(size_t offset, size_t size, float* out)>;
+  static constexpr size_t kParamSourcePiece = size_t(1) << 20;
+  virtual void setParamsFrom(const ParamSource& source) = 0;
+  // Every rank passes the same full fp32 vector (host memory): setParamsFrom over it.
+  void setParams(const float* fullFlat) {
+    setParamsFrom([fullFlat](size_t offset, size_t size, float* out) {
+      std::copy(fullFlat + offset, fullFlat + offset + size, out);
+    });
+  }
   // Collective where parameters are partitioned; the full fp32 params into host memory.
   virtual void getParams(float* fullFlat) = 0;
   virtual size_t numel() const = 0;

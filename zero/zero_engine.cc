@@ -156,7 +156,7 @@ struct ZeroEngine::Impl {
   }
   DpComm& partitionComm() { return mics ? micsShard : comm; }
 
-  void writeMasterFrom(const float* fullFlat);
+  void writeMasterFrom(const ParamSource& source);
   void loadModelFromMaster();
   // summedOver: how many ranks' gradients the reduced ones sum (world; 1 when kept local).
   void update(StepResult& result, const GradCheck& check, float learningRate, float lossScale,
@@ -181,10 +181,17 @@ struct ZeroEngine::Impl {
   bool localGradients() const { return compressed && !compressed->exactGradients(steps + 1); }
 };
 
-void ZeroEngine::Impl::writeMasterFrom(const float* fullFlat) {
+// The optimizer's own fp32 master (when it has one) of every local range, piece by piece.
+void ZeroEngine::Impl::writeMasterFrom(const ParamSource& source) {
   if (!optimizer->masterOwned()) return;  // the master is the stage's own fp32 params
+  std::vector<float> piece;
   for (const auto& range : stage->ranges())
-    optimizer->write(0, range.localOffset, range.size, fullFlat + range.flatOffset);
+    for (size_t done = 0; done < range.size; done += kParamSourcePiece) {
+      const size_t count = std::min(kParamSourcePiece, range.size - done);
+      piece.resize(count);
+      source(range.flatOffset + done, count, piece.data());
+      optimizer->write(0, range.localOffset + done, count, piece.data());
+    }
 }
 
 // The model params of every local range from the fp32 master, then the stage's refresh.
@@ -259,10 +266,10 @@ size_t ZeroEngine::numel() const { return impl_->index.numel(); }
 ParamTable& ZeroEngine::table() { return impl_->table; }
 int64_t ZeroEngine::stepCount() const { return impl_->steps; }
 
-void ZeroEngine::setParams(const float* fullFlat) {
+void ZeroEngine::setParamsFrom(const ParamSource& source) {
   impl_->buckets.drainAll();
-  impl_->stage->setParams(fullFlat);
-  impl_->writeMasterFrom(fullFlat);
+  impl_->stage->setParams(source);
+  impl_->writeMasterFrom(source);
 }
 
 void ZeroEngine::getParams(float* fullFlat) {

@@ -87,8 +87,10 @@ class ZeroEngine final : public TrainingEngine {
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
-  // Every rank passes the same full fp32 vector; the engine keeps what its stage needs.
-  void setParams(const float* fullFlat) override;
+  // The engine reads from source only what its stage keeps: stage 3 this rank's shard of every
+  // parameter (no rank ever holds the full model), stages 0-2 the full model copy (fp32 or
+  // 16-bit) plus, where the optimizer owns a separate master, this rank's partition of it.
+  void setParamsFrom(const ParamSource& source) override;
   // Collective for stage 3 (allgather); fills the full fp32 master params on every rank.
   void getParams(float* fullFlat) override;
   size_t numel() const override;  // Ψ: elements of the flat space (no padding)

@@ -71,6 +71,9 @@ class CheckpointReader {
   void checkParams(const std::vector<zero::ParamInfo>& expected) const;
   // Full fp32 params in params order (checkParams first); flat must hold sum(numel).
   void readModel(const std::vector<zero::ParamInfo>& expected, float* flat) const;
+  // Flat elements [offset, offset + size) of the model (checkParams first): what readModel
+  // writes there, read without the rest (a stage-3 rank loads only its shard).
+  void readModelRange(size_t offset, size_t size, float* out) const;
   // Serves ZeroEngine::loadOptimizerState: assembles [offset, offset+size) of state `name` from
   // whichever rank files cover it; throws naming the state and the uncovered range otherwise.
   void readRange(size_t offset, size_t size, const std::string& name, float* out) const;

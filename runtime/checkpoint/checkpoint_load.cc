@@ -305,6 +305,28 @@ void CheckpointReader::readModel(const std::vector<zero::ParamInfo>& expected, f
   }
 }
 
+void CheckpointReader::readModelRange(size_t offset, size_t size, float* out) const {
+  if (offset > impl_->numel || size > impl_->numel - offset)
+    impl_->bad(fmt::format("model read of flat elements [{}, {}) beyond the {} parameters", offset,
+                           offset + size, impl_->numel));
+  if (impl_->model == nullptr) {  // no model file: the fp32 master ranges hold the same values
+    readRange(offset, size, "fp32", out);
+    return;
+  }
+  size_t begin = 0;
+  for (const auto& p : impl_->info.params) {
+    const size_t end = begin + p.numel;
+    if (size > 0 && offset < end) {
+      const size_t n = std::min(size, end - offset);
+      impl_->model->readF32(*impl_->model->find(p.name), offset - begin, n, out);
+      out += n;
+      offset += n;
+      size -= n;
+    }
+    begin = end;
+  }
+}
+
 void CheckpointReader::readRange(size_t offset, size_t size, const std::string& name,
                                  float* out) const {
   auto it = impl_->states.find(name);

@@ -213,17 +213,20 @@ std::vector<std::string> DeviceEngine::stateNames() const {
   return {"fp32", "momentum"};
 }
 
-void DeviceEngine::setParams(const float* fullFlat) {
-  if (stage3_) {
-    for (const auto& r : shards_)
-      ops_.upload(master() + r.local, fullFlat + r.flat, r.size * sizeof(float));
-    if (bf16_) ops_.toBf16(params16_.as<bf16>(), master(), part_);
-    stage3_->refresh();
-    ops_.synchronize();
-    return;
-  }
-  ops_.upload(master(), fullFlat, numel_ * sizeof(float));
-  if (bf16_) ops_.toBf16(params16_.as<bf16>(), master(), numel_);
+void DeviceEngine::setParamsFrom(const ParamSource& source) {
+  // The runs to fill: stage 3 this rank's shards (local offsets), else the whole flat space.
+  std::vector<ShardRange> runs = stage3_ ? shards_ : std::vector<ShardRange>{{0, 0, numel_}};
+  std::vector<float> piece;
+  for (const auto& r : runs)
+    for (size_t done = 0; done < r.size; done += kParamSourcePiece) {
+      const size_t count = std::min(kParamSourcePiece, r.size - done);
+      piece.resize(count);
+      source(r.flat + done, count, piece.data());
+      ops_.upload(master() + r.local + done, piece.data(), count * sizeof(float));
+      ops_.synchronize();  // the piece buffer is reused
+    }
+  if (bf16_) ops_.toBf16(params16_.as<bf16>(), master(), stage3_ ? part_ : numel_);
+  if (stage3_) stage3_->refresh();
   ops_.synchronize();
 }
 

@@ -47,7 +47,9 @@ class DeviceEngine final : public zero::TrainingEngine {
   // Whether this engine implements the options (else the host engine + DeviceMirror does).
   static bool handles(const zero::ZeroOptions& zopts, const zero::OptimizerOptions& oopts);
 
-  void setParams(const float* fullFlat) override;
+  // Stage 3 reads only this rank's shard from source; stages 0-2 the full master, uploaded piece
+  // by piece (no full host copy).
+  void setParamsFrom(const ParamSource& source) override;
   void getParams(float* fullFlat) override;
   size_t numel() const override { return numel_; }
   zero::ParamTable& table() override { return table_; }

@@ -1,6 +1,8 @@
-// loadInitWeights (see init_from.h): read with loadLlmcCheckpoint, then compare the header's shape
-// with the plan field by field (llm.c header names next to the plan's keys).
+// InitWeights (see init_from.h): the header compared with the plan field by field (llm.c header
+// names next to the plan's keys), then ranges of the plan's flat space mapped to the file's.
 #include "runtime/engine/init_from.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -9,34 +11,8 @@
 namespace ds::runtime {
 namespace {
 
-// The file's weights for a model with fewer positions: every tensor as it is, except wpe, of
-// which the first want.seqLen rows (positions) are kept, as llm.c does for a shorter T.
-std::vector<float> firstPositions(const std::vector<float>& flat, const ModelConfig& file,
-                                  const ModelConfig& want) {
-  const auto from = makeModel(file)->params();
-  const auto to = makeModel(want)->params();
-  DS_CHECK(from.size() == to.size(), "init_from: parameter lists differ");
-  std::vector<float> out;
-  size_t off = 0;
-  for (size_t i = 0; i < from.size(); ++i) {
-    DS_CHECK(from[i].name == to[i].name && to[i].numel <= from[i].numel,
-             "init_from: parameter {} vs {}", from[i].name, to[i].name);
-    out.insert(out.end(), flat.begin() + long(off), flat.begin() + long(off + to[i].numel));
-    off += from[i].numel;
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<float> loadInitWeights(const Plan& plan) {
+void checkHeader(const Plan& plan, const ModelConfig& file) {
   const ModelConfig& want = plan.model;
-  if (want.kind != "gpt2")
-    throw ConfigError(fmt::format("{}: model.gpt.init_from needs model.gpt (this plan has {})",
-                                  plan.source, want.kind));
-  ModelConfig file = want;
-  std::vector<float> flat;
-  loadLlmcCheckpoint(plan.initFrom, file, flat);
   struct Field {
     const char* header;
     const char* key;
@@ -57,8 +33,49 @@ std::vector<float> loadInitWeights(const Plan& plan) {
         plan.source, plan.initFrom, f.header, f.got, f.key, f.planned,
         f.header == std::string("maxT") ? " (seq_len may be smaller than maxT)" : ""));
   }
-  if (file.seqLen == want.seqLen) return flat;
-  return firstPositions(flat, file, want);
+}
+
+}  // namespace
+
+InitWeights::InitWeights(const Plan& plan) {
+  const ModelConfig& want = plan.model;
+  if (want.kind != "gpt2")
+    throw ConfigError(fmt::format("{}: model.gpt.init_from needs model.gpt (this plan has {})",
+                                  plan.source, want.kind));
+  file_ = std::make_unique<LlmcFile>(plan.initFrom, want);
+  checkHeader(plan, file_->header());
+  // Every tensor as it is, except wpe, of which the first seq_len rows (positions) are kept:
+  // a prefix of the file's tensor, so each plan parameter is one contiguous run of the file.
+  const auto from = makeModel(file_->header())->params();
+  const auto to = makeModel(want)->params();
+  DS_CHECK(from.size() == to.size(), "init_from: parameter lists differ");
+  size_t planOff = 0, fileOff = 0;
+  for (size_t i = 0; i < from.size(); ++i) {
+    DS_CHECK(from[i].name == to[i].name && to[i].numel <= from[i].numel,
+             "init_from: parameter {} vs {}", from[i].name, to[i].name);
+    planOffset_.push_back(planOff);
+    fileOffset_.push_back(fileOff);
+    planOff += to[i].numel;
+    fileOff += from[i].numel;
+  }
+  planOffset_.push_back(planOff);  // end sentinel
+}
+
+void InitWeights::read(size_t offset, size_t count, float* out) const {
+  DS_CHECK(offset + count <= planOffset_.back(), "init_from: read of [{}, {}) past {} params",
+           offset, offset + count, planOffset_.back());
+  // The parameter holding `offset`: the last whose start is <= offset.
+  size_t i = size_t(std::upper_bound(planOffset_.begin(), planOffset_.end(), offset) -
+                    planOffset_.begin()) -
+             1;
+  while (count > 0) {
+    const size_t n = std::min(count, planOffset_[i + 1] - offset);
+    file_->read(fileOffset_[i] + (offset - planOffset_[i]), n, out);
+    out += n;
+    offset += n;
+    count -= n;
+    ++i;
+  }
 }
 
 }  // namespace ds::runtime

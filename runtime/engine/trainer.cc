@@ -139,16 +139,20 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
       logLine(fmt::format("host engine + device mirror: ZeRO stage {} on the host, compute on {}",
                           z.stage, ops_->name()));
   }
-  // A resume overwrites them; a fresh start takes model.gpt.init_from's weights when set.
-  std::vector<float> flat;
+  // A resume overwrites them; a fresh start takes model.gpt.init_from's weights when set. Either
+  // way the engine reads only the ranges it keeps (partitioned construction, zero.Init): at stage
+  // 3 no rank ever holds the full model.
   if (!plan_.initFrom.empty() && opts_.resume.empty()) {
-    flat = loadInitWeights(plan_);
+    InitWeights weights(plan_);
+    eng_->setParamsFrom(
+        [&weights](size_t offset, size_t size, float* out) { weights.read(offset, size, out); });
     logLine(fmt::format("initialized from llm.c checkpoint {}", plan_.initFrom));
   } else {
-    flat.resize(model_->numParamsTotal());
-    model_->initParams(flat.data(), plan_.train.seed);
+    eng_->setParamsFrom(
+        [m = model_.get(), seed = plan_.train.seed](size_t offset, size_t size, float* out) {
+          m->initParamRange(out, offset, size, seed);
+        });
   }
-  eng_->setParams(flat.data());
   hooks_ = std::make_unique<TimedHooks>(*eng_);
   if (ops_ && dynamic_cast<zero::ZeroEngine*>(eng_.get()) != nullptr) {
     DeviceMirrorOptions mo;

@@ -139,9 +139,9 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
   checkPlanHash(plan_, info, cs);
   const auto& params = model_->params();
   reader->checkParams(params);
-  std::vector<float> flat(model_->numParamsTotal());
-  reader->readModel(params, flat.data());
-  eng_->setParams(flat.data());
+  eng_->setParamsFrom([&reader](size_t offset, size_t size, float* out) {
+    reader->readModelRange(offset, size, out);  // this rank's ranges only (stage 3: its shard)
+  });
   if (mirror_) mirror_->invalidate();
   const int64_t optSteps = cs.value("optimizer_steps", info.step);
   eng_->loadOptimizerState(reader->rangeReader(), optSteps);

@@ -117,6 +117,29 @@ void Gpt2Model::initParams(float* flat, uint64_t seed) const {
   }
 }
 
+// initParams's choices for one parameter (kept side by side with it: the two must agree bit for
+// bit, tests/runtime/model/param_init_test.cc checks random sub-ranges).
+ParamInitRule Gpt2Model::initRule(size_t param) const {
+  const float residualStd = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.nLayer));
+  const zero::ParamInfo& info = params_.at(param);
+  const std::string& n = info.name;
+  auto endsWith = [&](const char* s) {
+    size_t k = std::strlen(s);
+    return n.size() >= k && n.compare(n.size() - k, k, s) == 0;
+  };
+  ParamInitRule rule;
+  if (endsWith("ln1w") || endsWith("ln2w") || n == "lnfw") {
+    rule.value = 1.0f;
+  } else if (info.shape.size() == 1) {
+    rule.value = 0.0f;
+  } else {
+    rule.normal = true;
+    rule.stddev = endsWith("attprojw") || endsWith("fcprojw") ? residualStd : 0.02f;
+  }
+  if (param == 0 && Vp_ > V_) rule.zeroFrom = static_cast<size_t>(V_) * cfg_.nEmbd;
+  return rule;
+}
+
 void Gpt2Model::allocate(int B, int T) {
   const size_t BT = static_cast<size_t>(B) * T, C = cfg_.nEmbd, NH = cfg_.nHead;
   const DType store = bf16_ ? DType::kBF16 : DType::kF32;

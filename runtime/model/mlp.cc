@@ -54,6 +54,17 @@ void MlpModel::initParams(float* flat, uint64_t seed) const {
   }
 }
 
+// initParams's choices for one parameter (they must agree bit for bit).
+ParamInitRule MlpModel::initRule(size_t param) const {
+  const zero::ParamInfo& info = params_.at(param);
+  ParamInitRule rule;
+  if (info.shape.size() != 1) {
+    rule.normal = true;
+    rule.stddev = param == 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(info.shape[1]));
+  }
+  return rule;
+}
+
 const float* MlpModel::blockInput(int k) {
   in_[k].load(0, x_.data());
   return x_.data();

@@ -19,6 +19,7 @@ class MlpModel : public Model {
   const std::vector<zero::ParamInfo>& params() const override { return params_; }
   int numBlocks() const override { return static_cast<int>(sizes_.size()) - 1; }
   void initParams(float* flat, uint64_t seed) const override;
+  ParamInitRule initRule(size_t param) const override;
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T, zero::ParamTable& p,
                 zero::BlockHooks& hooks) override;
   void backward(float lossScale, zero::ParamTable& p, zero::BlockHooks& hooks) override;

@@ -2,6 +2,8 @@
 // Not the plan parser: keys are named as the plan spells them (model.n_embd ...) for messages.
 #include "runtime/model/model.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -51,6 +53,24 @@ size_t Model::numParamsTotal() const {
   size_t n = 0;
   for (const zero::ParamInfo& p : params()) n += p.numel;
   return n;
+}
+
+void Model::initParamRange(float* out, size_t offset, size_t count, uint64_t seed) const {
+  const auto& ps = params();
+  size_t begin = 0;
+  for (size_t i = 0; i < ps.size() && count > 0; ++i) {
+    const size_t end = begin + ps[i].numel;
+    if (offset < end) {
+      const size_t first = offset - begin, n = std::min(count, end - offset);
+      fillParamRange(out, first, n, initRule(i), seed, i);
+      out += n;
+      offset += n;
+      count -= n;
+    }
+    begin = end;
+  }
+  DS_CHECK(count == 0, "initParamRange: {} elements past the model's {} parameters", count,
+           numParamsTotal());
 }
 
 std::unique_ptr<Model> makeModel(const ModelConfig& cfg) {

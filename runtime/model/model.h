@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "runtime/model/param_init.h"
 #include "zero/param_table.h"
 
 namespace ds::runtime {
@@ -43,6 +44,11 @@ class Model {
   // residual projections (attprojw, fcprojw) scaled by 1/sqrt(2L), LN weights 1, biases 0.
   // Deterministic from seed, independent of thread count.
   virtual void initParams(float* flat, uint64_t seed) const = 0;
+  // How parameter `param` is initialised (initParams applies exactly these rules).
+  virtual ParamInitRule initRule(size_t param) const = 0;
+  // Flat elements [offset, offset + count) of initParams(flat, seed), into out: the same bits,
+  // computed without the rest (partitioned construction: a rank fills only its shard).
+  void initParamRange(float* out, size_t offset, size_t count, uint64_t seed) const;
   // Mean cross-entropy over B*T positions (targets < 0 are ignored and not counted). Reads
   // p.value (kF32) or p.value16 (kBF16) of block b only between hooks.beforeForward(b) and
   // hooks.afterForward(b). T <= seqLen.

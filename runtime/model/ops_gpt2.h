@@ -22,6 +22,7 @@ class OpsGpt2Model final : public Model {
   const std::vector<zero::ParamInfo>& params() const override { return meta_.params(); }
   int numBlocks() const override { return cfg_.nLayer + 2; }
   void initParams(float* flat, uint64_t seed) const override { meta_.initParams(flat, seed); }
+  ParamInitRule initRule(size_t param) const override { return meta_.initRule(param); }
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T, zero::ParamTable& p,
                 zero::BlockHooks& hooks) override;
   void backward(float lossScale, zero::ParamTable& p, zero::BlockHooks& hooks) override;

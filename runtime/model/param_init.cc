@@ -1,6 +1,7 @@
 // Counter-based normal init (see param_init.h): splitmix64 hashes -> Box-Muller.
 #include "runtime/model/param_init.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ds::runtime {
@@ -20,11 +21,16 @@ double unit(uint64_t h) {
 }  // namespace
 
 void fillNormal(float* x, size_t n, float stddev, uint64_t seed, uint64_t tensor) {
+  fillNormalAt(x, 0, n, stddev, seed, tensor);
+}
+
+void fillNormalAt(float* x, size_t first, size_t n, float stddev, uint64_t seed, uint64_t tensor) {
   uint64_t key = splitmix64(seed ^ splitmix64(tensor + 0x5eedull));
 #pragma omp parallel for schedule(static)
   for (size_t j = 0; j < n; ++j) {
-    uint64_t h1 = splitmix64(key + 2 * j);
-    uint64_t h2 = splitmix64(key + 2 * j + 1);
+    const uint64_t e = first + j;
+    uint64_t h1 = splitmix64(key + 2 * e);
+    uint64_t h2 = splitmix64(key + 2 * e + 1);
     double r = std::sqrt(-2.0 * std::log(unit(h1)));
     double z = r * std::cos(6.283185307179586 * unit(h2));
     x[j] = static_cast<float>(z * stddev);
@@ -34,6 +40,14 @@ void fillNormal(float* x, size_t n, float stddev, uint64_t seed, uint64_t tensor
 void fillConstant(float* x, size_t n, float v) {
 #pragma omp parallel for schedule(static)
   for (size_t j = 0; j < n; ++j) x[j] = v;
+}
+
+void fillParamRange(float* x, size_t first, size_t n, const ParamInitRule& rule, uint64_t seed,
+                    uint64_t index) {
+  const size_t live = rule.zeroFrom <= first ? 0 : std::min(n, rule.zeroFrom - first);
+  if (rule.normal) fillNormalAt(x, first, live, rule.stddev, seed, index);
+  else fillConstant(x, live, rule.value);
+  fillConstant(x + live, n - live, 0.f);
 }
 
 }  // namespace ds::runtime
