@@ -29,6 +29,11 @@
 #endif
 
 namespace ds::zero {
+namespace {
+std::atomic<uint64_t> totalBytesRead{0}, totalBytesWritten{0};
+}  // namespace
+
+SwapIoTotals swapIoTotals() { return {totalBytesRead.load(), totalBytesWritten.load()}; }
 
 AlignedBuffer::AlignedBuffer(size_t bytes, bool pin) : bytes_(bytes) {
   if (bytes == 0) return;
@@ -156,6 +161,7 @@ struct AsyncFile::Impl {
   uint64_t submit(bool write, void* buf, size_t count, size_t off) {
     DS_CHECK(off + count <= bytes, "{}: I/O [{}, {}) past the file end {}", path, off, off + count,
              bytes);
+    (write ? totalBytesWritten : totalBytesRead).fetch_add(count, std::memory_order_relaxed);
     uint64_t ticket = next++;
     Req& req = reqs[ticket];
     req.want = count;

@@ -19,6 +19,13 @@ constexpr size_t kIoAlign = 4096;
 // The most bytes Linux transfers in one read/write (MAX_RW_COUNT), a multiple of kIoAlign.
 constexpr size_t kMaxIoRequest = 0x7ffff000;
 
+// Bytes submitted for reading and writing over every AsyncFile of this process so far (the run
+// summary's nvme traffic; the ZeRO-Infinity bench divides it by the step time).
+struct SwapIoTotals {
+  uint64_t bytesRead = 0, bytesWritten = 0;
+};
+SwapIoTotals swapIoTotals();
+
 // A page-aligned heap buffer (posix_memalign); optionally mlock'ed (pin_memory, best effort).
 class AlignedBuffer {
  public:

@@ -76,6 +76,8 @@ std::string RunSummary::toJson() const {
   j["memory"] = json::parse(memory.toJson());
   j["activation_bytes"] = activationBytes;
   if (!checkpointTag.empty()) j["checkpoint"] = checkpointTag;
+  if (nvmeBytesRead || nvmeBytesWritten)
+    j["nvme"] = {{"bytes_read", nvmeBytesRead}, {"bytes_written", nvmeBytesWritten}};
   if (compressedBytes || plainAllreduceBytesPerStep)
     j["compressed_allreduce"] = {{"bytes_sent", compressedBytes},
                                  {"plain_allreduce_bytes_per_step", plainAllreduceBytesPerStep}};

@@ -42,6 +42,9 @@ struct RunSummary {
   // OneBitAdam / ZeroOneAdam: bytes rank 0 sent in compressed allreduces, and what an fp32
   // allreduce of every parameter's gradient sends per rank per step (the comparison); 0 otherwise.
   uint64_t compressedBytes = 0, plainAllreduceBytesPerStep = 0;
+  // NVMe offload: bytes this rank's trainer read from and wrote to its swap files over the whole
+  // run (initial writes included); 0 and 0 without nvme offload (then not in the JSON).
+  uint64_t nvmeBytesRead = 0, nvmeBytesWritten = 0;
   // The rank's device (runtime/device/rank_device.h): DeviceInfo::summary(), its memory
   // (host memory on the CPU), and the CUDA runtime / NCCL versions ("" without them). Set by
   // setDevice(); "" and 0 until then.

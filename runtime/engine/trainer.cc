@@ -449,6 +449,9 @@ const RunSummary& Trainer::run() {
   summary_.checkpointTag = lastCkpt;
   summary_.memory = memory();
   summary_.activationBytes = model_->activationBytes();
+  const zero::SwapIoTotals swapIo = zero::swapIoTotals();
+  summary_.nvmeBytesRead = swapIo.bytesRead - swapIoAtStart_.bytesRead;
+  summary_.nvmeBytesWritten = swapIo.bytesWritten - swapIoAtStart_.bytesWritten;
   if (auto* zeroEngine = dynamic_cast<zero::ZeroEngine*>(eng_.get());
       zeroEngine && plan_.deepspeed.optimizer.compressed()) {
     summary_.compressedBytes = zeroEngine->compressedBytesSent();

@@ -27,6 +27,7 @@
 #include "runtime/monitor/monitor.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/lr_schedule.h"
+#include "zero/async_file.h"
 #include "zero/training_engine.h"
 
 namespace ds::comm {
@@ -103,6 +104,9 @@ class Trainer {
   std::unique_ptr<Ops> ownedOps_;  // the training device's ops, when the trainer opened them
   Ops* ops_ = nullptr;             // the ops the model runs on; null: host kernels (Gpt2Model)
   std::unique_ptr<Model> model_;
+  // Swap-file traffic of this process before the engine was built (the summary's nvme figures
+  // are this trainer's share); declared before eng_ so it is read before the engine writes.
+  zero::SwapIoTotals swapIoAtStart_ = zero::swapIoTotals();
   std::unique_ptr<zero::TrainingEngine> eng_;  // DeviceEngine, or the host ZeroEngine
   std::unique_ptr<DeviceMirror> mirror_;       // device compute: params up, grads back per block
   std::unique_ptr<TimedHooks> hooks_;

@@ -70,6 +70,34 @@ TEST_CASE("trainer: MLP on one rank learns, prints step lines, writes the run su
   CHECK(j["memory"].contains("params"));
   CHECK(j["entropy_floor"].get<double>() > 0);
   CHECK(j["tokens_per_step"].get<int64_t>() == 16 * 8);
+  CHECK_FALSE(j.contains("nvme"));  // no swap files, no nvme figures
+}
+
+TEST_CASE("trainer: the summary counts this run's swap-file traffic under nvme offload", "[unit]") {
+  TempDir dir;
+  Plan p = test::gptPlan(1, 3, 1, 3);
+  test::setOffload(p, "nvme", dir.file("swap"));
+  p.deepspeed.zero.offloadParam.device = "nvme";
+  p.deepspeed.zero.offloadParam.nvmePath = dir.file("swap");
+  std::filesystem::create_directories(dir.file("swap"));
+  TrainerOptions o;
+  o.out = nullptr;
+  o.summaryPath = dir.file("summary.json");
+  uint64_t firstRead = 0;
+  for (int run = 0; run < 2; ++run) {  // the second run reports its own traffic, not the sum
+    Trainer(p, nullptr, o).run();
+    auto j = nlohmann::json::parse(test::readFile(o.summaryPath));
+    REQUIRE(j.contains("nvme"));
+    const auto read = j["nvme"]["bytes_read"].get<uint64_t>();
+    const auto written = j["nvme"]["bytes_written"].get<uint64_t>();
+    const uint64_t paramBytes = j["num_params"].get<uint64_t>() * sizeof(float);
+    // Every step reads each parameter at least for forward and backward; the swap files are
+    // written at least once (parameters and optimizer states).
+    CHECK(read >= 3 * 2 * paramBytes);
+    CHECK(written >= paramBytes);
+    if (run == 0) firstRead = read;
+    else CHECK(read == firstRead);
+  }
 }
 
 TEST_CASE("trainer: tiny GPT-2 learns in fp32 and bf16 at every stage on one rank", "[unit]") {
