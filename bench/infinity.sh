@@ -5,8 +5,16 @@
 # parameter counts; the stage-3 nvme losses against an in-memory run of a model that fits the
 # machine (not the budget); and the swap path's achieved read/write GB/s next to a plain
 # sequential O_DIRECT read and write of the same disk (dd) measured in the same run.
-# The budget is checked by measurement: each run's peak RSS (/usr/bin/time %M) against BUDGET_MIB
-# (train.memory_limit_mb is also set to it, so a plan that cannot fit is refused up front).
+# The budget is enforced by a memory cgroup (v1 memory.limit_in_bytes = BUDGET_MIB; anonymous
+# memory and page cache together, as a container's limit counts them; no swap on this machine),
+# so a run that needs more is killed by the kernel: "ok" means it trained inside the budget. Each
+# row also gives the peak RSS (/usr/bin/time %M; it includes the resident pages of file-backed
+# mappings, e.g. stage 3's gradient partition under nvme, which the kernel reclaims under the
+# limit) and the cgroup's peak usage. train.memory_limit_mb is set to the budget too, so a plan
+# whose table cannot fit is refused up front. Without a writable memory cgroup (not root, or
+# cgroup v2 only) the budget is checked on the peak RSS alone, and the header says so.
+# Stage-3 runs use the settings a ZeRO-Infinity user tunes: sub_group_size and reduce_bucket_size
+# 4e6 elements (optimizer tiles and gradient buckets of 16 MB instead of the defaults' GBs).
 # Usage: bench/infinity.sh [BUILD_DIR] [OUT_FILE]
 #   BUDGET_MIB (default 2048), STEPS (default 3), SEQ (default 32), NVME_DIR (default: a folder
 #   under /var/tmp, on the root disk), S0_SIZES / S3_SIZES (names from the table below, tried in
@@ -25,6 +33,10 @@ DSRT=$(realpath "$BUILD/dsrt")
 [[ -x /usr/bin/time ]] || { echo "infinity: needs /usr/bin/time (Debian package time)" >&2; exit 2; }
 command -v jq >/dev/null || { echo "infinity: needs jq" >&2; exit 2; }
 TMP=$(mktemp -d)
+CGROOT=
+if [[ -w /sys/fs/cgroup/memory && -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]]; then
+  CGROOT=/sys/fs/cgroup/memory
+fi
 NVME_DIR=${NVME_DIR:-$(mktemp -d /var/tmp/ds-infinity.XXXXXX)}
 trap 'rm -rf "$TMP" "$NVME_DIR"' EXIT
 mkdir -p "$(dirname "$OUT")"
@@ -61,23 +73,39 @@ run() {
         --set deepspeed.zero_optimization.offload_param.nvme_path="$NVME_DIR"
         --set deepspeed.zero_optimization.offload_optimizer.device=nvme
         --set deepspeed.zero_optimization.offload_optimizer.nvme_path="$NVME_DIR"
-        --set deepspeed.zero_optimization.sub_group_size=4000000) ;;
+        --set deepspeed.zero_optimization.sub_group_size=4000000
+        --set deepspeed.zero_optimization.reduce_bucket_size=4000000) ;;
   esac
-  local rc=0
-  /usr/bin/time -f %M -o "$TMP/$name.rss" "$DSRT" "${args[@]}" >"$TMP/$name.log" 2>&1 || rc=$?
+  local rc=0 cg=
+  if [[ -n $CGROOT && $limit != 0 ]]; then
+    cg=$CGROOT/ds-infinity-$$-$name
+    mkdir "$cg"
+    echo $((limit * 1048576)) >"$cg/memory.limit_in_bytes"
+  fi
+  /usr/bin/time -f %M -o "$TMP/$name.rss" sh -c '[ -z "$1" ] || echo $$ >"$1/cgroup.procs"; shift; exec "$@"' \
+    sh "$cg" "$DSRT" "${args[@]}" >"$TMP/$name.log" 2>&1 || rc=$?
+  echo 0 >"$TMP/$name.cgpeak"
+  if [[ -n $cg ]]; then
+    echo $(($(cat "$cg/memory.max_usage_in_bytes") / 1048576)) >"$TMP/$name.cgpeak"
+    rmdir "$cg" 2>/dev/null || true
+  fi
+  if [[ $rc == 137 || $rc == 9 ]] || grep -q 'Killed' "$TMP/$name.log"; then
+    echo "killed by the cgroup's memory limit ($limit MiB) (rc $rc)" >>"$TMP/$name.log"
+  fi
   return $rc
 }
 
-# verdict NAME: "params peak_MiB ok|why" for a finished run.
+# verdict NAME: "params peak_MiB cgroup_peak_MiB ok|why" for a finished run.
 verdict() {
-  local name=$1 peak params finite
+  local name=$1 peak params finite cgpeak
   peak=$(($(tail -1 "$TMP/$name.rss") / 1024))
+  cgpeak=$(cat "$TMP/$name.cgpeak")
   params=$(jq -r .num_params "$TMP/$name.json")
   finite=$(jq -r '[.losses[] | select(. != null and . == . and . < 1e30)] | length' "$TMP/$name.json")
   local why=ok
-  ((peak > BUDGET_MIB)) && why="over budget"
+  [[ -z $CGROOT ]] && ((peak > BUDGET_MIB)) && why="over budget"
   [[ $finite == "$STEPS" ]] || why="non-finite loss"
-  echo "$params $peak $why"
+  echo "$params $peak $cgpeak $why"
 }
 
 # largest KIND SIZES...: tries each size in order, prints one row per size, and sets BEST.
@@ -92,14 +120,15 @@ largest() {
     start=$(date +%s.%N)
     if run "$name" "$size" "$kind"; then
       end=$(date +%s.%N)
-      read -r params peak why <<<"$(verdict "$name")"
-      printf '  %-7s %-6s params %11s  peak %6s MiB  %s  (%.0f s)\n' "$kind" "$size" "$params" \
-        "$peak" "$why" "$(echo "$end - $start" | bc)"
+      read -r params peak cgpeak why <<<"$(verdict "$name")"
+      printf '  %-7s %-6s params %11s  peak RSS %6s MiB  cgroup peak %6s MiB  %s  (%.0f s)\n' \
+        "$kind" "$size" "$params" "$peak" "$cgpeak" "$why" "$(echo "$end - $start" | bc)"
       [[ $why == ok ]] || break
       BEST=$params BEST_NAME=$name
     else
       local why
       why=$(grep -m1 -o 'memory: the plan needs.*missing' "$TMP/$name.log" || tail -1 "$TMP/$name.log")
+      [[ -s $TMP/$name.rss ]] && why="$why; peak RSS $(($(tail -1 "$TMP/$name.rss") / 1024)) MiB"
       printf '  %-7s %-6s refused or failed: %s\n' "$kind" "$size" "$why"
       break
     fi
@@ -119,7 +148,8 @@ disk_bw() {
   echo "# command: BUDGET_MIB=$BUDGET_MIB STEPS=$STEPS SEQ=$SEQ${MODE:+ MODE=$MODE} bench/infinity.sh $BUILD $OUT"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "# $(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); swap folder $NVME_DIR on $(df --output=source "$NVME_DIR" | tail -1); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# 1 rank, fp32, batch 1 x $SEQ tokens, $STEPS steps, GPT-2 vocabulary; budget $BUDGET_MIB MiB peak RSS"
+  if [[ -n $CGROOT ]]; then budget="enforced by a memory cgroup ($CGROOT)"; else budget="checked on the peak RSS (no writable memory cgroup)"; fi
+  echo "# 1 rank, fp32, batch 1 x $SEQ tokens, $STEPS steps, GPT-2 vocabulary; budget $BUDGET_MIB MiB per rank, $budget"
   echo
   echo "plain sequential disk (dd, O_DIRECT, 2 GiB): $(disk_bw)"
   echo

@@ -12,6 +12,7 @@
 #include "zero/dp_comm.h"
 #include "zero/optimizer_partition.h"
 #include "zero/param_index.h"
+#include "zero/swap_space.h"
 #include "zero/transient_bounds.h"
 
 namespace ds::zero {
@@ -29,7 +30,17 @@ BlockedStage::BlockedStage(const StageContext& ctx)
       ranges_.push_back(
           {ctx_.index.offset(param) + own.offset, layout_.localOffset(param), own.size});
   }
-  gradPart_.assign(localSize_, 0.f);
+  if (ctx_.options.offloadOptimizer.device == "nvme") {
+    checkSwapSpace("offload_optimizer.nvme_path", ctx_.options.offloadOptimizer.nvmePath,
+                   localSize_ * sizeof(float));
+    gradFile_ = std::make_unique<MappedFloats>(ctx_.options.offloadOptimizer.nvmePath, localSize_,
+                                               "gradient partition",
+                                               "zero_optimization.offload_optimizer.nvme_path");
+    gradPart_ = gradFile_->data();
+  } else {
+    gradMemory_.assign(localSize_, 0.f);
+    gradPart_ = gradMemory_.data();
+  }
   if (ctx_.options.hpzPartitionSize > 1 && !ctx_.comm.single()) {
     if (ctx_.comm.world() % ctx_.options.hpzPartitionSize != 0)
       throw ConfigError(fmt::format(
@@ -134,8 +145,7 @@ void BlockedStage::queueGrad(size_t param) {
     // One rank: the reduce-scatter is the identity, so instead of packing the bucket, copying it
     // out and adding that, add the gradient into the partition (same sums, same bits).
     if (transient_.held(param))
-      bulkAdd(gradPart_.data() + layout_.localOffset(param), transient_.data(param),
-              layout_.chunk(param));
+      bulkAdd(gradPart_ + layout_.localOffset(param), transient_.data(param), layout_.chunk(param));
     transient_.release(param);
     return;
   }
@@ -176,7 +186,7 @@ void BlockedStage::flushGrads() {
   auto finish = [this, params, out = output.data()] {
     size_t from = 0;
     for (size_t param : params) {
-      bulkAdd(gradPart_.data() + layout_.localOffset(param), out + from, layout_.chunk(param));
+      bulkAdd(gradPart_ + layout_.localOffset(param), out + from, layout_.chunk(param));
       from += layout_.chunk(param);
     }
   };
@@ -202,12 +212,15 @@ void BlockedStage::flushLarge(size_t param) {
     auto work = ctx_.comm.reduceScatterSum(input, output, std::vector<size_t>(world, count));
     const size_t dst = layout_.localOffset(param) + from;
     ctx_.buckets.issue(
-        work, [this, output, dst, count] { bulkAdd(gradPart_.data() + dst, output, count); }, slot);
+        work, [this, output, dst, count] { bulkAdd(gradPart_ + dst, output, count); }, slot);
   }
   transient_.release(param);
 }
 
-void BlockedStage::zeroGrads() { bulkZero(gradPart_.data(), gradPart_.size()); }
+void BlockedStage::zeroGrads() {
+  if (gradFile_) gradFile_->zero();
+  else bulkZero(gradPart_, localSize_);
+}
 
 void BlockedStage::writeModelRange(const LocalRange& range, const float* values) {
   store_->write(range.localOffset, range.size, values);
@@ -234,9 +247,10 @@ void BlockedStage::addMemory(MemoryReport& report) const {
       addBytes(report, MemKind::kParams, MemPlace::kDevice, layout_.chunk(param) * world * elem);
   addBytes(report, MemKind::kBuffers, MemPlace::kDevice,
            std::max(gatherer_.peakLiveElems(), gatherBound_) * elem);
-  const MemPlace gradPlace =
-      ctx_.options.offloadOptimizer.enabled() ? MemPlace::kHost : MemPlace::kDevice;
-  addBytes(report, MemKind::kGrads, gradPlace, gradPart_.size() * sizeof(float));
+  const MemPlace gradPlace = gradFile_                                 ? MemPlace::kNvme
+                             : ctx_.options.offloadOptimizer.enabled() ? MemPlace::kHost
+                                                                       : MemPlace::kDevice;
+  addBytes(report, MemKind::kGrads, gradPlace, localSize_ * sizeof(float));
   addBytes(report, MemKind::kBuffers, MemPlace::kDevice,
            std::max(transient_.peakElems(), gradBound_) * sizeof(float));
 }

@@ -10,6 +10,7 @@
 
 #include "zero/buffer_pool.h"
 #include "zero/dp_comm.h"
+#include "zero/mapped_floats.h"
 #include "zero/param_gatherer.h"
 #include "zero/param_store.h"
 #include "zero/partition.h"
@@ -33,7 +34,7 @@ class BlockedStage final : public Stage {
 
   void beginMicroStep(bool /*lastMicroStep*/) override {}  // reduces every micro-step
   void finishReduction() override;
-  const float* localGrads() override { return gradPart_.data(); }
+  const float* localGrads() override { return gradPart_; }
   bool gradsReplicated() const override { return false; }
   void zeroGrads() override;
 
@@ -59,8 +60,12 @@ class BlockedStage final : public Stage {
   std::unique_ptr<DpComm> hpz_;  // zero_hpz_partition_size > 1: this rank's host group
   ParamGatherer gatherer_;
   TransientGrads transient_;
-  std::vector<float> gradPart_;  // [localSize], accumulated over micro-steps
-  std::vector<size_t> queued_;   // params queued for the next reduce-scatter bucket
+  // [localSize], accumulated over micro-steps: in gradMemory_, or with offload_optimizer on nvme
+  // in gradFile_ (a file-backed mapping under the nvme_path, as ZeRO-Infinity swaps gradients).
+  std::vector<float> gradMemory_;
+  std::unique_ptr<MappedFloats> gradFile_;
+  float* gradPart_ = nullptr;
+  std::vector<size_t> queued_;  // params queued for the next reduce-scatter bucket
   size_t queuedElems_ = 0;
   size_t bucket_ = 1;                       // elements per reduce bucket: effectiveReduceBucket
   size_t gradBound_ = 0, gatherBound_ = 0;  // transient_bounds.h, elements

@@ -61,6 +61,8 @@ MemoryReport expected(size_t psi, const std::vector<ParamInfo>& params, int N,
     add(MemKind::kParams, z.offloadParam.device == "cpu" ? MemPlace::kHost : MemPlace::kDevice,
         e * Lp);
   if (z.stage <= 1) add(MemKind::kGrads, MemPlace::kDevice, 4 * P);
+  else if (z.stage == 3 && z.offloadOptimizer.device == "nvme")  // a file-backed mapping
+    add(MemKind::kGrads, MemPlace::kNvme, 4 * Lp);
   else add(MemKind::kGrads, off ? MemPlace::kHost : MemPlace::kDevice, 4 * Lp);
   const size_t K = (z.compute == DType::kF32 && z.offloadOptimizer.device != "nvme") ? 8 : 12;
   add(MemKind::kOptimizerStates, optPlace, K * Lp);
