@@ -3,8 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include "comm/process_group.h"
 #include "core/error.h"
@@ -21,34 +27,106 @@ size_t paddedCountFor(size_t count, int world) {
   return (count + quantum - 1) / quantum * quantum;
 }
 
+// Byte b of the packed signs as eight 32-bit masks, element k first: 0 where bit 7-k is set (a
+// non-negative value: +scale) and the float sign bit where it is clear (-scale). XOR with the
+// scale's bits gives exactly scale or -scale, so the unpack loops have no branch or shift per
+// element and vectorize (SSE2, x86-64's baseline).
+struct SignMasks {
+  uint32_t mask[256][8];
+  SignMasks() {
+    for (unsigned byte = 0; byte < 256; ++byte)
+      for (unsigned k = 0; k < 8; ++k) mask[byte][k] = (byte >> (7 - k)) & 1u ? 0u : 0x80000000u;
+  }
+};
+const SignMasks kSignMasks;
+
+// Bit k of `lanes` (element k) moved to bit 7-k: the packed format is MSB first.
+struct BitReverse {
+  uint8_t table[256];
+  BitReverse() {
+    for (unsigned byte = 0; byte < 256; ++byte) {
+      unsigned reversed = 0;
+      for (unsigned bit = 0; bit < 8; ++bit) reversed |= ((byte >> bit) & 1u) << (7 - bit);
+      table[byte] = uint8_t(reversed);
+    }
+  }
+};
+const BitReverse kBitReverse;
+
+// Eight values' signs (value >= 0, so NaN packs as negative and -0 as non-negative) as one byte,
+// MSB first.
+inline uint8_t signByte(const float* values) {
+#if defined(__SSE2__)
+  const __m128 zero = _mm_setzero_ps();
+  const int low = _mm_movemask_ps(_mm_cmpge_ps(_mm_loadu_ps(values), zero));
+  const int high = _mm_movemask_ps(_mm_cmpge_ps(_mm_loadu_ps(values + 4), zero));
+  return kBitReverse.table[unsigned(low | (high << 4))];
+#else
+  unsigned packed = 0;
+  for (size_t bit = 0; bit < 8; ++bit) packed = (packed << 1) | (values[bit] >= 0.f);
+  return uint8_t(packed);
+#endif
+}
+
+inline float flipped(uint32_t scaleBits, uint32_t mask) {
+  const uint32_t bits = scaleBits ^ mask;
+  float value;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
 }  // namespace
 
 void packSigns(const float* values, size_t n, uint8_t* bits) {
   DS_CHECK(n % 8 == 0, "packSigns of {} values (needs a multiple of 8)", n);
-  for (size_t byte = 0; byte < n / 8; ++byte) {
-    unsigned packed = 0;
-    for (size_t bit = 0; bit < 8; ++bit) packed = (packed << 1) | (values[byte * 8 + bit] >= 0.f);
-    bits[byte] = uint8_t(packed);
-  }
+  for (size_t byte = 0; byte < n / 8; ++byte) bits[byte] = signByte(values + byte * 8);
 }
 
 void unpackSigns(const uint8_t* bits, size_t n, float scale, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
+  uint32_t scaleBits;
+  std::memcpy(&scaleBits, &scale, 4);
+  const size_t whole = n / 8;
+  for (size_t byte = 0; byte < whole; ++byte) {
+    const uint32_t* mask = kSignMasks.mask[bits[byte]];
+    float* dst = out + byte * 8;
+    for (size_t k = 0; k < 8; ++k) dst[k] = flipped(scaleBits, mask[k]);
+  }
+  for (size_t i = whole * 8; i < n; ++i)
+    out[i] = (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
 }
 
 void unpackSignsAdd(const uint8_t* bits, size_t n, float scale, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] += (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
+  uint32_t scaleBits;
+  std::memcpy(&scaleBits, &scale, 4);
+  const size_t whole = n / 8;
+  for (size_t byte = 0; byte < whole; ++byte) {
+    const uint32_t* mask = kSignMasks.mask[bits[byte]];
+    float* dst = out + byte * 8;
+    for (size_t k = 0; k < 8; ++k) dst[k] += flipped(scaleBits, mask[k]);
+  }
+  for (size_t i = whole * 8; i < n; ++i)
+    out[i] += (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
 }
 
 float compressWithFeedback(float* x, float* error, size_t n, uint8_t* bits) {
+  DS_CHECK(n % 8 == 0, "compressWithFeedback of {} values (needs a multiple of 8)", n);
   double sumSquares = 0;
+#pragma omp simd reduction(+ : sumSquares)
   for (size_t i = 0; i < n; ++i) {
     x[i] += error[i];
     sumSquares += double(x[i]) * double(x[i]);
   }
   const float scale = n ? float(std::sqrt(sumSquares / double(n))) : 0.f;
-  for (size_t i = 0; i < n; ++i) error[i] = x[i] - (x[i] >= 0.f ? scale : -scale);
-  packSigns(x, n, bits);
+  uint32_t scaleBits;
+  std::memcpy(&scaleBits, &scale, 4);
+  // One pass: the signs packed, and what the decoded value (+-scale) drops kept as the error.
+  for (size_t byte = 0; byte < n / 8; ++byte) {
+    const uint8_t packed = signByte(x + byte * 8);
+    bits[byte] = packed;
+    const uint32_t* mask = kSignMasks.mask[packed];
+    for (size_t k = 0; k < 8; ++k)
+      error[byte * 8 + k] = x[byte * 8 + k] - flipped(scaleBits, mask[k]);
+  }
   return scale;
 }
 

@@ -29,8 +29,8 @@ int openUnnamed(const std::string& dir, const std::string& what, const std::stri
                                        reinterpret_cast<uintptr_t>(&descriptor));
   descriptor = ::open(path.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_RDWR | O_CLOEXEC, 0600);
   if (descriptor < 0)
-    throw ConfigError(fmt::format("{} '{}': cannot create the {} file {}: {}", key, dir, what,
-                                  path, std::strerror(errno)));
+    throw ConfigError(fmt::format("{} '{}': cannot create the {} file {}: {}", key, dir, what, path,
+                                  std::strerror(errno)));
   ::unlink(path.c_str());
   return descriptor;
 }
