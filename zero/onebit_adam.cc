@@ -81,7 +81,7 @@ void CompressedAdam::forEachRun(Fn visit) const {
 // m = beta1 m + (1 - beta1) g (and v likewise when expAvgSq is given), g = grads * gradScale.
 void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq) {
   const float beta1 = opt_.beta1, beta2 = opt_.beta2, keep1 = 1.f - beta1, keep2 = 1.f - beta2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
   for (long i = 0; i < long(count_); ++i) {
     const float grad = grads[i] * gradScale;
     expAvg[i] = expAvg[i] * beta1 + grad * keep1;
@@ -95,7 +95,7 @@ void CompressedAdam::applyUpdate(const Coeffs& coeff, float* params, const float
   const float eps = opt_.eps;
   forEachRun([&](size_t begin, size_t end, bool decay) {
     const float decoupled = decay ? coeff.decoupled : 0.f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (long i = long(begin); i < long(end); ++i) {
       const float denom = std::sqrt(expAvgSq[i]) * coeff.bc2RsqrtInv + eps;
       float param = params[i];
