@@ -3,6 +3,7 @@
 // activations may be bf16-stored or recomputed.
 #include "runtime/model/gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -401,6 +402,72 @@ void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
   layernormBackward(dres_.data(), g(kLn1w), g(kLn1b), dln_.data(), x, w(kLn1w), a.ln1Mean,
                     a.ln1Rstd, BT, C);
   // dres_ now holds d(x), the gradient of the previous block's output.
+}
+
+// Pipeline stage ranges: the same block code as forward()/backward(), entered and left through
+// the residual stream instead of the tokens and the loss.
+float Gpt2Model::forwardBlocks(int first, int last, const int32_t* inputs, const int32_t* targets,
+                               int B, int T, const float* input, zero::ParamTable& p,
+                               zero::BlockHooks& hooks) {
+  const int L = cfg_.nLayer;
+  if (first < 0 || last > L + 2 || first >= last)
+    throw InternalError(
+        fmt::format("gpt2 forwardBlocks: range [{}, {}) outside blocks 0..{}", first, last, L + 1));
+  checkGpt2Batch(inputs, targets, B, T, V_, cfg_.seqLen);
+  const size_t BT = static_cast<size_t>(B) * T;
+  allocate(B, T);
+  tokens_.assign(inputs, inputs + BT);
+  targets_.assign(targets, targets + BT);
+  rangeFirst_ = first;
+  rangeLast_ = last;
+  if (first == 0) {
+    hooks.beforeForward(0);
+    const float* wte = access_.value(p, 0, kSlotWte, 0);
+    const float* wpe = access_.value(p, 1, kSlotWpe, 0);
+    float* x0 = residOutBuffer(0);
+    encoderForward(x0, tokens_.data(), wte, wpe, B, T, cfg_.nEmbd);
+    commitResid(0, x0);
+    hooks.afterForward(0);
+  } else {
+    commitResid(first - 1, input);
+  }
+  for (int blk = std::max(first, 1); blk < std::min(last, L + 1); ++blk) {
+    hooks.beforeForward(blk);
+    layerForward(blk - 1, p, false);
+    hooks.afterForward(blk);
+  }
+  haveForward_ = true;
+  if (last < L + 2) return 0.0f;
+  hooks.beforeForward(L + 1);
+  const double sum = headForward(p, false);
+  hooks.afterForward(L + 1);
+  return valid_ > 0 ? static_cast<float>(sum / valid_) : 0.0f;
+}
+
+const float* Gpt2Model::blocksOutput() { return residIn(rangeLast_ - 1); }
+
+void Gpt2Model::backwardBlocks(float lossScale, const float* dOut, zero::ParamTable& p,
+                               zero::BlockHooks& hooks) {
+  if (!haveForward_) throw InternalError("gpt2 backwardBlocks called without a forward");
+  const int L = cfg_.nLayer;
+  if (rangeLast_ == L + 2) {
+    zero(dres_);
+    hooks.beforeBackward(L + 1);
+    headBackward(lossScale, p);
+    hooks.afterBackward(L + 1);
+  } else {
+    std::memcpy(dres_.data(), dOut, dres_.size() * sizeof(float));
+  }
+  for (int blk = std::min(rangeLast_, L + 1) - 1; blk >= std::max(rangeFirst_, 1); --blk) {
+    hooks.beforeBackward(blk);
+    layerBackward(blk - 1, p);
+    hooks.afterBackward(blk);
+  }
+  if (rangeFirst_ > 0) return;
+  hooks.beforeBackward(0);
+  encoderBackward(access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(), tokens_.data(), B_,
+                  T_, cfg_.nEmbd);
+  hooks.afterBackward(0);
 }
 
 // Includes layerWork_/headWork_: the fp32 block workspace that activation checkpointing (the

@@ -34,6 +34,22 @@ class Gpt2Model : public Model {
   // against them); null before a forward, with bf16 activations or activation checkpointing.
   const float* probabilities();
 
+  // Pipeline stage (runtime/engine/pipeline_stage.h): blocks [first, last) only, in the block
+  // numbering above. `input` is the fp32 residual stream [B, T, C] entering block `first`
+  // (ignored when first == 0). Returns the mean loss when the range ends with the head
+  // (last == L+2), else 0. Hooks are called for the range's blocks only.
+  float forwardBlocks(int first, int last, const int32_t* inputs, const int32_t* targets, int B,
+                      int T, const float* input, zero::ParamTable& p, zero::BlockHooks& hooks);
+  // fp32 residual stream leaving the last forwardBlocks range (last <= L+1); valid until the
+  // next call on this model.
+  const float* blocksOutput();
+  // Backward of the last forwardBlocks range. `dOut` is the gradient of blocksOutput() (ignored
+  // when the range holds the head); afterwards inputGrad() is the gradient of `input` (when
+  // first > 0).
+  void backwardBlocks(float lossScale, const float* dOut, zero::ParamTable& p,
+                      zero::BlockHooks& hooks);
+  const float* inputGrad() const { return dres_.data(); }
+
  private:
   struct LayerActs;
   struct HeadActs;
@@ -55,6 +71,7 @@ class Gpt2Model : public Model {
   bool bf16_, ckpt_;
   int B_ = 0, T_ = 0, valid_ = 0;
   bool haveForward_ = false;
+  int rangeFirst_ = 0, rangeLast_ = 0;  // forwardBlocks's range
   std::vector<int32_t> tokens_, targets_;
   // Held for backward.
   std::vector<ActSet> resid_;  // [L+1] block inputs: resid_[0] = embeddings out

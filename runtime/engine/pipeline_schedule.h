@@ -1,0 +1,43 @@
+// Pipeline schedule: which blocks each pipeline stage holds and in which order a stage runs the
+// forward and backward passes of one step's micro-batches (1F1B, as DeepSpeed's TrainSchedule
+// and Megatron's non-interleaved schedule).
+// Why: pipeline parallelism (issue 17 item 2) splits a GPT's blocks (0 = embeddings, 1..L
+// layers, L+1 = final LN + tied head + loss) over P stages; every rank must agree on the split
+// and on the order of sends and receives, or the stages deadlock.
+// Invariants: stages cover blocks 0..L+1 once, in order; the first stage holds block 0, the last
+// block L+1; 1F1B needs m >= P micro-batches (refused otherwise, naming both), and every stage
+// runs each micro-batch's forward before its backward, forwards and backwards each in order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ds::runtime {
+
+struct StageBlocks {  // blocks [first, last) of one stage, in the model's block numbering
+  int first = 0, last = 0;
+};
+
+// L layers over P stages by count (the first L % P stages take one more layer); stage 0 adds
+// block 0 (embeddings), stage P-1 adds block L+1 (head and loss). Throws ConfigError naming L
+// and P when P > L or when `requireDivisible` and L % P != 0 (the plan's balanced split).
+std::vector<StageBlocks> splitBlocks(int nLayer, int stages, bool requireDivisible = true);
+
+struct PipeOp {
+  enum Kind { kForward, kBackward } kind;
+  int micro;  // micro-batch index 0..m-1
+};
+
+// The 1F1B order of stage `stage` (0..P-1) for m micro-batches: P-stage-1 warm-up forwards, then
+// one forward one backward while forwards remain, then the remaining backwards. Throws
+// ConfigError (naming m and P) when m < P.
+std::vector<PipeOp> oneFOneB(int stage, int stages, int microBatches);
+
+// The bubble fraction of an ideal 1F1B step with equal stage times: (P-1)/(m+P-1).
+double idealBubble(int stages, int microBatches);
+
+// Checks a plan's pipeline numbers before training: `where` names the plan (file) in the
+// message. Throws ConfigError naming the numbers.
+void checkPipelinePlan(const std::string& where, int nLayer, int stages, int microBatches);
+
+}  // namespace ds::runtime
