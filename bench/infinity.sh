@@ -44,12 +44,15 @@ mkdir -p "$(dirname "$OUT")"
 # GPT shapes: layers embd heads (GPT-2's vocabulary 50257, tied head).
 declare -A SHAPE=(
   [tiny]="1 64 2" [tiny2]="2 128 2"
-  [20M]="6 320 5" [51M]="8 512 8" [85M]="12 640 10" [124M]="12 768 12"
+  [20M]="6 320 5" [51M]="8 512 8" [85M]="12 640 10" [124M]="12 768 12" [131M]="13 768 12"
   [354M]="24 1024 16" [774M]="36 1280 20" [1.0B]="40 1408 22" [1.3B]="44 1536 24"
-  [1.56B]="48 1600 25" [2.0B]="48 1856 29"
+  [1.56B]="48 1600 25" [2.0B]="48 1856 29" [2.05B]="64 1600 25" [2.54B]="80 1600 25"
 )
-S0_SIZES=(${S0_SIZES:-20M 51M 85M 124M})
-S3_SIZES=(${S3_SIZES:-354M 774M 1.3B 1.56B 2.0B})
+# Past 1.56B the shapes grow in depth at GPT-2 XL's width: stage 3 holds one gathered block, the
+# next one prefetched and the tied embedding (and their gradients) at a time, so a wider block
+# (2.0B at 1856) hits the budget where a deeper model of more parameters does not.
+S0_SIZES=(${S0_SIZES:-20M 51M 85M 124M 131M})
+S3_SIZES=(${S3_SIZES:-354M 774M 1.56B 2.05B 2.54B})
 EQ_SIZE=${EQ_SIZE:-354M}
 if [[ ${MODE:-} == ci ]]; then S0_SIZES=(tiny tiny2) S3_SIZES=(tiny tiny2) EQ_SIZE=tiny; fi
 
