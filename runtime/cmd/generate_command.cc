@@ -52,7 +52,7 @@ struct Flags {
   std::string model, tag, tokenizer, vocab, format, dtype = "fp32", logits;
   std::vector<std::string> promptIds, prompts;
   std::string stop;
-  int nHead = 0, vocabSize = 0, threads = 0;
+  int nHead = 0, vocabSize = 0, threads = 0, localRank = -1;
   GenerateOptions gen;
   bool greedy = false;
 };
@@ -99,6 +99,8 @@ void addFlags(CLI::App& app, Flags& f) {
   app.add_option("--logits", f.logits,
                  "write the logits every generated token was chosen from to this file (raw "
                  "float32, [tokens, vocab] per prompt in order; rank 0); for numerics checks");
+  app.add_option("--local_rank", f.localRank,
+                 "set by dsrun (the rank comes from the environment; tensor-parallel)");
   app.add_option("--tag", f.tag, "checkpoint tag (default: the one named by <model>/latest)");
   app.add_option("--n_head", f.nHead, "attention heads (default: recorded in the checkpoint)");
   app.add_option("--vocab_size", f.vocabSize,

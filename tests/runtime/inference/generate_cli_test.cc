@@ -263,11 +263,16 @@ std::string genRanks(int ranks, const std::string& args) {
   const int status = runCommand(
       "OPENBLAS_CORETYPE=" + ds::runtime::blasCoreName() + " " + std::string(DS_BINARY_DIR) +
           "/dsrun --num_gpus " + std::to_string(ranks) + " --master_port " +
-          std::to_string(ds::test::freePort()) + " generate " + args + " 2>/dev/null",
+          std::to_string(ds::test::freePort()) + " " + dsrt() + "generate " + args + " 2>&1",
       &out);
   INFO("dsrun generate " << args << "\n" << out);
   REQUIRE(status == 0);
-  return stdoutLines(out);
+  std::string kept;  // rank 0's lines, without dsrun's "[0] " prefix
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("[0] ", 0) == 0 && line.rfind("[0] INFO ", 0) != 0)
+      kept += line.substr(4) + "\n";
+  return kept;
 }
 
 }  // namespace
