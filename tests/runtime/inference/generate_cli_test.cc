@@ -260,11 +260,12 @@ std::vector<float> readFloats(const std::string& path) {
 // dsrun --num_gpus ranks ... dsrt generate args (rank 0's output, INFO lines dropped).
 std::string genRanks(int ranks, const std::string& args) {
   std::string out;
-  const int status = runCommand(
-      "OPENBLAS_CORETYPE=" + ds::runtime::blasCoreName() + " " + std::string(DS_BINARY_DIR) +
-          "/dsrun --num_gpus " + std::to_string(ranks) + " --master_port " +
-          std::to_string(ds::test::freePort()) + " " + dsrt() + "generate " + args + " 2>&1",
-      &out);
+  const int status =
+      runCommand("OPENBLAS_CORETYPE=" + ds::runtime::blasCoreName() + " " +
+                     std::string(DS_BINARY_DIR) + "/dsrun --num_gpus " + std::to_string(ranks) +
+                     " --master_port " + std::to_string(ds::test::freePort()) + " " +
+                     DS_BINARY_DIR + "/dsrt generate " + args + " 2>&1",
+                 &out);
   INFO("dsrun generate " << args << "\n" << out);
   REQUIRE(status == 0);
   std::string kept;  // rank 0's lines, without dsrun's "[0] " prefix
