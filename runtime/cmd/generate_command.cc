@@ -15,7 +15,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "comm/bootstrap.h"
+#include "comm/process_group.h"
 #include "core/error.h"
+#include "core/rank_env.h"
 #include "runtime/inference/generate.h"
 #include "runtime/inference/inference_model.h"
 #include "runtime/tensor/thread_policy.h"
@@ -46,10 +49,10 @@ std::vector<int32_t> parseIds(const std::string& flag, const std::string& text) 
 }
 
 struct Flags {
-  std::string model, tag, tokenizer, vocab, format, dtype = "fp32";
+  std::string model, tag, tokenizer, vocab, format, dtype = "fp32", logits;
   std::vector<std::string> promptIds, prompts;
   std::string stop;
-  int nHead = 0, vocabSize = 0, threads = 0;
+  int nHead = 0, vocabSize = 0, threads = 0, localRank = -1;
   GenerateOptions gen;
   bool greedy = false;
 };
@@ -93,6 +96,11 @@ void addFlags(CLI::App& app, Flags& f) {
                  "output: ids (one line of generated ids per prompt), text (decoded with "
                  "--tokenizer), json (one object per line); default text with --tokenizer, else "
                  "ids");
+  app.add_option("--logits", f.logits,
+                 "write the logits every generated token was chosen from to this file (raw "
+                 "float32, [tokens, vocab] per prompt in order; rank 0); for numerics checks");
+  app.add_option("--local_rank", f.localRank,
+                 "set by dsrun (the rank comes from the environment; tensor-parallel)");
   app.add_option("--tag", f.tag, "checkpoint tag (default: the one named by <model>/latest)");
   app.add_option("--n_head", f.nHead, "attention heads (default: recorded in the checkpoint)");
   app.add_option("--vocab_size", f.vocabSize,
@@ -150,8 +158,18 @@ int generateCommand(int argc, char** argv) {
   std::vector<std::vector<int32_t>> prompts;
   std::unique_ptr<Tokenizer> codec;
   checkFlags(f, prompts, codec);
-  setupThreads(currentEnv(), f.threads, "--threads");
+  const EnvMap env = currentEnv();
+  setupThreads(env, f.threads, "--threads");
+  // Several ranks (dsrun ... generate): tensor-parallel over all of them (docs/inference.md).
+  const RankEnv re = deriveRankEnv(env);
+  std::unique_ptr<comm::ProcessGroup> group;
+  if (re.worldSize > 1) {
+    comm::BootstrapOptions bo;
+    bo.env = env;
+    group = comm::bootstrap(bo);
+  }
   LoadOptions lo;
+  lo.shard = TpShard{re.rank, re.worldSize};
   lo.tag = f.tag;
   lo.nHead = f.nHead;
   lo.vocabSize = f.vocabSize;
@@ -166,7 +184,21 @@ int generateCommand(int argc, char** argv) {
     if (id < 0 || id >= model.vocab())
       throw ConfigError(
           fmt::format("--stop: token id {} outside the vocabulary [0, {})", id, model.vocab()));
+  f.gen.group = group.get();
+  f.gen.keepLogits = !f.logits.empty();
   const auto results = generate(model, prompts, f.gen);
+  if (re.rank != 0) return 0;  // every rank has the same tokens; rank 0 prints them
+  if (!f.logits.empty()) {
+    std::FILE* file = std::fopen(f.logits.c_str(), "wb");
+    if (file == nullptr)
+      throw ConfigError(fmt::format("--logits {}: cannot open for writing", f.logits));
+    bool wrote = true;
+    for (const Generation& g : results)
+      wrote = wrote &&
+              std::fwrite(g.logits.data(), sizeof(float), g.logits.size(), file) == g.logits.size();
+    if (std::fclose(file) != 0 || !wrote)
+      throw SystemError(fmt::format("--logits {}: write failed", f.logits), errno);
+  }
   for (size_t p = 0; p < results.size(); ++p) {
     const Generation& g = results[p];
     if (f.format == "json") {

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 
+#include "comm/process_group.h"
 #include "core/error.h"
+#include "runtime/inference/tensor_parallel.h"
 #include "runtime/model/gpt2_layout.h"
 #include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/elementwise.h"
@@ -29,7 +32,16 @@ size_t sz(int v) { return static_cast<size_t>(v); }
 Decoder::Decoder(const InferenceModel& model, int slots, const DecoderOptions& opts)
     : m_(model),
       opts_(opts),
-      cache_(model.config().nLayer, slots, model.config().seqLen, model.config().nEmbd) {}
+      cache_(model.config().nLayer, slots, model.config().seqLen, model.localEmbd()) {
+  if (model.shard().size > 1 &&
+      (opts.group == nullptr || opts.group->size() != model.shard().size ||
+       opts.group->rank() != model.shard().rank))
+    throw InternalError(fmt::format(
+        "decoder: the model is tensor-parallel rank {} of {} but the group is {}",
+        model.shard().rank, model.shard().size,
+        opts.group ? fmt::format("rank {} of {}", opts.group->rank(), opts.group->size())
+                   : std::string("missing")));
+}
 
 void Decoder::ensure(int n) {
   const size_t N = sz(n), C = sz(m_.config().nEmbd);
@@ -53,11 +65,16 @@ void Decoder::ensure(int n) {
 // weight-streaming gemv, which reads W once at memory bandwidth. More rows
 // (prefill, big batches): fp32 sgemm; bf16 the native bf16 gemm where the process chose it (as the
 // training model does), else the weight widened to fp32 and sgemm.
+// rowParallel: this rank's input columns only; the bias is added once (rank 0) and the partial
+// products summed over the tensor-parallel group.
 void Decoder::linear(float* out, const float* in, int kw, int kb, int layer, int n, int cin,
-                     int cout) {
+                     int cout, bool rowParallel) {
   const int iw = m_.layerParam(kw, layer);
   const float* bias = m_.f32(m_.layerParam(kb, layer));
+  if (rowParallel && m_.shard().rank != 0) bias = nullptr;
   product(out, in, m_.f32(iw), m_.b16(iw), bias, n, cin, cout);
+  if (rowParallel && m_.shard().size > 1)
+    tpAllreduce(opts_.group, out, sz(n) * sz(cout), kw == kAttprojw ? "attproj" : "fcproj");
 }
 
 void Decoder::product(float* out, const float* in, const float* w32, const bf16* w16,
@@ -79,7 +96,10 @@ void Decoder::product(float* out, const float* in, const float* w32, const bf16*
 
 // atty[i] = softmax(q_i . K[slot_i, 0..pos_i] / sqrt(hs)) . V[slot_i, 0..pos_i], per head.
 void Decoder::attention(int layer, const int* slots, const int* pos, int n) {
-  const int C = m_.config().nEmbd, NH = m_.config().nHead, hs = C / NH, maxT = cache_.maxT();
+  // This rank's heads: C is their width (the cache's row), qkv rows hold q, k, v of them.
+  const int T = m_.shard().size, NH = m_.config().nHead / T,
+            hs = m_.config().nEmbd / m_.config().nHead;
+  const int C = NH * hs, maxT = cache_.maxT();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long work = long(n) * NH * (pos[n - 1] + 1) * hs;
 #pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
@@ -117,6 +137,8 @@ void Decoder::forward(const int* slots, const int32_t* tokens, int n,
                       const std::vector<bool>& logitRows, float* logits) {
   const ModelConfig& cfg = m_.config();
   const int C = cfg.nEmbd, L = cfg.nLayer, V = cfg.vocabSize;
+  const int Cl = m_.localEmbd(), Vl = m_.localVocab(), T = m_.shard().size;
+  const int vocab0 = m_.shard().rank * Vl;  // first wte row this rank holds
   if (n < 1) return;
   ensure(n);
   pos_.resize(sz(n));
@@ -135,38 +157,45 @@ void Decoder::forward(const int* slots, const int32_t* tokens, int n,
       throw ConfigError(
           fmt::format("generate: token id {} outside the vocabulary [0, {})", tokens[i], V));
   }
-  // Embeddings: wte[token] + wpe[position] (bf16: the wte row widened first).
+  // Embeddings: wte[token] + wpe[position] (bf16: the wte row widened first). Tensor-parallel:
+  // the rank holding the token's row looks it up, the others give zeros, one allreduce sums.
   const float* wpe = m_.f32(1);
   for (int i = 0; i < n; ++i) {
     float* x = x_.data() + sz(i) * sz(C);
-    const float* pe = wpe + sz(pos_[sz(i)]) * sz(C);
-    if (m_.dtype() == DType::kF32) {
-      const float* te = m_.f32(0) + sz(tokens[i]) * sz(C);
-      for (int c = 0; c < C; ++c) x[c] = te[c] + pe[c];
+    const int row = tokens[i] - vocab0;
+    if (row < 0 || row >= Vl) {
+      std::memset(x, 0, sz(C) * sizeof(float));
+    } else if (m_.dtype() == DType::kF32) {
+      std::memcpy(x, m_.f32(0) + sz(row) * sz(C), sz(C) * sizeof(float));
     } else {
-      bf16ToF32(x, m_.b16(0) + sz(tokens[i]) * sz(C), sz(C));
-      for (int c = 0; c < C; ++c) x[c] = x[c] + pe[c];
+      bf16ToF32(x, m_.b16(0) + sz(row) * sz(C), sz(C));
     }
+  }
+  if (T > 1) tpAllreduce(opts_.group, x_.data(), sz(n) * sz(C), "the embedding rows");
+  for (int i = 0; i < n; ++i) {
+    float* x = x_.data() + sz(i) * sz(C);
+    const float* pe = wpe + sz(pos_[sz(i)]) * sz(C);
+    for (int c = 0; c < C; ++c) x[c] = x[c] + pe[c];
   }
   const size_t NC = sz(n) * sz(C);
   for (int l = 0; l < L; ++l) {
     layernormForward(ln_.data(), mean_.data(), rstd_.data(), x_.data(),
                      m_.f32(m_.layerParam(kLn1w, l)), m_.f32(m_.layerParam(kLn1b, l)), n, C);
-    linear(qkv_.data(), ln_.data(), kQkvw, kQkvb, l, n, C, 3 * C);
+    linear(qkv_.data(), ln_.data(), kQkvw, kQkvb, l, n, C, 3 * Cl);
     for (int i = 0; i < n; ++i) {
-      const float* row = qkv_.data() + sz(i) * 3 * sz(C);
-      const size_t at = sz(pos_[sz(i)]) * sz(C);
-      std::memcpy(cache_.keys(l, slots[i]) + at, row + C, sz(C) * sizeof(float));
-      std::memcpy(cache_.values(l, slots[i]) + at, row + 2 * C, sz(C) * sizeof(float));
+      const float* row = qkv_.data() + sz(i) * 3 * sz(Cl);
+      const size_t at = sz(pos_[sz(i)]) * sz(Cl);
+      std::memcpy(cache_.keys(l, slots[i]) + at, row + Cl, sz(Cl) * sizeof(float));
+      std::memcpy(cache_.values(l, slots[i]) + at, row + 2 * Cl, sz(Cl) * sizeof(float));
     }
     attention(l, slots, pos_.data(), n);
-    linear(tmp_.data(), atty_.data(), kAttprojw, kAttprojb, l, n, C, C);
+    linear(tmp_.data(), atty_.data(), kAttprojw, kAttprojb, l, n, Cl, C, true);
     residualForward(res2_.data(), x_.data(), tmp_.data(), NC);
     layernormForward(ln_.data(), mean_.data(), rstd_.data(), res2_.data(),
                      m_.f32(m_.layerParam(kLn2w, l)), m_.f32(m_.layerParam(kLn2b, l)), n, C);
-    linear(fch_.data(), ln_.data(), kFcw, kFcb, l, n, C, 4 * C);
-    geluForward(fchGelu_.data(), fch_.data(), 4 * NC);
-    linear(tmp_.data(), fchGelu_.data(), kFcprojw, kFcprojb, l, n, 4 * C, C);
+    linear(fch_.data(), ln_.data(), kFcw, kFcb, l, n, C, 4 * Cl);
+    geluForward(fchGelu_.data(), fch_.data(), 4 * sz(n) * sz(Cl));
+    linear(tmp_.data(), fchGelu_.data(), kFcprojw, kFcprojb, l, n, 4 * Cl, C, true);
     residualForward(x_.data(), res2_.data(), tmp_.data(), NC);
   }
   for (int i = 0; i < n; ++i) {
@@ -185,7 +214,22 @@ void Decoder::forward(const int* slots, const int32_t* tokens, int n,
   const int iLnf = 2 + 12 * L;
   layernormForward(ln_.data(), mean_.data(), rstd_.data(), x_.data(), m_.f32(iLnf),
                    m_.f32(iLnf + 1), rows, C);
-  product(logits, ln_.data(), m_.f32(0), m_.b16(0), nullptr, rows, C, V);  // tied: wte once
+  if (T == 1) {
+    product(logits, ln_.data(), m_.f32(0), m_.b16(0), nullptr, rows, C, V);  // tied: wte once
+    return;
+  }
+  // Vocabulary-parallel head: this rank's Vl logits per row, then all-gathered (the sampler's
+  // top-k/top-p/temperature need the whole distribution; V floats a row is small beside the
+  // weights read per token) and laid out [rows, V] with rank r's block at columns r*Vl.
+  const size_t block = sz(rows) * sz(Vl);
+  localLogits_.resize(block);
+  gathered_.resize(block * sz(T));
+  product(localLogits_.data(), ln_.data(), m_.f32(0), m_.b16(0), nullptr, rows, C, Vl);
+  tpAllgather(opts_.group, localLogits_.data(), gathered_.data(), block);
+  for (int r = 0; r < T; ++r)
+    for (int i = 0; i < rows; ++i)
+      std::memcpy(logits + sz(i) * sz(V) + sz(r) * sz(Vl),
+                  gathered_.data() + sz(r) * block + sz(i) * sz(Vl), sz(Vl) * sizeof(float));
 }
 
 }  // namespace ds::runtime

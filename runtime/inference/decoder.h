@@ -5,7 +5,9 @@
 // values are appended to the cache, then each row attends over its slot's positions up to its own.
 // The math is the training model's (runtime/tensor: layernorm, matmul, GELU, residual; the same
 // 1/sqrt(hs) scaled, max-subtracted softmax); only the attention over the cache is written here.
-// Not thread-safe.
+// Tensor-parallel (model.shard().size > 1, DecoderOptions::group): this rank's heads and MLP
+// columns only, two allreduces per block plus one for the embedding, the logits all-gathered
+// (tensor_parallel.h); every rank of the group must make the same calls. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,10 @@
 
 #include "runtime/inference/inference_model.h"
 #include "runtime/inference/kv_cache.h"
+
+namespace ds::comm {
+class ProcessGroup;
+}
 
 namespace ds::runtime {
 
@@ -23,6 +29,7 @@ namespace ds::runtime {
 struct DecoderOptions {
   int gemvMaxRows = 4;
   int gemvMaxRowsBf16 = 16;
+  comm::ProcessGroup* group = nullptr;  // the tensor-parallel ranks (needed when sharded)
 };
 
 class Decoder {
@@ -39,7 +46,8 @@ class Decoder {
 
  private:
   void ensure(int n);
-  void linear(float* out, const float* in, int kw, int kb, int layer, int n, int cin, int cout);
+  void linear(float* out, const float* in, int kw, int kb, int layer, int n, int cin, int cout,
+              bool rowParallel = false);
   void product(float* out, const float* in, const float* w32, const bf16* w16, const float* bias,
                int n, int cin, int cout);
   void attention(int layer, const int* slots, const int* pos, int n);
@@ -49,7 +57,7 @@ class Decoder {
   KvCache cache_;
   std::vector<int> pos_;
   std::vector<float> x_, ln_, mean_, rstd_, qkv_, atty_, tmp_, res2_, fch_, fchGelu_, widen_,
-      scores_;
+      scores_, localLogits_, gathered_;
 };
 
 }  // namespace ds::runtime

@@ -44,7 +44,9 @@ std::vector<Generation> generate(const InferenceModel& model,
     for (auto& g : out) g.finish = "length";
     return out;
   }
-  Decoder dec(model, P);
+  DecoderOptions decOpts;
+  decOpts.group = opts.group;
+  Decoder dec(model, P, decOpts);
   std::vector<SplitMix64> rng;
   for (int p = 0; p < P; ++p)
     rng.emplace_back(opts.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(p) + 1);

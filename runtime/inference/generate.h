@@ -12,6 +12,10 @@
 #include "runtime/inference/inference_model.h"
 #include "runtime/inference/sampler.h"
 
+namespace ds::comm {
+class ProcessGroup;
+}
+
 namespace ds::runtime {
 
 struct GenerateOptions {
@@ -20,6 +24,9 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::vector<int32_t> stop;  // a generated stop token ends its prompt (kept as its last token)
   bool keepLogits = false;    // record the logits every generated token was chosen from
+  // Tensor-parallel (model sharded): the group of its ranks; every rank calls generate with the
+  // same prompts and options and gets the same tokens (the logits are all-gathered).
+  comm::ProcessGroup* group = nullptr;
 };
 
 struct Generation {

@@ -11,12 +11,14 @@
 #include "core/error.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/export_formats.h"
+#include "runtime/inference/tensor_parallel.h"
 #include "runtime/tensor/bf16_convert.h"
 
 namespace ds::runtime {
 
-InferenceModel::InferenceModel(const ModelConfig& cfg, std::vector<float> flat, DType dtype)
-    : cfg_(cfg), dtype_(dtype) {
+InferenceModel::InferenceModel(const ModelConfig& cfg, std::vector<float> flat, DType dtype,
+                               const TpShard& shard)
+    : cfg_(cfg), dtype_(dtype), shard_(shard) {
   if (cfg.kind != "gpt2") throw ConfigError("generate: only GPT-2 models generate text");
   if (dtype != DType::kF32 && dtype != DType::kBF16)
     throw ConfigError(fmt::format("generate: --dtype {}: expected fp32 or bf16", dtypeName(dtype)));
@@ -30,6 +32,16 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, std::vector<float> flat, 
   if (flat.size() != off)
     throw ConfigError(
         fmt::format("generate: the weights hold {} values, the model needs {}", flat.size(), off));
+  checkTensorParallel(cfg, shard);
+  if (shard.size > 1) {  // keep only this rank's slices; the offsets follow the sliced sizes
+    std::vector<size_t> sizes;
+    flat = shardModelWeights(cfg, flat, shard, sizes);
+    off = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      offsets_[i] = off;
+      off += sizes[i];
+    }
+  }
   if (dtype == DType::kF32) {
     flat_ = std::move(flat);
     return;
@@ -94,7 +106,7 @@ InferenceModel loadInferenceModel(const std::string& path, const LoadOptions& op
     if (description) *description = fmt::format("llm.c model {}", path);
   }
   cfg.compute = opts.dtype;
-  return InferenceModel(cfg, std::move(flat), opts.dtype);
+  return InferenceModel(cfg, std::move(flat), opts.dtype, opts.shard);
 }
 
 }  // namespace ds::runtime

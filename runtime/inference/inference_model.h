@@ -1,7 +1,9 @@
 // InferenceModel: a GPT-2's weights held for generation (fp32, or bf16 with the small tensors
 // widened), loaded from a dsrt checkpoint folder (any ZeRO stage and world size, via
 // readGpt2Weights) or an llm.c gpt2_*.bin (ours from `dsrt export-checkpoint --format llmc`, or
-// llm.c's own). Not a trainer: no gradients, no ZeRO; one process holds all weights.
+// llm.c's own). Not a trainer: no gradients, no ZeRO. With a TpShard of T > 1 ranks it holds
+// only this rank's Megatron shard (tensor_parallel.h): qkv/fc rows of its heads and MLP columns,
+// attproj/fcproj input columns, wte rows [rank*V/T, (rank+1)*V/T); vectors and wpe stay whole.
 #pragma once
 
 #include <string>
@@ -12,15 +14,26 @@
 
 namespace ds::runtime {
 
+// Which tensor-parallel shard a process holds: rank in [0, size).
+struct TpShard {
+  int rank = 0, size = 1;
+};
+
 class InferenceModel {
  public:
   // cfg: kind gpt2 (validated by makeModel); flat: every parameter in Gpt2Model's order (fp32).
   // dtype kF32 keeps flat; kBF16 rounds every weight to bf16 and keeps the matrices as bf16.
-  InferenceModel(const ModelConfig& cfg, std::vector<float> flat, DType dtype);
+  // shard.size > 1: flat is still the whole model; only this rank's slices are kept. ConfigError
+  // naming the numbers when heads, width or vocabulary do not divide by shard.size.
+  InferenceModel(const ModelConfig& cfg, std::vector<float> flat, DType dtype,
+                 const TpShard& shard = {});
 
   const ModelConfig& config() const { return cfg_; }
   DType dtype() const { return dtype_; }
   int vocab() const { return cfg_.vocabSize; }
+  const TpShard& shard() const { return shard_; }
+  int localVocab() const { return cfg_.vocabSize / shard_.size; }  // wte rows held (f32(0)/b16(0))
+  int localEmbd() const { return cfg_.nEmbd / shard_.size; }       // this rank's heads' width
   // Parameter i (Gpt2Model order) as fp32: always valid for vectors and wpe; for matrices
   // (wte and the linear weights) only in fp32 mode (null in bf16 mode).
   const float* f32(int i) const;
@@ -32,6 +45,7 @@ class InferenceModel {
  private:
   ModelConfig cfg_;
   DType dtype_;
+  TpShard shard_;
   std::vector<size_t> offsets_;
   std::vector<bool> matrix_;  // held as bf16 in bf16 mode
   std::vector<float> flat_;   // fp32 mode: all; bf16 mode: the non-matrix tensors (rounded)
@@ -44,6 +58,7 @@ struct LoadOptions {
   std::string tag;
   int nHead = 0, vocabSize = 0;
   DType dtype = DType::kF32;
+  TpShard shard;  // tensor-parallel: keep only this rank's slices
 };
 // ConfigError naming the path when it does not exist or is neither form.
 InferenceModel loadInferenceModel(const std::string& path, const LoadOptions& opts,

@@ -246,3 +246,84 @@ TEST_CASE("dsrt generate: a ZeRO-3 checkpoint of 2 ranks loads whole and matches
   const std::string args = " --prompt_ids 116,111,32 --greedy --max_new_tokens 16";
   CHECK(gen(dir.file("ck") + args) == gen(dir.file("m.bin") + args));
 }
+
+namespace {
+
+std::vector<float> readFloats(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> v;
+  float x = 0.0f;
+  while (f.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
+  return v;
+}
+
+// dsrun --num_gpus ranks ... dsrt generate args (rank 0's output, INFO lines dropped).
+std::string genRanks(int ranks, const std::string& args) {
+  std::string out;
+  const int status =
+      runCommand("OPENBLAS_CORETYPE=" + ds::runtime::blasCoreName() + " " +
+                     std::string(DS_BINARY_DIR) + "/dsrun --num_gpus " + std::to_string(ranks) +
+                     " --master_port " + std::to_string(ds::test::freePort()) + " " +
+                     DS_BINARY_DIR + "/dsrt generate " + args + " 2>&1",
+                 &out);
+  INFO("dsrun generate " << args << "\n" << out);
+  REQUIRE(status == 0);
+  std::string kept;  // rank 0's lines, without dsrun's "[0] " prefix
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("[0] ", 0) == 0 && line.rfind("[0] INFO ", 0) != 0)
+      kept += line.substr(4) + "\n";
+  return kept;
+}
+
+}  // namespace
+
+TEST_CASE("dsrt generate: 2 tensor-parallel ranks give 1 rank's tokens and logits", "[multiproc]") {
+  TempDir dir;
+  train(dir, 3, 2);  // ZeRO-3 over 2 ranks: each TP rank slices its shard of the whole model
+  const std::string ck = dir.file("ck");
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    const std::string args =
+        " --prompt_ids 116,111,32,98,101 --prompt_ids 116 --greedy "
+        "--max_new_tokens 20 --dtype " +
+        dtype;
+    const std::string one = stdoutLines(gen(ck + args + " --logits " + dir.file("l1." + dtype)));
+    const std::string two = genRanks(2, ck + args + " --logits " + dir.file("l2." + dtype));
+    INFO(dtype);
+    CHECK(one == two);
+    CHECK(std::count(two.begin(), two.end(), ',') == 38);
+    const auto l1 = readFloats(dir.file("l1." + dtype)), l2 = readFloats(dir.file("l2." + dtype));
+    REQUIRE(l1.size() == 40u * 256u);
+    REQUIRE(l1.size() == l2.size());
+    double err = 0.0;
+    for (size_t i = 0; i < l1.size(); ++i)
+      err = std::max(
+          err, std::fabs(double(l1[i]) - double(l2[i])) / std::max(1.0, std::fabs(double(l1[i]))));
+    INFO("max relative logit difference, 1 rank vs 2 tensor-parallel ranks: " << err);
+    CHECK(err <= 1e-5);
+  }
+}
+
+TEST_CASE("generate: tensor-parallel refuses shapes that do not divide by the ranks", "[unit]") {
+  ModelConfig cfg;
+  cfg.kind = "gpt2";
+  cfg.nLayer = 1;
+  cfg.nHead = 4;
+  cfg.nEmbd = 8;
+  cfg.seqLen = 4;
+  cfg.vocabSize = 6;
+  cfg.paddedVocab = 8;
+  size_t numel = 0;
+  for (const auto& param : makeModel(cfg)->params()) numel += param.numel;
+  auto build = [&](int ranks) {
+    return InferenceModel(cfg, std::vector<float>(numel, 0.5f), ds::DType::kF32, TpShard{0, ranks});
+  };
+  CHECK_THROWS_WITH(build(3), Catch::Contains("n_head (4) divisible by 3"));
+  CHECK_THROWS_WITH(build(4), Catch::Contains("vocab_size (6) divisible by 4"));
+  cfg.vocabSize = 8;
+  const InferenceModel half = build(2);
+  CHECK(half.localEmbd() == 4);
+  CHECK(half.localVocab() == 4);
+  CHECK(half.weightBytes() <
+        InferenceModel(cfg, std::vector<float>(numel, 0.5f), ds::DType::kF32).weightBytes());
+}
