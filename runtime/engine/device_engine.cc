@@ -198,10 +198,33 @@ void DeviceEngine::afterBackward(int block) {
     stage3_->afterBackward(block);
     return;
   }
-  if (!reducing() || !lastMicro_ || block < 0) return;
+  if (!reducing() || (!lastMicro_ && !reduceEveryMicroStep()) || block < 0) return;
   if (size_t(block) < finalAt_.size())
     for (size_t param : finalAt_[size_t(block)]) addToBucket(param);
-  if (block == 0) flushBucket();  // backward is over
+  if (block == 0) {  // backward is over
+    flushBucket();
+    if (!lastMicro_) foldMicroStep();
+  }
+}
+
+// Stage 2 reduces every micro-step (DeepSpeed's stage 2; the host's FlatPartitionedStage): this
+// micro-step's reduced partition joins the earlier ones' in gradAcc_ (fp32), and grads_ starts
+// the next micro-step at zero, so no rank's gradient accumulates across micro-steps before the
+// reduction (in fp16 mode each micro-step's gradient is rounded on its own, as on the host).
+void DeviceEngine::foldMicroStep() {
+  for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
+  flushBucket();
+  waitBuckets();
+  float* own = grads_.as<float>() + lo_;
+  if (gradAcc_.get() == nullptr)
+    gradAcc_ = OpsBuffer(ops_, std::max<size_t>(part_, 1) * sizeof(float),
+                         "stage-2 gradient partition accumulated over micro-steps");
+  if (accumulated_)
+    ops_.residualForward(gradAcc_.get(), gradAcc_.get(), own, part_, DType::kF32);
+  else ops_.copy(gradAcc_.get(), own, part_ * sizeof(float));
+  accumulated_ = true;
+  ops_.zero(grads_.get(), grads_.bytes());
+  ops_.synchronize();
 }
 
 float* DeviceEngine::master() const { return params32_.as<float>(); }
@@ -317,6 +340,15 @@ void DeviceEngine::reduceGrads() {
   if (!reducing()) return;
   for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
   flushBucket();
+  waitBuckets();
+  if (accumulated_) {  // stage 2: the earlier micro-steps' reduced partitions
+    float* own = grads_.as<float>() + lo_;
+    ops_.residualForward(own, gradAcc_.get(), own, part_, DType::kF32);
+    accumulated_ = false;
+  }
+}
+
+void DeviceEngine::waitBuckets() {
   for (auto& f : inFlight_) {
     tracer_.note(zero::TraceEvent::Kind::kBucketWaited, f.number, f.work->isCompleted());
     f.work->wait();
