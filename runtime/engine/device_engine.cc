@@ -219,8 +219,7 @@ void DeviceEngine::foldMicroStep() {
   if (gradAcc_.get() == nullptr)
     gradAcc_ = OpsBuffer(ops_, std::max<size_t>(part_, 1) * sizeof(float),
                          "stage-2 gradient partition accumulated over micro-steps");
-  if (accumulated_)
-    ops_.residualForward(gradAcc_.get(), gradAcc_.get(), own, part_, DType::kF32);
+  if (accumulated_) ops_.residualForward(gradAcc_.get(), gradAcc_.get(), own, part_, DType::kF32);
   else ops_.copy(gradAcc_.get(), own, part_ * sizeof(float));
   accumulated_ = true;
   ops_.zero(grads_.get(), grads_.bytes());
@@ -460,7 +459,8 @@ zero::MemoryReport DeviceEngine::memory() const {
     report.bytes[int(zero::MemKind::kParams)][dev] += stage3_->persistentBytes();
     report.bytes[int(zero::MemKind::kBuffers)][dev] = stage3_->bufferBytes();
   }
-  report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes();
+  // stage 2 with accumulation: plus the partition summed over micro-steps (from the first one)
+  report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes() + gradAcc_.bytes();
   // The fp32 master counts as an optimizer state in bf16 mode (zero.md's K = 12 per element).
   report.bytes[int(zero::MemKind::kOptimizerStates)][dev] =
       states_.bytes() + (bf16_ ? params32_.bytes() : 0);

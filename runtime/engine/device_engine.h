@@ -16,7 +16,7 @@
 // device and the overflow check below skips the step (docs/gpu.md "Precision"). Invariant:
 // identical calls on every rank; at stages 1-2 the partition of rank r is [r*shard,
 // min((r+1)*shard, numel)) with shard = ceil(numel / world); a parameter is reduced at most once
-// per step (stage 3: per micro-step), after its last gradient contribution.
+// per step (stages 2-3: per micro-step), after its last gradient contribution.
 #pragma once
 
 #include <memory>
