@@ -198,23 +198,26 @@ void DeviceEngine::afterBackward(int block) {
     stage3_->afterBackward(block);
     return;
   }
-  if (!reducing() || (!lastMicro_ && !reduceEveryMicroStep()) || block < 0) return;
-  if (size_t(block) < finalAt_.size())
-    for (size_t param : finalAt_[size_t(block)]) addToBucket(param);
-  if (block == 0) {  // backward is over
-    flushBucket();
-    if (!lastMicro_) foldMicroStep();
+  if (block < 0) return;
+  if (reducing() && (lastMicro_ || reduceEveryMicroStep())) {
+    if (size_t(block) < finalAt_.size())
+      for (size_t param : finalAt_[size_t(block)]) addToBucket(param);
+    if (block == 0) flushBucket();  // backward is over
   }
+  if (block == 0 && !lastMicro_ && reduceEveryMicroStep()) foldMicroStep();
 }
 
 // Stage 2 reduces every micro-step (DeepSpeed's stage 2; the host's FlatPartitionedStage): this
 // micro-step's reduced partition joins the earlier ones' in gradAcc_ (fp32), and grads_ starts
 // the next micro-step at zero, so no rank's gradient accumulates across micro-steps before the
 // reduction (in fp16 mode each micro-step's gradient is rounded on its own, as on the host).
+// One rank: no reduction, the partition is the whole buffer (as the host's reduceSingle).
 void DeviceEngine::foldMicroStep() {
-  for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
-  flushBucket();
-  waitBuckets();
+  if (reducing()) {
+    for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
+    flushBucket();
+    waitBuckets();
+  }
   float* own = grads_.as<float>() + lo_;
   if (gradAcc_.get() == nullptr)
     gradAcc_ = OpsBuffer(ops_, std::max<size_t>(part_, 1) * sizeof(float),
@@ -336,10 +339,11 @@ void DeviceEngine::issueBucket(size_t lo, size_t hi) {
 }
 
 void DeviceEngine::reduceGrads() {
-  if (!reducing()) return;
-  for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
-  flushBucket();
-  waitBuckets();
+  if (reducing()) {
+    for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
+    flushBucket();
+    waitBuckets();
+  }
   if (accumulated_) {  // stage 2: the earlier micro-steps' reduced partitions
     float* own = grads_.as<float>() + lo_;
     ops_.residualForward(own, gradAcc_.get(), own, part_, DType::kF32);
