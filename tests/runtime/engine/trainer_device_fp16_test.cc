@@ -116,9 +116,9 @@ TEST_CASE("trainer fp16 on the device path (cpu ops): 2 ranks over gloo match th
   }
 }
 
-// The same at one micro-step per step: nothing accumulates before the reduction, so the paths
-// agreed at every stage even before the fix (the mismatch was the accumulation, not the bucket
-// layout or the tied embedding's gradient).
+// The same at one micro-step per step: nothing accumulates before the reduction at any stage,
+// so this pins what does not depend on the accumulation (the bucket layout, the tied
+// embedding's gradient rounded after each of its blocks, the overflow flag over the ranks).
 TEST_CASE("trainer fp16 on the device path (cpu ops): 2 ranks, one micro-step, stages 0-3",
           "[multirank]") {
   for (int stage : {0, 1, 2, 3}) {
