@@ -198,10 +198,35 @@ void DeviceEngine::afterBackward(int block) {
     stage3_->afterBackward(block);
     return;
   }
-  if (!reducing() || !lastMicro_ || block < 0) return;
-  if (size_t(block) < finalAt_.size())
-    for (size_t param : finalAt_[size_t(block)]) addToBucket(param);
-  if (block == 0) flushBucket();  // backward is over
+  if (block < 0) return;
+  if (reducing() && (lastMicro_ || reduceEveryMicroStep())) {
+    if (size_t(block) < finalAt_.size())
+      for (size_t param : finalAt_[size_t(block)]) addToBucket(param);
+    if (block == 0) flushBucket();  // backward is over
+  }
+  if (block == 0 && !lastMicro_ && reduceEveryMicroStep()) foldMicroStep();
+}
+
+// Stage 2 reduces every micro-step (DeepSpeed's stage 2; the host's FlatPartitionedStage): this
+// micro-step's reduced partition joins the earlier ones' in gradAcc_ (fp32), and grads_ starts
+// the next micro-step at zero, so no rank's gradient accumulates across micro-steps before the
+// reduction (in fp16 mode each micro-step's gradient is rounded on its own, as on the host).
+// One rank: no reduction, the partition is the whole buffer (as the host's reduceSingle).
+void DeviceEngine::foldMicroStep() {
+  if (reducing()) {
+    for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
+    flushBucket();
+    waitBuckets();
+  }
+  float* own = grads_.as<float>() + lo_;
+  if (gradAcc_.get() == nullptr)
+    gradAcc_ = OpsBuffer(ops_, std::max<size_t>(part_, 1) * sizeof(float),
+                         "stage-2 gradient partition accumulated over micro-steps");
+  if (accumulated_) ops_.residualForward(gradAcc_.get(), gradAcc_.get(), own, part_, DType::kF32);
+  else ops_.copy(gradAcc_.get(), own, part_ * sizeof(float));
+  accumulated_ = true;
+  ops_.zero(grads_.get(), grads_.bytes());
+  ops_.synchronize();
 }
 
 float* DeviceEngine::master() const { return params32_.as<float>(); }
@@ -314,9 +339,19 @@ void DeviceEngine::issueBucket(size_t lo, size_t hi) {
 }
 
 void DeviceEngine::reduceGrads() {
-  if (!reducing()) return;
-  for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
-  flushBucket();
+  if (reducing()) {
+    for (size_t i = params_.size(); i-- > 0;) addToBucket(i);  // what no hook finished
+    flushBucket();
+    waitBuckets();
+  }
+  if (accumulated_) {  // stage 2: the earlier micro-steps' reduced partitions
+    float* own = grads_.as<float>() + lo_;
+    ops_.residualForward(own, gradAcc_.get(), own, part_, DType::kF32);
+    accumulated_ = false;
+  }
+}
+
+void DeviceEngine::waitBuckets() {
   for (auto& f : inFlight_) {
     tracer_.note(zero::TraceEvent::Kind::kBucketWaited, f.number, f.work->isCompleted());
     f.work->wait();
@@ -428,7 +463,8 @@ zero::MemoryReport DeviceEngine::memory() const {
     report.bytes[int(zero::MemKind::kParams)][dev] += stage3_->persistentBytes();
     report.bytes[int(zero::MemKind::kBuffers)][dev] = stage3_->bufferBytes();
   }
-  report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes();
+  // stage 2 with accumulation: plus the partition summed over micro-steps (from the first one)
+  report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes() + gradAcc_.bytes();
   // The fp32 master counts as an optimizer state in bf16 mode (zero.md's K = 12 per element).
   report.bytes[int(zero::MemKind::kOptimizerStates)][dev] =
       states_.bytes() + (bf16_ ? params32_.bytes() : 0);

@@ -16,7 +16,7 @@
 // device and the overflow check below skips the step (docs/gpu.md "Precision"). Invariant:
 // identical calls on every rank; at stages 1-2 the partition of rank r is [r*shard,
 // min((r+1)*shard, numel)) with shard = ceil(numel / world); a parameter is reduced at most once
-// per step (stage 3: per micro-step), after its last gradient contribution.
+// per step (stages 2-3: per micro-step), after its last gradient contribution.
 #pragma once
 
 #include <memory>
@@ -59,7 +59,8 @@ class DeviceEngine final : public zero::TrainingEngine {
   void beforeBackward(int block) override;
   void afterBackward(int block) override;  // issues the buckets final here (last micro-step)
 
-  // Non-last micro-steps issue nothing: gradients accumulate locally until the last one.
+  // Non-last micro-steps issue nothing at stages 0-1: gradients accumulate locally until the
+  // last one. Stage 2 reduces every micro-step (foldMicroStep).
   void beginStep(bool lastMicroStep) override { lastMicro_ = lastMicroStep; }
   zero::StepResult step(float learningRate, float lossScale, float clipNorm) override;
   zero::MemoryReport memory() const override;
@@ -103,6 +104,9 @@ class DeviceEngine final : public zero::TrainingEngine {
   void flushBucket();
   void issueBucket(size_t lo, size_t hi);  // the reduction of grads [lo, hi)
   void reduceGrads();                      // what the hooks did not issue, then wait on all
+  void waitBuckets();                      // waits on every issued bucket, clears reduced_
+  bool reduceEveryMicroStep() const { return zopts_.stage == 2; }
+  void foldMicroStep();  // stage 2, non-last micro-step: partition into gradAcc_, grads_ zeroed
 
   Ops& ops_;
   std::vector<zero::ParamInfo> params_;
@@ -117,6 +121,8 @@ class DeviceEngine final : public zero::TrainingEngine {
   OpsBuffer params32_;        // fp32: the model's params and the master; bf16: the fp32 master
   OpsBuffer params16_;        // bf16 compute: the model's params
   OpsBuffer grads_;           // fp32, accumulated by the model (stage 3: by the reduced buckets)
+  OpsBuffer gradAcc_;         // stage 2, accumulation: reduced partitions of earlier micro-steps
+  bool accumulated_ = false;  // gradAcc_ holds a value this step
   OpsBuffer states_;          // optimizer states over the partition: [k][part_]
   size_t lo_ = 0, part_ = 0;  // the partition within the buffers above: [lo_, lo_ + part_)
   std::vector<ShardRange> shards_;
