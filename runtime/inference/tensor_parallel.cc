@@ -33,8 +33,8 @@ void takeCols(std::vector<float>& out, const float* src, size_t rows, size_t col
 void checkTensorParallel(const ModelConfig& cfg, const TpShard& shard) {
   const int ranks = shard.size;
   if (ranks < 1 || shard.rank < 0 || shard.rank >= ranks)
-    throw ConfigError(fmt::format("generate: tensor-parallel rank {} outside [0, {})", shard.rank,
-                                  ranks));
+    throw ConfigError(
+        fmt::format("generate: tensor-parallel rank {} outside [0, {})", shard.rank, ranks));
   if (ranks == 1) return;
   auto need = [&](const char* what, int value) {
     if (value % ranks != 0)
@@ -68,8 +68,8 @@ std::vector<float> shardModelWeights(const ModelConfig& cfg, const std::vector<f
   mark(before);
   src += maxT * C;
   // Per-kind whole sizes (Gpt2Model's shapes) and how each kind is cut.
-  const size_t whole[kLayerKinds] = {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C,
-                                     4 * C * C, C};
+  const size_t whole[kLayerKinds] = {C, C, 3 * C * C, 3 * C, C * C,     C,
+                                     C, C, 4 * C * C, 4 * C, 4 * C * C, C};
   for (int kind = 0; kind < kLayerKinds; ++kind) {
     for (size_t l = 0; l < L; ++l) {
       before = out.size();
@@ -107,9 +107,10 @@ void tpAllreduce(comm::ProcessGroup* group, float* buf, size_t count, const char
   try {
     group->allreduce(comm::view(buf, count))->wait();
   } catch (const Error& e) {
-    throw CommError(fmt::format("generate: tensor-parallel allreduce of {} ({} floats) on rank "
-                                "{} of {}: {}",
-                                what, count, group->rank(), group->size(), e.what()));
+    throw CommError(
+        fmt::format("generate: tensor-parallel allreduce of {} ({} floats) on rank "
+                    "{} of {}: {}",
+                    what, count, group->rank(), group->size(), e.what()));
   }
 }
 
@@ -120,8 +121,8 @@ void tpAllgather(comm::ProcessGroup* group, const float* in, float* out, size_t 
   }
   const std::vector<size_t> counts(static_cast<size_t>(group->size()), count);
   group
-      ->allgather(comm::view(const_cast<float*>(in), count),
-                  comm::view(out, count * counts.size()), counts)
+      ->allgather(comm::view(const_cast<float*>(in), count), comm::view(out, count * counts.size()),
+                  counts)
       ->wait();
 }
 
