@@ -82,30 +82,37 @@ void packSigns(const float* values, size_t n, uint8_t* bits) {
   for (size_t byte = 0; byte < n / 8; ++byte) bits[byte] = signByte(values + byte * 8);
 }
 
-void unpackSigns(const uint8_t* bits, size_t n, float scale, float* out) {
+namespace {
+
+// out[i] = (or +=, when Add) +-scale by bit i, MSB first.
+template <bool Add>
+void unpackInto(const uint8_t* bits, size_t n, float scale, float* out) {
   uint32_t scaleBits;
   std::memcpy(&scaleBits, &scale, 4);
   const size_t whole = n / 8;
   for (size_t byte = 0; byte < whole; ++byte) {
     const uint32_t* mask = kSignMasks.mask[bits[byte]];
     float* dst = out + byte * 8;
-    for (size_t k = 0; k < 8; ++k) dst[k] = flipped(scaleBits, mask[k]);
+    for (size_t k = 0; k < 8; ++k) {
+      if constexpr (Add) dst[k] += flipped(scaleBits, mask[k]);
+      else dst[k] = flipped(scaleBits, mask[k]);
+    }
   }
-  for (size_t i = whole * 8; i < n; ++i)
-    out[i] = (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
+  for (size_t i = whole * 8; i < n; ++i) {
+    const float value = (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
+    if constexpr (Add) out[i] += value;
+    else out[i] = value;
+  }
+}
+
+}  // namespace
+
+void unpackSigns(const uint8_t* bits, size_t n, float scale, float* out) {
+  unpackInto<false>(bits, n, scale, out);
 }
 
 void unpackSignsAdd(const uint8_t* bits, size_t n, float scale, float* out) {
-  uint32_t scaleBits;
-  std::memcpy(&scaleBits, &scale, 4);
-  const size_t whole = n / 8;
-  for (size_t byte = 0; byte < whole; ++byte) {
-    const uint32_t* mask = kSignMasks.mask[bits[byte]];
-    float* dst = out + byte * 8;
-    for (size_t k = 0; k < 8; ++k) dst[k] += flipped(scaleBits, mask[k]);
-  }
-  for (size_t i = whole * 8; i < n; ++i)
-    out[i] += (bits[i / 8] >> (7 - i % 8)) & 1u ? scale : -scale;
+  unpackInto<true>(bits, n, scale, out);
 }
 
 float compressWithFeedback(float* x, float* error, size_t n, uint8_t* bits) {
