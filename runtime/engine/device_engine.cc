@@ -34,7 +34,7 @@ size_t clampTo(size_t x, size_t lo, size_t hi) { return std::min(hi, std::max(lo
 
 bool DeviceEngine::handles(const zero::ZeroOptions& zopts, const zero::OptimizerOptions& oopts) {
   return zopts.stage <= 3 && !zopts.offloadOptimizer.enabled() && !zopts.offloadParam.enabled() &&
-         zopts.compute != DType::kF16 && (isAdam(oopts.type) || oopts.type == "SGD");
+         (isAdam(oopts.type) || oopts.type == "SGD");
 }
 
 DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::ProcessGroup* group,
@@ -50,7 +50,7 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::
     rank_ = group_->rank();
     world_ = group_->size();
   }
-  bf16_ = zopts_.compute == DType::kBF16;
+  half_ = zopts_.compute == DType::kBF16 || zopts_.compute == DType::kF16;
   adam_ = isAdam(oopts_.type);
   for (const auto& p : params_) numel_ += p.numel;
   const size_t n = params_.size();
@@ -71,8 +71,10 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::
   shards_ = {{lo_, 0, part_}};
 
   params32_ =
-      OpsBuffer(ops_, numel_ * sizeof(float), bf16_ ? "fp32 master parameters" : "fp32 parameters");
-  if (bf16_) params16_ = OpsBuffer(ops_, numel_ * sizeof(bf16), "bf16 parameters");
+      OpsBuffer(ops_, numel_ * sizeof(float), half_ ? "fp32 master parameters" : "fp32 parameters");
+  if (half_)
+    params16_ = OpsBuffer(ops_, numel_ * sizeof(uint16_t),
+                          fmt::format("{} parameters", dtypeName(zopts_.compute)));
   grads_ = OpsBuffer(ops_, numel_ * sizeof(float), "fp32 gradients");
   ops_.zero(grads_.get(), grads_.bytes());
   const size_t nstates = adam_ ? 2 : (oopts_.momentum != 0.f ? 1 : 0);
@@ -99,7 +101,8 @@ DeviceEngine::DeviceEngine(Ops& ops, std::vector<zero::ParamInfo> params, comm::
 
   offset = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (bf16_) table_.value16[i] = params16_.as<const bf16>() + offset;
+    // fp16 bits behind the bf16 pointer type when computing in fp16 (param_table.h).
+    if (half_) table_.value16[i] = params16_.as<const bf16>() + offset;
     else table_.value[i] = params32_.as<float>() + offset;
     table_.grad[i] = grads_.as<float>() + offset;
     offset += params_[i].numel;
@@ -125,10 +128,11 @@ void DeviceEngine::initStage3() {
     else ranges_.push_back({local, own.size, params_[p].decay});
   }
   params32_ = OpsBuffer(ops_, part_ * sizeof(float),
-                        bf16_ ? "fp32 master parameter partition" : "fp32 parameter partition");
+                        half_ ? "fp32 master parameter partition" : "fp32 parameter partition");
   ops_.zero(params32_.get(), params32_.bytes());
-  if (bf16_) {
-    params16_ = OpsBuffer(ops_, part_ * sizeof(bf16), "bf16 parameter partition");
+  if (half_) {
+    params16_ = OpsBuffer(ops_, part_ * sizeof(uint16_t),
+                          fmt::format("{} parameter partition", dtypeName(zopts_.compute)));
     ops_.zero(params16_.get(), params16_.bytes());
   }
   grads_ = OpsBuffer(ops_, part_ * sizeof(float), "fp32 gradient partition");
@@ -139,7 +143,7 @@ void DeviceEngine::initStage3() {
     ops_.zero(states_.get(), states_.bytes());
   }
   DeviceStage3::Partition part;
-  part.params = bf16_ ? params16_.get() : params32_.get();
+  part.params = half_ ? params16_.get() : params32_.get();
   part.grads = grads_.as<float>();
   stage3_ = std::make_unique<DeviceStage3>(ops_, params_, group_, zopts_, table_, tracer_, part);
 }
@@ -250,7 +254,7 @@ void DeviceEngine::setParamsFrom(const ParamSource& source) {
       ops_.upload(master() + r.local + done, piece.data(), count * sizeof(float));
       ops_.synchronize();  // the piece buffer is reused
     }
-  if (bf16_) ops_.toBf16(params16_.as<bf16>(), master(), stage3_ ? part_ : numel_);
+  if (half_) toHalf(0, stage3_ ? part_ : numel_);
   if (stage3_) stage3_->refresh();
   ops_.synchronize();
 }
@@ -284,7 +288,7 @@ void DeviceEngine::getParams(float* fullFlat) {
     return;
   }
   // bf16 at stages 1-2: only this rank's part of the fp32 master is current; gather the rest.
-  if (bf16_ && gatherIn_.get() != nullptr) gather(master(), DType::kF32);
+  if (half_ && gatherIn_.get() != nullptr) gather(master(), DType::kF32);
   ops_.download(fullFlat, master(), numel_ * sizeof(float));
 }
 
@@ -375,10 +379,16 @@ void DeviceEngine::gather(void* full, DType dt) {
       ->wait();
 }
 
+void DeviceEngine::toHalf(size_t offset, size_t count) {
+  if (zopts_.compute == DType::kF16)
+    ops_.toFp16(params16_.as<fp16>() + offset, master() + offset, count);
+  else ops_.toBf16(params16_.as<bf16>() + offset, master() + offset, count);
+}
+
 void DeviceEngine::allgatherParams() {
   if (gatherIn_.get() == nullptr) return;
-  // bf16: the 16-bit copy is what the model reads; the fp32 master stays partitioned.
-  if (bf16_) gather(params16_.get(), DType::kBF16);
+  // bf16/fp16: the 16-bit copy is what the model reads; the fp32 master stays partitioned.
+  if (half_) gather(params16_.get(), zopts_.compute);
   else gather(master(), DType::kF32);
 }
 
@@ -418,7 +428,8 @@ zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float c
   } else {
     ++steps_;
     const float multiplier = zero::gradientMultiplier(check, clipNorm, world_, lossScale);
-    bf16* out16 = bf16_ ? params16_.as<bf16>() + lo : nullptr;
+    // bf16: written by the optimizer's pass; fp16: converted just after it (toHalf).
+    bf16* out16 = zopts_.compute == DType::kBF16 ? params16_.as<bf16>() + lo : nullptr;
     if (adam_) {
       AdamStep s;
       s.lr = learningRate;
@@ -441,6 +452,7 @@ zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float c
       ops_.sgd(master() + lo, oopts_.momentum != 0.f ? state(0) : nullptr, grads_.as<float>() + lo,
                out16, ranges_.data(), int(ranges_.size()), s);
     }
+    if (zopts_.compute == DType::kF16) toHalf(lo, part);
   }
   result.optimMs = msSince(t1);
   auto t2 = Clock::now();
@@ -458,7 +470,7 @@ zero::StepResult DeviceEngine::step(float learningRate, float lossScale, float c
 zero::MemoryReport DeviceEngine::memory() const {
   zero::MemoryReport report;
   const auto dev = int(zero::MemPlace::kDevice);
-  report.bytes[int(zero::MemKind::kParams)][dev] = bf16_ ? params16_.bytes() : params32_.bytes();
+  report.bytes[int(zero::MemKind::kParams)][dev] = half_ ? params16_.bytes() : params32_.bytes();
   if (stage3_) {  // the partition, plus the persistent parameters gathered whole
     report.bytes[int(zero::MemKind::kParams)][dev] += stage3_->persistentBytes();
     report.bytes[int(zero::MemKind::kBuffers)][dev] = stage3_->bufferBytes();
@@ -467,7 +479,7 @@ zero::MemoryReport DeviceEngine::memory() const {
   report.bytes[int(zero::MemKind::kGrads)][dev] = grads_.bytes() + gradAcc_.bytes();
   // The fp32 master counts as an optimizer state in bf16 mode (zero.md's K = 12 per element).
   report.bytes[int(zero::MemKind::kOptimizerStates)][dev] =
-      states_.bytes() + (bf16_ ? params32_.bytes() : 0);
+      states_.bytes() + (half_ ? params32_.bytes() : 0);
   return report;
 }
 
@@ -504,7 +516,7 @@ void DeviceEngine::loadOptimizerState(
                   r.size * sizeof(float));
     }
   steps_ = stepCount;
-  if (bf16_) ops_.toBf16(params16_.as<bf16>() + lo_, master() + lo_, part_);
+  if (half_) toHalf(lo_, part_);
   if (stage3_) stage3_->refresh();
   else allgatherParams();
   ops_.synchronize();

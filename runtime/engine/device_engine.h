@@ -12,8 +12,10 @@
 // every bucket in issue order, checks overflow and the global norm, and runs the fused optimizer
 // kernel on this rank's partition; stages 1-2 then all-gather the updated partition, stage 3
 // regathers its persistent parameters. Not offload (the host ZeroEngine with a DeviceMirror). fp16
-// mode runs here with fp32 compute: the trainer's Fp16Hooks round weights and gradients on the
-// device and the overflow check below skips the step (docs/gpu.md "Precision"). Invariant:
+// mode runs here either natively (compute kF16 on a GPU: fp16 parameter copies written after each
+// optimizer step, fp16 activations; the trainer's Fp16Hooks round the gradients) or emulated
+// (compute kF32: Fp16Hooks also round the weights each block reads); the overflow check below
+// skips the step (docs/gpu.md "Precision"). Invariant:
 // identical calls on every rank; at stages 1-2 the partition of rank r is [r*shard,
 // min((r+1)*shard, numel)) with shard = ceil(numel / world); a parameter is reduced at most once
 // per step (stages 2-3: per micro-step), after its last gradient contribution.
@@ -96,6 +98,8 @@ class DeviceEngine final : public zero::TrainingEngine {
   float* state(size_t k) const;  // optimizer state k, indexed by partition offset (from lo_)
   void initStage3();             // stage 3's buffers, runs and DeviceStage3
   void allgatherParams();
+  // params16_[offset, offset + count) = the compute dtype (bf16 or fp16) of the master's values.
+  void toHalf(size_t offset, size_t count);
   void getParamsStage3(float* fullFlat);
   double globalSumSquares(double local);  // the sum over ranks, as zero::checkGradients
   void gather(void* full, DType dt);      // every rank's partition of `full` into all of it
@@ -116,10 +120,10 @@ class DeviceEngine final : public zero::TrainingEngine {
   int rank_ = 0, world_ = 1;
   int partIndex_ = 0;  // which partition this rank updates (0 for all at stage 0)
   size_t numel_ = 0, shard_ = 0;
-  bool bf16_ = false, adam_ = true;
+  bool half_ = false, adam_ = true;  // half_: compute in bf16 or fp16 (zopts_.compute)
   // Stages 0-2: [numel]; stage 3: this rank's partition [Stage3Layout::localSize()].
-  OpsBuffer params32_;        // fp32: the model's params and the master; bf16: the fp32 master
-  OpsBuffer params16_;        // bf16 compute: the model's params
+  OpsBuffer params32_;        // fp32: the model's params and the master; 16-bit: the fp32 master
+  OpsBuffer params16_;        // bf16 or fp16 compute: the model's params (16-bit words)
   OpsBuffer grads_;           // fp32, accumulated by the model (stage 3: by the reduced buckets)
   OpsBuffer gradAcc_;         // stage 2, accumulation: reduced partitions of earlier micro-steps
   bool accumulated_ = false;  // gradAcc_ holds a value this step

@@ -10,12 +10,14 @@
 namespace ds::runtime {
 
 Fp16Hooks::Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()> table,
-                     const std::vector<zero::ParamInfo>& params, int numBlocks, Ops* ops)
+                     const std::vector<zero::ParamInfo>& params, int numBlocks, Ops* ops,
+                     bool roundWeights)
     : inner_(inner),
       table_(std::move(table)),
       blockParams_(size_t(numBlocks)),
       ops_(ops),
-      saved_(params.size(), nullptr) {
+      saved_(params.size(), nullptr),
+      roundWeights_(roundWeights) {
   for (size_t i = 0; i < params.size(); ++i) {
     numel_.push_back(params[i].numel);
     for (int b : params[i].blocks)
@@ -30,6 +32,7 @@ void Fp16Hooks::enter(int b) {
                     "(hooks must not nest)",
                     b, active_));
   active_ = b;
+  if (!roundWeights_) return;
   auto& t = table_();
   size_t need = 0;
   for (size_t i : blockParams_[size_t(b)]) need += numel_[i];

@@ -7,7 +7,9 @@
 // gradients would overflow. Activations stay fp32 (not emulated). Memory: one scratch buffer the
 // size of the largest block's parameters (blocks run one at a time, as the hooks contract says),
 // in the Ops' memory when an Ops is given (then the table's pointers are that Ops' memory and
-// the copies and rounding run on its stream), else on the host. Not thread-safe.
+// the copies and rounding run on its stream), else on the host. With native fp16 compute (a GPU:
+// the model reads fp16 copies and keeps fp16 activations) only the gradient rounding remains.
+// Not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +26,11 @@ class Fp16Hooks : public zero::BlockHooks {
  public:
   // table() is read at every hook (the owner may move tensors between blocks). ops: the memory
   // the table points into (nullptr: the host's).
+  // roundWeights false: native fp16 compute (the model already reads fp16 copies, value16), so
+  // only the gradients are rounded.
   Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()> table,
-            const std::vector<zero::ParamInfo>& params, int numBlocks, Ops* ops = nullptr);
+            const std::vector<zero::ParamInfo>& params, int numBlocks, Ops* ops = nullptr,
+            bool roundWeights = true);
 
   void beforeForward(int b) override;
   void afterForward(int b) override;
@@ -46,6 +51,7 @@ class Fp16Hooks : public zero::BlockHooks {
   size_t devScratchFloats_ = 0;
   std::vector<float*> saved_;  // [param] the owner's pointer while redirected
   int active_ = -1;            // block whose weights are redirected
+  bool roundWeights_ = true;   // false: native fp16 compute, gradients only
 };
 
 }  // namespace ds::runtime

@@ -40,11 +40,24 @@ double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// The model and ZeroEngine compute dtype. fp16 is emulated, on the host and on a device alike:
-// fp32 kernels reading fp16-rounded weights, gradients rounded to fp16 (so they overflow where
-// fp16's would) and DeepSpeed's dynamic loss scaler (fp16_hooks.h; docs/plan.md "fp16 on CPU",
-// docs/gpu.md "Precision").
+// The model and ZeroEngine compute dtype before the device is known. fp16 starts emulated (fp32
+// kernels reading fp16-rounded weights, gradients rounded to fp16 so they overflow where fp16's
+// would, DeepSpeed's dynamic loss scaler: fp16_hooks.h; docs/plan.md "fp16 on CPU") and becomes
+// native on a GPU (fp16Native below; docs/gpu.md "Precision").
 DType computeDtype(const Plan& p) { return p.deepspeed.bf16 ? DType::kBF16 : DType::kF32; }
+
+// Whether fp16 mode computes in fp16 on `ops` (DS_FP16_COMPUTE: auto = native on a device).
+bool fp16Native(const Plan& plan, const Ops* ops) {
+  const auto choice = knobChoice(knobs::kFp16Compute);
+  const std::string mode = choice && !choice->empty() ? *choice : "auto";
+  const bool device = ops != nullptr && ops->onDevice();
+  if (mode == "native" && !device)
+    throw ConfigError(fmt::format(
+        "{}: DS_FP16_COMPUTE=native needs a GPU ({}); the CPU computes fp16 emulated "
+        "(DS_FP16_COMPUTE=emulated or auto)",
+        plan.source, ops != nullptr ? ops->name() : std::string("this rank trains on the CPU")));
+  return device && mode != "emulated";
+}
 
 int dataVocab(const ModelConfig& m) {
   return m.kind == "mlp" && !m.sizes.empty() ? m.sizes.front() : m.vocabSize;
@@ -90,13 +103,18 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
                          : std::string());
     logLine("cpu " + summary_.threadPolicy);
   }
+  const bool fp16 = plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16;
+  const bool fp16NativeCompute = fp16 && fp16Native(plan_, ops_);
+  if (fp16NativeCompute) mc.compute = DType::kF16;
+  if (fp16)
+    logLine(fp16NativeCompute ? "fp16: native (fp16 weights and activations, fp32 accumulation)"
+                              : "fp16: emulated (fp32 kernels on fp16-rounded weights)");
   model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
 
   zero::ZeroOptions z = plan_.deepspeed.zero;
   z.compute = mc.compute;
   DecayChoice decay = applyDecayChoice(model_->params(), plan_);
   logLine(decay.line);
-  const bool fp16 = plan_.deepspeed.fp16.enabled && !plan_.deepspeed.bf16;
   if (ops_ && fp16 && !DeviceEngine::handles(z, plan_.deepspeed.optimizer))
     throw ConfigError(fmt::format(
         "{}: fp16.enabled on {} with {}: fp16 on a device runs on the device engine only (ZeRO "
@@ -173,7 +191,7 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   if (fp16)
     fp16Hooks_ = std::make_unique<Fp16Hooks>(
         *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, model_->params(),
-        model_->numBlocks(), ops_);
+        model_->numBlocks(), ops_, !fp16NativeCompute);
 
   corpora_ = openCorpora(plan_.data, dataVocab(plan_.model));
   LoaderOptions lo;

@@ -37,13 +37,13 @@ OpsGpt2Model::OpsGpt2Model(const ModelConfig& cfg, Ops& ops)
     : cfg_(cfg),
       ops_(ops),
       meta_(cfg),
-      dt_(cfg.compute == DType::kBF16 ? DType::kBF16 : DType::kF32),
+      dt_(cfg.compute),
       es_(dtypeSize(dt_)),
       V_(cfg.vocabSize),
       Vp_(cfg.paddedVocab > cfg.vocabSize ? cfg.paddedVocab : cfg.vocabSize),
       ckpt_(cfg.activationCheckpointing) {
-  if (cfg.compute != DType::kF32 && cfg.compute != DType::kBF16) {
-    throw ConfigError(fmt::format("model compute dtype {} not supported; use fp32 or bf16",
+  if (cfg.compute != DType::kF32 && cfg.compute != DType::kBF16 && cfg.compute != DType::kF16) {
+    throw ConfigError(fmt::format("model compute dtype {} not supported; use fp32, bf16 or fp16",
                                   dtypeName(cfg.compute)));
   }
 }
@@ -90,12 +90,12 @@ OpsGpt2Model::HeadActs OpsGpt2Model::headActs() const {
 // ParamAccess's and Gpt2Model's messages for a missing pointer.
 const void* OpsGpt2Model::value(const zero::ParamTable& p, int i, int block) const {
   const size_t k = static_cast<size_t>(i);
-  if (dt_ == DType::kBF16) {
+  if (dt_ != DType::kF32) {
     if (k >= p.value16.size() || p.value16[k] == nullptr) {
       throw InternalError(fmt::format(
-          "model: parameter '{}' has no bf16 value (ParamTable.value16) in block {}; bf16 compute "
+          "model: parameter '{}' has no {} value (ParamTable.value16) in block {}; {} compute "
           "reads value16 between beforeForward/beforeBackward and after*",
-          params()[k].name, block));
+          params()[k].name, dtypeName(dt_), block, dtypeName(dt_)));
     }
     return p.value16[k];
   }

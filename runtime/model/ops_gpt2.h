@@ -1,8 +1,9 @@
 // OpsGpt2Model: GPT-2 over the op interface (runtime/tensor/ops.h), the same model as Gpt2Model
 // (params, block order, hooks, init, validation errors) with every buffer in the Ops' memory, so
 // one code path runs on the CPU (CpuOps) and on a GPU (CudaOps). Not a parameter owner: the
-// ParamTable's pointers must be in the Ops' memory (value for fp32 compute, value16 for bf16;
-// grad always fp32 and ACCUMULATED). Activations live in four Ops allocations that only grow.
+// ParamTable's pointers must be in the Ops' memory (value for fp32 compute, value16 for bf16 and
+// fp16 (fp16 bits there); grad always fp32 and ACCUMULATED). Activations live in four Ops
+// allocations that only grow.
 #pragma once
 
 #include <vector>

@@ -14,14 +14,14 @@ namespace ds::runtime {
 namespace {
 enum ActField { aOneHot, aTargets, aLosses, aLse, kActFixed };  // then block inputs 1..K-1
 enum ScratchField { sDz, sDout, sDin };
-constexpr uint16_t kBf16One = 0x3f80;
+constexpr uint16_t kBf16One = 0x3f80, kFp16One = 0x3c00;
 }  // namespace
 
 OpsMlpModel::OpsMlpModel(const ModelConfig& cfg, Ops& ops)
     : sizes_(cfg.sizes),
       ops_(ops),
       meta_(cfg),
-      dt_(cfg.compute == DType::kBF16 ? DType::kBF16 : DType::kF32),
+      dt_(cfg.compute),
       es_(dtypeSize(dt_)),
       ckpt_(cfg.activationCheckpointing) {}
 
@@ -47,7 +47,7 @@ void OpsMlpModel::allocate(int N) {
   N_ = N;
 }
 
-// Targets as they are; inputs as one-hot rows in the activation dtype (exact in bf16 too).
+// Targets as they are; inputs as one-hot rows in the activation dtype (exact in bf16 and fp16).
 void OpsMlpModel::uploadBatch(const int32_t* inputs, const int32_t* targets) {
   const size_t N = static_cast<size_t>(N_), in = static_cast<size_t>(sizes_[0]);
   std::vector<unsigned char> oneHot(N * in * es_, 0);
@@ -55,6 +55,8 @@ void OpsMlpModel::uploadBatch(const int32_t* inputs, const int32_t* targets) {
     unsigned char* at = oneHot.data() + (n * in + static_cast<size_t>(inputs[n])) * es_;
     if (dt_ == DType::kBF16) {
       std::memcpy(at, &kBf16One, sizeof(kBf16One));
+    } else if (dt_ == DType::kF16) {
+      std::memcpy(at, &kFp16One, sizeof(kFp16One));
     } else {
       const float one = 1.0f;
       std::memcpy(at, &one, sizeof(one));
@@ -66,12 +68,12 @@ void OpsMlpModel::uploadBatch(const int32_t* inputs, const int32_t* targets) {
 
 const void* OpsMlpModel::value(const zero::ParamTable& p, int i, int block) const {
   const size_t k = static_cast<size_t>(i);
-  if (dt_ == DType::kBF16) {
+  if (dt_ != DType::kF32) {
     if (k >= p.value16.size() || p.value16[k] == nullptr) {
       throw InternalError(fmt::format(
-          "model: parameter '{}' has no bf16 value (ParamTable.value16) in block {}; bf16 compute "
+          "model: parameter '{}' has no {} value (ParamTable.value16) in block {}; {} compute "
           "reads value16 between beforeForward/beforeBackward and after*",
-          params()[k].name, block));
+          params()[k].name, dtypeName(dt_), block, dtypeName(dt_)));
     }
     return p.value16[k];
   }

@@ -196,6 +196,8 @@ class Ops {
   virtual void scale(float* x, size_t n, float factor) = 0;
   // dst16[i] = bf16(src[i]), round to nearest even.
   virtual void toBf16(bf16* dst16, const float* src, size_t n) = 0;
+  // dst16[i] = fp16(src[i]): roundToFp16's rounding, stored as fp16 (the fp16 compute copies).
+  virtual void toFp16(fp16* dst16, const float* src, size_t n) = 0;
   // In place: x[i] = float(fp16(x[i])), round to nearest even, +-inf beyond fp16's range (65520
   // and above), NaN stays NaN, fp16 subnormals kept (multiples of 2^-24). fp16 mode's emulation
   // (runtime/engine/fp16_hooks.h) on whichever memory the Ops owns.

@@ -39,6 +39,20 @@ inline constexpr Knob kCudaAttention{
     .readBy = kReadByDsrt,
     .choices = "auto|tc3|tc2|tc1|simt"};
 
+// runtime/engine/trainer.cc: read once when a Trainer is built with fp16.enabled.
+inline constexpr Knob kFp16Compute{
+    .name = "DS_FP16_COMPUTE",
+    .type = KnobType::kChoice,
+    .dflt = "auto",
+    .doc =
+        "How fp16.enabled computes: auto (native on a GPU, emulated on the CPU), native (fp16 "
+        "parameter copies and activations, fp16 cuBLASLt products with fp32 accumulation; GPU "
+        "only, refused on the CPU) or emulated (fp32 kernels reading fp16-rounded weights, the "
+        "CPU's only mode; docs/gpu.md \"Precision\"). Gradients are rounded to fp16 after each "
+        "block's backward in both, so overflow skips the same way. Empty counts as auto.",
+    .readBy = kReadByDsrt,
+    .choices = "auto|native|emulated"};
+
 // runtime/tensor/cuda/cuda_ops.cc: read when a CudaOps is made (makeCudaOps).
 inline constexpr Knob kCudaGeluFusion{
     .name = "DS_CUDA_GELU_FUSION",
@@ -129,8 +143,9 @@ inline constexpr Knob kBlasCoreFrom{
     .readBy = kReadByDsrt | kReadByBench};
 
 inline constexpr const Knob* kRuntimeKnobList[] = {
-    &kBf16Linear, &kCudaAttention,  &kCudaGeluFusion,     &kCudaLayernormBwd, &kRestartAttempt,
-    &kFaultKill,  &kOffloadOverlap, &kOffloadOverlapTile, &kOpenblasCoretype, &kBlasCoreFrom};
+    &kBf16Linear,         &kCudaAttention,    &kCudaGeluFusion, &kCudaLayernormBwd,
+    &kFp16Compute,        &kRestartAttempt,   &kFaultKill,      &kOffloadOverlap,
+    &kOffloadOverlapTile, &kOpenblasCoretype, &kBlasCoreFrom};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

@@ -231,6 +231,10 @@ void CpuOps::scale(float* x, size_t n, float factor) {
 
 void CpuOps::toBf16(bf16* dst16, const float* src, size_t n) { f32ToBf16(dst16, src, n); }
 
+void CpuOps::toFp16(fp16* dst16, const float* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst16[i] = floatToFp16(src[i]);
+}
+
 void CpuOps::roundToFp16(float* x, size_t n) { runtime::roundToFp16(x, n); }
 
 namespace {

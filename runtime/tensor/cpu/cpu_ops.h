@@ -64,6 +64,7 @@ class CpuOps : public Ops {  // not final: tests derive fakes of the copy stream
   double sumSquares(const float* x, size_t n) override;
   void scale(float* x, size_t n, float factor) override;
   void toBf16(bf16* dst16, const float* src, size_t n) override;
+  void toFp16(fp16* dst16, const float* src, size_t n) override;
   void roundToFp16(float* x, size_t n) override;
   void adam(float* params, float* expAvg, float* expAvgSq, const float* grads, bf16* out16,
             const DecayRange* ranges, int count, const AdamStep& step) override;

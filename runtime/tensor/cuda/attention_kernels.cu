@@ -2,11 +2,11 @@
 // forward keeps a 64-query tile per block and streams 64-key K/V tiles through shared memory
 // with an online softmax; backward recomputes the probabilities from the saved log-sum-exp.
 // Not a T x T algorithm: aux is only the fp32 lse [B, NH, T]; no buffer grows with T^2.
-// Invariant: every product and accumulator is fp32; bf16 is a storage format only. The dispatch
-// below sends bf16 with head size 64 to the tensor-core kernels (by default tc3: attention_tc2.h's
-// forward, attention_tc3.h's backward; tc2 or tc1 by DS_CUDA_ATTENTION) unless
-// DS_CUDA_ATTENTION=simt; these SIMT kernels
-// stay the reference and every other case.
+// Invariant: every product and accumulator is fp32; bf16 and fp16 are storage formats only. The
+// dispatch below sends bf16 with head size 64 to the tensor-core kernels (by default tc3:
+// attention_tc2.h's forward, attention_tc3.h's backward; tc2 or tc1 by DS_CUDA_ATTENTION) unless
+// DS_CUDA_ATTENTION=simt; these SIMT kernels stay the reference and every other case (fp32,
+// fp16, other head sizes).
 #include "core/knobs.h"
 #include "runtime/tensor/cuda/attention_tc.h"
 #include "runtime/tensor/cuda/attention_tc2.h"
@@ -312,12 +312,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dqkv[b, t, c] += dq[b, t, c] for the query columns c < C (the bf16 path's fp32 dQ).
-__global__ void addQueryGradKernel(bf16* dqkv, const float* dq, size_t rows, int C) {
+// dqkv[b, t, c] += dq[b, t, c] for the query columns c < C (the 16-bit paths' fp32 dQ).
+template <class E>
+__global__ void addQueryGradKernel(E* dqkv, const float* dq, size_t rows, int C) {
   const size_t n = rows * C;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    bf16* at = dqkv + (i / C) * 3 * C + i % C;
+    E* at = dqkv + (i / C) * 3 * C + i % C;
     storeF(at, loadF(at) + dq[i]);
   }
 }
@@ -344,9 +345,9 @@ Shape checkShape(int B, int T, int C, int NH, DType dt, const char* what) {
     throw NotSupported(std::string(what) + ": head size " + std::to_string(hs) +
                        " (C=" + std::to_string(C) + ", NH=" + std::to_string(NH) +
                        "); the CUDA kernel supports multiples of 16 up to 128");
-  if (dt != DType::kF32 && dt != DType::kBF16)
+  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16)
     throw NotSupported(std::string(what) + ": dtype " + std::string(dtypeName(dt)) +
-                       " (fp32 or bf16 only)");
+                       " (fp32, bf16 or fp16 only)");
   if (static_cast<long>(B) * NH > 65535)
     throw NotSupported(std::string(what) + ": B*NH=" + std::to_string(long(B) * NH) +
                        " exceeds the grid's 65535");
@@ -438,6 +439,8 @@ void CudaOps::attentionForward(void* out, void* aux, const void* qkv, int B, int
   withHeadSize(s.hs, [&]<int HS>() {
     if (dt == DType::kF32)
       launchForward<HS>(static_cast<float*>(out), lse, static_cast<const float*>(qkv), s, stream_);
+    else if (dt == DType::kF16)
+      launchForward<HS>(static_cast<fp16*>(out), lse, static_cast<const fp16*>(qkv), s, stream_);
     else launchForward<HS>(static_cast<bf16*>(out), lse, static_cast<const bf16*>(qkv), s, stream_);
   });
 }
@@ -448,43 +451,50 @@ void CudaOps::attentionBackward(void* dqkv, const void* dout, const void* qkv, c
   if (B == 0 || T == 0) return;
   const auto* lse = static_cast<const float*>(aux);
   const size_t rows = static_cast<size_t>(B) * T;
-  // Scratch: D [B, NH, T] fp32, then (bf16 only) the fp32 dQ accumulator [B, T, C], starting
-  // 256-byte aligned (tc2's vector atomics need 8 bytes; rows * NH may be odd).
+  // Scratch: D [B, NH, T] fp32, then (16-bit types only) the fp32 dQ accumulator [B, T, C],
+  // starting 256-byte aligned (tc2's vector atomics need 8 bytes; rows * NH may be odd).
   const size_t dsumBytes = (sizeof(float) * rows * NH + 255) / 256 * 256;
-  const size_t dqBytes = dt == DType::kBF16 ? sizeof(float) * rows * C : 0;
+  const size_t dqBytes = dt != DType::kF32 ? sizeof(float) * rows * C : 0;
   auto* dsum = static_cast<float*>(scratch(dsumBytes + dqBytes));
+  float* dq = dsum + dsumBytes / sizeof(float);
+  // The SIMT kernels on 16-bit storage E: dQ accumulates in fp32, then lands in dqkv.
+  auto simt16 = [&]<int HS, class E>() {
+    auto* g = static_cast<E*>(dqkv);
+    launchBackward<HS>(g, dq, C, dsum, static_cast<const E*>(dout), static_cast<const E*>(qkv),
+                       static_cast<const E*>(out), lse, s, stream_);
+  };
   withHeadSize(s.hs, [&]<int HS>() {
     if (dt == DType::kF32) {
       auto* g = static_cast<float*>(dqkv);
       launchBackward<HS>(g, g, 3 * C, dsum, static_cast<const float*>(dout),
                          static_cast<const float*>(qkv), static_cast<const float*>(out), lse, s,
                          stream_);
-    } else {
-      float* dq = dsum + dsumBytes / sizeof(float);
-      DS_CUDA_CHECK(cudaMemsetAsync(dq, 0, dqBytes, stream_));
-      auto* g = static_cast<bf16*>(dqkv);
-      const auto* gOut = static_cast<const bf16*>(dout);
-      const auto* x = static_cast<const bf16*>(qkv);
-      const auto* y = static_cast<const bf16*>(out);
-      const AttentionPath path = attentionPath();
-      if (path != AttentionPath::kSimt && attentionTcSupported(HS, qkv, out, dout, dqkv)) {
-        launchRowDot<HS>(dsum, gOut, y, s, stream_);
-        auto* g16 = reinterpret_cast<uint16_t*>(g);
-        const auto* gOut16 = reinterpret_cast<const uint16_t*>(gOut);
-        const auto* x16 = reinterpret_cast<const uint16_t*>(x);
-        if (path == AttentionPath::kTc3)
-          attentionTc3Backward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
-        else if (path == AttentionPath::kTc2)
-          attentionTc2Backward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
-        else attentionTcBackward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
-      } else {
-        launchBackward<HS>(g, dq, C, dsum, gOut, x, y, lse, s, stream_);
-      }
-      const size_t n = rows * C;
-      const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 65535));
-      addQueryGradKernel<<<blocks, 256, 0, stream_>>>(g, dq, rows, C);
-      DS_CUDA_LAUNCHED("addQueryGradKernel");
+      return;
     }
+    DS_CUDA_CHECK(cudaMemsetAsync(dq, 0, dqBytes, stream_));
+    const AttentionPath path = attentionPath();
+    if (dt == DType::kF16) {
+      simt16.template operator()<HS, fp16>();
+    } else if (path != AttentionPath::kSimt && attentionTcSupported(HS, qkv, out, dout, dqkv)) {
+      launchRowDot<HS>(dsum, static_cast<const bf16*>(dout), static_cast<const bf16*>(out), s,
+                       stream_);
+      auto* g16 = static_cast<uint16_t*>(dqkv);
+      const auto* gOut16 = static_cast<const uint16_t*>(dout);
+      const auto* x16 = static_cast<const uint16_t*>(qkv);
+      if (path == AttentionPath::kTc3)
+        attentionTc3Backward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
+      else if (path == AttentionPath::kTc2)
+        attentionTc2Backward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
+      else attentionTcBackward(g16, dq, gOut16, x16, lse, dsum, B, T, C, NH, stream_);
+    } else {
+      simt16.template operator()<HS, bf16>();
+    }
+    const size_t n = rows * C;
+    const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + 255) / 256, 65535));
+    if (dt == DType::kF16)
+      addQueryGradKernel<<<blocks, 256, 0, stream_>>>(static_cast<fp16*>(dqkv), dq, rows, C);
+    else addQueryGradKernel<<<blocks, 256, 0, stream_>>>(static_cast<bf16*>(dqkv), dq, rows, C);
+    DS_CUDA_LAUNCHED("addQueryGradKernel");
   });
 }
 

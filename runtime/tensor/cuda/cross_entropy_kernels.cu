@@ -132,9 +132,9 @@ void checkArgs(int N, int V, int ld, DType dt, const char* what) {
   if (N < 0 || V <= 0 || ld < V)
     throw NotSupported(std::string(what) + ": bad shape N=" + std::to_string(N) +
                        " V=" + std::to_string(V) + " ld=" + std::to_string(ld));
-  if (dt != DType::kF32 && dt != DType::kBF16)
+  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16)
     throw NotSupported(std::string(what) + ": dtype " + std::string(dtypeName(dt)) +
-                       " (fp32 or bf16 only)");
+                       " (fp32, bf16 or fp16 only)");
 }
 
 // Calls f.template operator()<E, W>() with the widest pack the base pointer and stride allow.
@@ -147,6 +147,7 @@ void withPack(const void* base, int ld, F&& f) {
 template <class F>
 void withTypeAndPack(DType dt, const void* base, int ld, F&& f) {
   if (dt == DType::kF32) withPack<float>(base, ld, f);
+  else if (dt == DType::kF16) withPack<fp16>(base, ld, f);
   else withPack<bf16>(base, ld, f);
 }
 

@@ -7,7 +7,7 @@
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"
 #include "runtime/tensor/cuda/pack_io.cuh"
-#include "runtime/tensor/math/bf16_math.h"
+#include "runtime/tensor/math/fp16_math.h"  // and bf16_math.h
 
 namespace ds::runtime::cuda {
 namespace {

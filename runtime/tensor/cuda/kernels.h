@@ -26,20 +26,22 @@ inline unsigned gridFor(size_t n) {
   return static_cast<unsigned>(blocks < (size_t{1} << 20) ? (blocks ? blocks : 1) : (1u << 20));
 }
 
-// Calls f(T{}) with T the storage type of dt: float for kF32, uint16_t (bf16 bits) for kBF16;
+// Calls f(T{}) with T the storage type of dt: float for kF32, uint16_t (bf16 bits) for kBF16,
+// ds::fp16 for kF16 (a distinct type, so bf16-only fast paths that test for uint16_t skip it);
 // any other type is NotSupported naming the op.
 template <class F>
 void dispatchStorage(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::kF32: f(float{}); return;
     case DType::kBF16: f(uint16_t{}); return;
+    case DType::kF16: f(fp16{}); return;
     default:
       throw NotSupported(
-          fmt::format("cuda {}: element type {} (only fp32 and bf16)", op, dtypeName(dt)));
+          fmt::format("cuda {}: element type {} (only fp32, bf16 and fp16)", op, dtypeName(dt)));
   }
 }
 
-// dst[c] += sum over rows n of src[n, c], src [N, C] of dt (kF32 or kBF16), dst fp32.
+// dst[c] += sum over rows n of src[n, c], src [N, C] of dt (kF32, kBF16 or kF16), dst fp32.
 // partials: scratch of columnSumScratchBytes(N, C) bytes.
 size_t columnSumScratchBytes(int N, int C);
 void launchColumnSumAdd(float* dst, const void* src, int N, int C, DType dt, void* partials,
@@ -55,7 +57,8 @@ bool launchLayernormForwardVec(void* res, void* out, float* mean, float* rstd, c
                                const void* b, const void* weight, const void* bias, int N, int C,
                                DType dt, cudaStream_t stream);
 
-// d[i] = gelu'(pre[i]) * d[i] for d, pre of dt (kF32 or kBF16): GELU's backward, written in place.
+// d[i] = gelu'(pre[i]) * d[i] for d, pre of dt (kF32, kBF16 or kF16): GELU's backward, written in
+// place.
 void launchGeluGradScale(void* d, const void* pre, size_t n, DType dt, cudaStream_t stream);
 
 }  // namespace ds::runtime::cuda

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads)
 bool launchLayernormForwardVec(void* res, void* out, float* mean, float* rstd, const void* a,
                                const void* b, const void* weight, const void* bias, int N, int C,
                                DType dt, cudaStream_t stream) {
-  if (dt != DType::kF32 && dt != DType::kBF16) return false;
+  if (dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16) return false;
   const int rowPack = 32 * static_cast<int>(16 / dtypeSize(dt));  // elements per warp-wide pack
   if (N <= 0 || C % rowPack != 0 || C / rowPack > kMaxPacks) return false;
   for (const void* p : std::initializer_list<const void*>{res, out, a, b, weight, bias})

@@ -13,7 +13,7 @@
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"
-#include "runtime/tensor/math/bf16_math.h"
+#include "runtime/tensor/math/fp16_math.h"  // and bf16_math.h
 #include "runtime/tensor/tensor_knobs.h"
 
 namespace ds::runtime::cuda {

@@ -167,9 +167,10 @@ cudaDataType_t cudaTypeOf(DType dt, const char* op) {
   switch (dt) {
     case DType::kF32: return CUDA_R_32F;
     case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
     default:
       throw NotSupported(
-          fmt::format("cuda {}: element type {} (only fp32 and bf16)", op, dtypeName(dt)));
+          fmt::format("cuda {}: element type {} (only fp32, bf16 and fp16)", op, dtypeName(dt)));
   }
 }
 

@@ -1,4 +1,4 @@
-// Pack<E, W>: W consecutive elements of fp32 or bf16 storage moved as one aligned access (W *
+// Pack<E, W>: W consecutive elements of fp32, bf16 or fp16 storage moved as one aligned access (W *
 // sizeof(E) = 16 bytes is a 128-bit load/store), widened to and narrowed from fp32 with
 // element_io.cuh's rounding. Not a bounds check: callers guarantee alignment and extent.
 // Invariant: W = 1 is the plain scalar path, so one kernel template serves both.
@@ -11,16 +11,18 @@
 
 namespace ds::runtime::cuda {
 
-// One element to and from fp32: float, bf16, or uint16_t holding bf16 bits (kernels.h's
-// dispatchStorage type).
+// One element to and from fp32: float, bf16, fp16, or uint16_t holding bf16 bits (kernels.h's
+// dispatchStorage types).
 __device__ __forceinline__ float toF32(float e) { return e; }
 __device__ __forceinline__ float toF32(bf16 e) { return loadF(&e); }
+__device__ __forceinline__ float toF32(fp16 e) { return loadF(&e); }
 __device__ __forceinline__ float toF32(uint16_t e) { return math::bf16BitsToF32(e); }
 __device__ __forceinline__ void fromF32(float& e, float x) { e = x; }
 __device__ __forceinline__ void fromF32(bf16& e, float x) { storeF(&e, x); }
+__device__ __forceinline__ void fromF32(fp16& e, float x) { storeF(&e, x); }
 __device__ __forceinline__ void fromF32(uint16_t& e, float x) { e = math::f32ToBf16Bits(x); }
 
-// Elements of E in 16 bytes (4 fp32, 8 bf16).
+// Elements of E in 16 bytes (4 fp32, 8 bf16 or fp16).
 template <class E>
 inline constexpr int kPack16 = static_cast<int>(16 / sizeof(E));
 

@@ -1,13 +1,13 @@
-// Reductions and fp32 buffer kernels of CudaOps: sum, sumSquares, scale, toBf16, roundToFp16,
-// and the column sums / bias add that matmul_lt.cc uses (kernels.h). Not the layer kernels.
-// Invariant: every reduction has a grid fixed by its sizes and a fixed summation order, so a
-// result is bit-reproducible; NaN and inf propagate (no max/min tricks, no skipped elements).
+// Reductions and fp32 buffer kernels of CudaOps: sum, sumSquares, scale, toBf16, toFp16,
+// roundToFp16, and the column sums / bias add that matmul_lt.cc uses (kernels.h). Not the layer
+// kernels. Invariant: every reduction has a grid fixed by its sizes and a fixed summation order, so
+// a result is bit-reproducible; NaN and inf propagate (no max/min tricks, no skipped elements).
 #include <cuda_fp16.h>
 
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"
-#include "runtime/tensor/math/bf16_math.h"
+#include "runtime/tensor/math/fp16_math.h"  // and bf16_math.h
 
 namespace ds::runtime::cuda {
 namespace {
@@ -59,6 +59,13 @@ __global__ void toBf16Kernel(uint16_t* dst, const float* src, size_t n) {
   const size_t step = static_cast<size_t>(gridDim.x) * kThreads;
   for (size_t i = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
     dst[i] = math::f32ToBf16Bits(src[i]);
+  }
+}
+
+__global__ void toFp16Kernel(uint16_t* dst, const float* src, size_t n) {
+  const size_t step = static_cast<size_t>(gridDim.x) * kThreads;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
+    dst[i] = math::f32ToFp16Bits(src[i]);
   }
 }
 
@@ -178,6 +185,12 @@ void CudaOps::toBf16(bf16* dst16, const float* src, size_t n) {
   if (n == 0) return;
   toBf16Kernel<<<gridFor(n), kThreads, 0, stream_>>>(reinterpret_cast<uint16_t*>(dst16), src, n);
   DS_CUDA_LAUNCHED(toBf16Kernel);
+}
+
+void CudaOps::toFp16(fp16* dst16, const float* src, size_t n) {
+  if (n == 0) return;
+  toFp16Kernel<<<gridFor(n), kThreads, 0, stream_>>>(reinterpret_cast<uint16_t*>(dst16), src, n);
+  DS_CUDA_LAUNCHED(toFp16Kernel);
 }
 
 void CudaOps::roundToFp16(float* x, size_t n) {

@@ -2,7 +2,8 @@
 // docs/gpu.md "Precision") against the host path's fp16: the same losses within a band, and the
 // same skipped steps and loss scales, step by step, when the initial scale overflows. [unit]
 // cases run the device path on the CPU ops here; [gpu] cases run it on CUDA ops (device 0) and
-// skip without one. Each run is a tiny GPT-2 for a few steps: seconds on either.
+// skip without one: emulated fp16 (DS_FP16_COMPUTE=emulated, the host's arithmetic) and native
+// fp16 (the GPU default: fp16 weights and activations). Each run is a tiny GPT-2 for a few steps.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "runtime/engine/trainer.h"
 #include "runtime/tensor/ops.h"
 #include "tests/runtime/engine/engine_fixtures.h"
+#include "tests/support/scoped_knob.h"
 #include "tests/support/skip.h"
 
 using namespace ds;
@@ -138,6 +140,7 @@ TEST_CASE("trainer fp16 on the device path (cpu ops): 2 ranks, one micro-step, s
 TEST_CASE("trainer fp16 on cuda: losses, skipped steps and scales as the host's fp16", "[gpu]") {
   std::string why;
   if (!haveCuda(why)) DS_SKIP("no CUDA device: " + why);
+  test::ScopedKnob emulated("DS_FP16_COMPUTE", "emulated");
   for (int stage : {0, 2, 3}) {
     INFO("stage " << stage);
     const Plan p = fp16Plan(1, stage, 12, 0);  // the default dynamic scaler, 2^16
@@ -153,6 +156,7 @@ TEST_CASE("trainer fp16 on cuda: a large initial scale skips the host's steps, 1
           "[gpu]") {
   std::string why;
   if (!haveCuda(why)) DS_SKIP("no CUDA device: " + why);
+  test::ScopedKnob emulated("DS_FP16_COMPUTE", "emulated");
   for (int world : {1, 2}) {
     INFO("world " << world);
     // 2^24: the first steps overflow until the scale has come down (2^32 kept all 14 steps
@@ -167,5 +171,77 @@ TEST_CASE("trainer fp16 on cuda: a large initial scale skips the host's steps, 1
         "fp16 cuda vs host, 2^32 start, world %d: %zu skipped on both, final scale %g, "
         "max relative loss difference %.3g\n",
         world, skippedCount(dev), dev.back().lossScale, worst);
+  }
+}
+
+// Native fp16 (the GPU default): fp16 weights and activations, so the losses leave the host's
+// emulation (fp32 activations) by the rounding of every activation: within 2e-3 relative at a
+// scale low enough that neither overflows (2^8), at stages 0, 2 and 3, and not bit-equal to the
+// emulated cuda run (the native path really ran).
+TEST_CASE("trainer fp16 native on cuda: the host's fp16 losses within 2e-3, stages 0, 2, 3",
+          "[gpu]") {
+  std::string why;
+  if (!haveCuda(why)) DS_SKIP("no CUDA device: " + why);
+  for (int stage : {0, 2, 3}) {
+    INFO("stage " << stage);
+    const Plan p = fp16Plan(1, stage, 12, 8);
+    const auto host = steps(p, 1, Where::kHost);
+    std::vector<StepRecord> native, emulated;
+    {
+      test::ScopedKnob knob("DS_FP16_COMPUTE", "native");
+      native = steps(p, 1, Where::kCuda);
+    }
+    {
+      test::ScopedKnob knob("DS_FP16_COMPUTE", "emulated");
+      emulated = steps(p, 1, Where::kCuda);
+    }
+    const double worst = compare(native, host, 2e-3);
+    CHECK(skippedCount(native) == 0);
+    bool differs = false;
+    for (size_t i = 0; i < native.size(); ++i) differs |= native[i].loss != emulated[i].loss;
+    CHECK(differs);
+    std::printf(
+        "fp16 native cuda vs host (emulated), stage %d, 12 steps, scale 2^8: max relative loss "
+        "difference %.3g (band 2e-3)\n",
+        stage, worst);
+  }
+}
+
+// Native fp16 at a scale that overflows (2^24, 1 and 2 ranks at stage 2): the first step skips,
+// the scale never rises after a skip (hysteresis may hold it once), and the run recovers and trains
+// (fp16 activation gradients may overflow one step before the emulation's fp32 ones would, so the
+// count is not the host's).
+TEST_CASE("trainer fp16 native on cuda: an overflowing scale skips, lowers and recovers", "[gpu]") {
+  std::string why;
+  if (!haveCuda(why)) DS_SKIP("no CUDA device: " + why);
+  test::ScopedKnob knob("DS_FP16_COMPUTE", "native");
+  for (int world : {1, 2}) {
+    INFO("world " << world);
+    const auto dev = steps(fp16Plan(world, 2, 14, 24), world, Where::kCuda);
+    REQUIRE(!dev.empty());
+    CHECK(dev.front().skipped);
+    CHECK_FALSE(dev.back().skipped);
+    for (size_t i = 1; i < dev.size(); ++i)
+      if (dev[i - 1].skipped) CHECK(dev[i].lossScale <= dev[i - 1].lossScale);
+    for (const auto& r : dev)
+      if (!r.skipped) CHECK(std::isfinite(r.loss));
+    std::printf("fp16 native cuda, 2^24 start, world %d: %zu skipped, final scale %g\n", world,
+                skippedCount(dev), dev.back().lossScale);
+  }
+}
+
+// DS_FP16_COMPUTE=native on the CPU is refused before training, naming the knob.
+TEST_CASE("trainer fp16: DS_FP16_COMPUTE=native without a GPU is refused", "[unit]") {
+  test::ScopedKnob knob("DS_FP16_COMPUTE", "native");
+  const Plan p = fp16Plan(1, 0, 2, 0);
+  auto ops = makeCpuOps();
+  TrainerOptions o;
+  o.out = nullptr;
+  o.ops = ops.get();
+  try {
+    Trainer t(p, nullptr, o);
+    FAIL("a CPU trainer accepted DS_FP16_COMPUTE=native");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("DS_FP16_COMPUTE=native needs a GPU"));
   }
 }

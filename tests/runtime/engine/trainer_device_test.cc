@@ -14,6 +14,7 @@
 #include "runtime/engine/trainer.h"
 #include "runtime/tensor/ops.h"
 #include "tests/runtime/engine/engine_fixtures.h"
+#include "tests/support/scoped_knob.h"
 #include "tests/support/skip.h"
 
 using namespace ds;
@@ -166,24 +167,7 @@ TEST_CASE("trainer on cuda ops: ZeRO stage 3 on the device engine, 1 and 2 ranks
 
 namespace {
 
-// Sets an environment knob for its lifetime and restores the previous value.
-class ScopedKnob {
- public:
-  ScopedKnob(const char* name, const char* value) : name_(name) {
-    if (const char* prev = std::getenv(name)) prev_ = prev;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedKnob() {
-    if (prev_) ::setenv(name_, prev_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedKnob(const ScopedKnob&) = delete;
-  ScopedKnob& operator=(const ScopedKnob&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> prev_;
-};
+using test::ScopedKnob;
 
 struct Trained {
   std::vector<double> losses;

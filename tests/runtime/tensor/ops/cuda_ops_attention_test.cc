@@ -42,12 +42,9 @@ std::vector<float> randomVec(size_t n, uint32_t seed, float lo, float hi) {
   return v;
 }
 
-float roundBf16(float x) { return ds::bf16ToFloat(ds::floatToBf16(x)); }
-
-// Rounds in place to bf16 when dt is bf16 (the values both sides then see exactly).
+// Rounds in place to dt's precision (bf16, fp16; the values both sides then see exactly).
 void roundFor(std::vector<float>& v, DType dt) {
-  if (dt == DType::kBF16)
-    for (float& x : v) x = roundBf16(x);
+  for (float& x : v) x = ds::test::roundTo(x, dt);
 }
 
 double tolerance(DType dt) { return dt == DType::kF32 ? 1e-5 : 1e-2; }
@@ -57,13 +54,12 @@ OpsBuffer deviceBuffer(Ops& ops, size_t n, DType dt, const std::vector<float>* h
                        const char* what) {
   OpsBuffer buf(ops, n * ds::dtypeSize(dt), what);
   if (host == nullptr) {
-    std::vector<unsigned char> poison(buf.bytes(), 0xff);  // NaN in fp32 and bf16
+    std::vector<unsigned char> poison(buf.bytes(), 0xff);  // NaN in fp32, bf16 and fp16
     ops.upload(buf.get(), poison.data(), poison.size());
   } else if (dt == DType::kF32) {
     ops.upload(buf.get(), host->data(), buf.bytes());
   } else {
-    std::vector<ds::bf16> h(n);
-    for (size_t i = 0; i < n; ++i) h[i] = ds::floatToBf16((*host)[i]);
+    const std::vector<uint16_t> h = ds::test::toWords16(*host, dt);
     ops.upload(buf.get(), h.data(), buf.bytes());
   }
   return buf;
@@ -74,9 +70,9 @@ std::vector<float> downloadAs(Ops& ops, const OpsBuffer& buf, size_t n, DType dt
   if (dt == DType::kF32) {
     ops.download(out.data(), buf.get(), n * 4);
   } else {
-    std::vector<ds::bf16> h(n);
+    std::vector<uint16_t> h(n);
     ops.download(h.data(), buf.get(), n * 2);
-    for (size_t i = 0; i < n; ++i) out[i] = ds::bf16ToFloat(h[i]);
+    out = ds::test::fromWords16(h, dt);
   }
   return out;
 }
@@ -159,7 +155,7 @@ TEST_CASE("cuda attention forward/backward match the host kernels", "[gpu]") {
   if (!haveCudaDevice()) DS_SKIP("no CUDA device");
   auto ops = ds::runtime::makeCudaOps(0);
   uint32_t seed = 100;
-  for (DType dt : {DType::kF32, DType::kBF16}) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int T : {1, 7, 64, 200}) {
       checkAttention(*ops, 2, T, 2, 64, dt, seed += 10);
       checkAttention(*ops, 2, T, 4, 64, dt, seed += 10);
@@ -176,6 +172,7 @@ TEST_CASE("cuda attention at T=1024 matches the host kernels", "[gpu]") {
   auto ops = ds::runtime::makeCudaOps(0);
   checkAttention(*ops, 2, 1024, 4, 64, DType::kF32, 7);
   checkAttention(*ops, 2, 1024, 4, 64, DType::kBF16, 8);
+  checkAttention(*ops, 2, 1024, 4, 64, DType::kF16, 9);
 }
 
 TEST_CASE("cuda attention refuses head sizes and dtypes it has no kernel for", "[gpu]") {
@@ -191,8 +188,8 @@ TEST_CASE("cuda attention refuses head sizes and dtypes it has no kernel for", "
                   ds::NotSupported);
   CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 2, 144, 1, DType::kF32),
                   ds::NotSupported);
-  // fp16 storage
-  CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 4, 64, 1, DType::kF16),
+  // integer storage
+  CHECK_THROWS_AS(ops->attentionForward(buf.get(), aux.get(), buf.get(), 1, 4, 64, 1, DType::kI32),
                   ds::NotSupported);
 }
 
@@ -278,7 +275,7 @@ void checkCrossEntropy(Ops& ops, int N, int V, int ld, DType dt, uint32_t seed) 
 TEST_CASE("cuda cross-entropy matches the host kernels, GPT-2 and small vocabularies", "[gpu]") {
   if (!haveCudaDevice()) DS_SKIP("no CUDA device");
   auto ops = ds::runtime::makeCudaOps(0);
-  for (DType dt : {DType::kF32, DType::kBF16}) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     checkCrossEntropy(*ops, 8, 50257, 50304, dt, 11);  // GPT-2's padded rows: 128-bit packs
     checkCrossEntropy(*ops, 8, 50257, 50257, dt, 14);  // odd stride: element by element
     checkCrossEntropy(*ops, 13, 37, 40, dt, 12);       // a partial last pack
@@ -300,7 +297,7 @@ TEST_CASE("cuda cross-entropy over a padded row stride ignores and zeroes the pa
   for (int n = 0; n < N; ++n)
     for (int j = 0; j < V; ++j) plain[size_t(n) * V + j] = padded[size_t(n) * ld + j] = nd(rng);
   std::vector<int32_t> targets = {3, -1, 999, 0, 500, 42};
-  for (DType dt : {DType::kF32, DType::kBF16}) {
+  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
     OpsBuffer a = deviceBuffer(*ops, plain.size(), dt, &plain, "plain");
     OpsBuffer b = deviceBuffer(*ops, padded.size(), dt, &padded, "padded");
     OpsBuffer t(*ops, N * sizeof(int32_t), "targets");

@@ -1,6 +1,6 @@
 // CudaOps (runtime/tensor/cuda) against the host kernels of runtime/tensor for the ops outside
 // attention, cross-entropy and the optimizers: memory, reductions, linear, LayerNorm, encoder,
-// GELU, residual, in fp32 and bf16. Not a speed test. Every case is [gpu] and skips without a
+// GELU, residual, in fp32, bf16 and fp16. Not a speed test. Every case is [gpu] and skips without a
 // CUDA device; outputs are poisoned (NaN bytes) first and gradients start non-zero (accumulate).
 #include <catch2/catch.hpp>
 
@@ -55,11 +55,15 @@ std::vector<float> randomVec(size_t n, uint32_t seed) {
 }
 
 float roundBf16(float x) { return ds::bf16ToFloat(ds::floatToBf16(x)); }
+float roundFp16(float x) { return ds::fp16ToFloat(ds::floatToFp16(x)); }
 
-// What the device sees of v in dt: v itself for fp32, v rounded to bf16 for bf16.
+// What the device sees of v in dt: v itself for fp32, v rounded to bf16 or fp16.
 std::vector<float> asSeen(std::vector<float> v, DType dt) {
   if (dt == DType::kBF16) {
     for (float& x : v) x = roundBf16(x);
+  }
+  if (dt == DType::kF16) {
+    for (float& x : v) x = roundFp16(x);
   }
   return v;
 }
@@ -91,6 +95,10 @@ DevBuf upload(Ops& ops, const std::vector<float>& v, DType dt) {
   DevBuf b{OpsBuffer(ops, v.size() * ds::dtypeSize(dt), "test"), v.size(), dt};
   if (dt == DType::kF32) {
     ops.upload(b.get(), v.data(), v.size() * 4);
+  } else if (dt == DType::kF16) {
+    std::vector<ds::fp16> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = ds::floatToFp16(v[i]);
+    ops.upload(b.get(), h.data(), h.size() * 2);
   } else {
     std::vector<ds::bf16> h(v.size());
     for (size_t i = 0; i < v.size(); ++i) h[i] = ds::floatToBf16(v[i]);
@@ -99,7 +107,7 @@ DevBuf upload(Ops& ops, const std::vector<float>& v, DType dt) {
   return b;
 }
 
-// An output buffer filled with 0xff bytes: NaN as fp32 and as bf16.
+// An output buffer filled with 0xff bytes: NaN as fp32, bf16 and fp16.
 DevBuf poisoned(Ops& ops, size_t n, DType dt) {
   DevBuf b{OpsBuffer(ops, n * ds::dtypeSize(dt), "test output"), n, dt};
   std::vector<unsigned char> junk(n * ds::dtypeSize(dt), 0xff);
@@ -111,6 +119,10 @@ std::vector<float> download(Ops& ops, const DevBuf& b) {
   std::vector<float> out(b.n);
   if (b.dt == DType::kF32) {
     ops.download(out.data(), b.get(), b.n * 4);
+  } else if (b.dt == DType::kF16) {
+    std::vector<ds::fp16> h(b.n);
+    ops.download(h.data(), b.get(), b.n * 2);
+    for (size_t i = 0; i < b.n; ++i) out[i] = ds::fp16ToFloat(h[i]);
   } else {
     std::vector<ds::bf16> h(b.n);
     ops.download(h.data(), b.get(), b.n * 2);
@@ -126,7 +138,7 @@ void checkClose(const std::vector<float>& got, const std::vector<float>& ref, DT
   CHECK(err <= tolerance(dt));
 }
 
-const DType kTypes[] = {DType::kF32, DType::kBF16};
+const DType kTypes[] = {DType::kF32, DType::kBF16, DType::kF16};
 
 }  // namespace
 
@@ -212,7 +224,7 @@ TEST_CASE("cuda ops: sum and sumSquares match double sums; NaN and inf propagate
   CHECK(std::isinf(ops->sumSquares(b.f32(), x.size())));
 }
 
-TEST_CASE("cuda ops: scale is exact; toBf16 matches floatToBf16 bit for bit", "[gpu]") {
+TEST_CASE("cuda ops: scale is exact; toBf16 and toFp16 match the host bit for bit", "[gpu]") {
   DS_REQUIRE_GPU();
   auto ops = ds::runtime::makeCudaOps(0);
   auto x = randomVec(5000, 3);
@@ -228,6 +240,16 @@ TEST_CASE("cuda ops: scale is exact; toBf16 matches floatToBf16 bit for bit", "[
   for (size_t i = 0; i < x.size(); ++i) {
     INFO("element " << i);
     REQUIRE(got[i].bits == ds::floatToBf16(x[i]).bits);
+  }
+  // toFp16: the host's floatToFp16 bit for bit (a NaN stays a NaN; its payload is the kernel's).
+  OpsBuffer outHalf(*ops, x.size() * 2, "fp16 out");
+  ops->toFp16(outHalf.as<ds::fp16>(), a.f32(), x.size());
+  std::vector<ds::fp16> gotHalf(x.size());
+  ops->download(gotHalf.data(), outHalf.get(), x.size() * 2);
+  for (size_t i = 0; i < x.size(); ++i) {
+    INFO("element " << i << " (fp16)");
+    if (std::isnan(x[i])) REQUIRE(std::isnan(ds::fp16ToFloat(gotHalf[i])));
+    else REQUIRE(gotHalf[i].bits == ds::floatToFp16(x[i]).bits);
   }
   auto y = randomVec(5000, 4);
   DevBuf b = upload(*ops, y, DType::kF32);
@@ -452,11 +474,11 @@ TEST_CASE("cuda ops: gelu and residual forward/backward match the host kernels",
   }
 }
 
-TEST_CASE("cuda ops: an element type other than fp32/bf16 is NotSupported", "[gpu]") {
+TEST_CASE("cuda ops: an element type other than fp32/bf16/fp16 is NotSupported", "[gpu]") {
   DS_REQUIRE_GPU();
   auto ops = ds::runtime::makeCudaOps(0);
   DevBuf a = upload(*ops, randomVec(64, 51), DType::kF32);
-  CHECK_THROWS_AS(ops->geluForward(a.get(), a.get(), 16, DType::kF16), ds::NotSupported);
-  CHECK_THROWS_AS(ops->matmulForward(a.get(), a.get(), a.get(), nullptr, 2, 2, 2, DType::kF16),
+  CHECK_THROWS_AS(ops->geluForward(a.get(), a.get(), 16, DType::kI32), ds::NotSupported);
+  CHECK_THROWS_AS(ops->matmulForward(a.get(), a.get(), a.get(), nullptr, 2, 2, 2, DType::kI32),
                   ds::NotSupported);
 }
