@@ -7,7 +7,7 @@
 // OpsGpt2Model calls (x/step > 0); rows with x/step 0 are the paths it replaced (fc's separate
 // GELU), kept to compare in one run. DS_CUDA_GELU_FUSION=off times the fused rows' fallback.
 //   bench_gpu_ops [--device cuda|cpu] [--B 16] [--T 1024] [--C 768] [--NH 12] [--V 50257]
-//                 [--Vp 50304] [--L 12] [--dtype bf16|fp32] [--reps 10]
+//                 [--Vp 50304] [--L 12] [--dtype bf16|fp16|fp32] [--reps 10]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,6 +76,10 @@ OpsBuffer randomBuffer(Ops& ops, size_t n, DType dt, uint32_t seed, const char* 
     std::vector<bf16> h(n);
     for (auto& x : h) x = floatToBf16(u(rng));
     ops.upload(buf.get(), h.data(), h.size() * sizeof(bf16));
+  } else if (dt == DType::kF16) {
+    std::vector<fp16> h(n);
+    for (auto& x : h) x = floatToFp16(u(rng));
+    ops.upload(buf.get(), h.data(), h.size() * sizeof(fp16));
   } else {
     std::vector<float> h(n);
     for (auto& x : h) x = u(rng);
@@ -90,7 +94,7 @@ int main(int argc, char** argv) try {
   Args a = parse(argc, argv);
   a.Vp = std::max(a.Vp, a.V);  // the logits' row width (the model's padded vocabulary)
   auto ops = a.device == "cpu" ? makeCpuOps() : makeCudaOps(0);
-  const DType dt = a.dtype == "fp32" ? DType::kF32 : DType::kBF16;
+  const DType dt = a.dtype == "fp32" ? DType::kF32 : a.dtype == "fp16" ? DType::kF16 : DType::kBF16;
   const size_t BT = size_t(a.B) * a.T, C = size_t(a.C), es = dtypeSize(dt);
   std::printf("bench_gpu_ops on %s: B=%d T=%d C=%d NH=%d V=%d Vp=%d L=%d %s, median of %d\n",
               ops->name().c_str(), a.B, a.T, a.C, a.NH, a.V, a.Vp, a.L, a.dtype.c_str(), a.reps);
