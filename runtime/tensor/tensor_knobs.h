@@ -30,12 +30,14 @@ inline constexpr Knob kCudaAttention{
     .type = KnobType::kChoice,
     .dflt = "auto",
     .doc =
-        "The CUDA attention kernels: auto (tensor cores, mma.sync bf16, where they apply: bf16 "
-        "storage, head size 64; the SIMT kernels otherwise), tc3 (the same as auto: tc2's "
+        "The CUDA attention kernels: auto (tensor cores, mma.sync bf16 or fp16, where they "
+        "apply: 16-bit storage, head size 64; the SIMT kernels otherwise), tc3 (the same as "
+        "auto: tc2's "
         "forward, a backward in 32-query halves at 3 blocks per SM), tc2 (the second "
         "tensor-core kernels, cp.async pipelines, 128-query forward tiles), tc1 (the first "
-        "tensor-core kernels, the fallback should tc2 misbehave; SIMT where they do not apply) "
-        "or simt (the fp32 SIMT kernels always). Empty counts as auto.",
+        "tensor-core kernels, the fallback should tc2 misbehave; SIMT where they do not apply; "
+        "tc2 and tc1 are bf16 only, fp16 runs SIMT under them) or simt (the fp32 SIMT kernels "
+        "always). Empty counts as auto.",
     .readBy = kReadByDsrt,
     .choices = "auto|tc3|tc2|tc1|simt"};
 

@@ -3,10 +3,10 @@
 // with an online softmax; backward recomputes the probabilities from the saved log-sum-exp.
 // Not a T x T algorithm: aux is only the fp32 lse [B, NH, T]; no buffer grows with T^2.
 // Invariant: every product and accumulator is fp32; bf16 and fp16 are storage formats only. The
-// dispatch below sends bf16 with head size 64 to the tensor-core kernels (by default tc3:
-// attention_tc2.h's forward, attention_tc3.h's backward; tc2 or tc1 by DS_CUDA_ATTENTION) unless
-// DS_CUDA_ATTENTION=simt; these SIMT kernels stay the reference and every other case (fp32,
-// fp16, other head sizes).
+// dispatch below sends bf16 (and fp16, on tc3 only) with head size 64 to the tensor-core kernels
+// (by default tc3: attention_tc2.h's forward, attention_tc3.h's backward; tc2 or tc1 by
+// DS_CUDA_ATTENTION) unless DS_CUDA_ATTENTION=simt; these SIMT kernels stay the reference and
+// every other case (fp32, other head sizes, fp16 unless on tc3).
 #include "core/knobs.h"
 #include "runtime/tensor/cuda/attention_tc.h"
 #include "runtime/tensor/cuda/attention_tc2.h"
@@ -416,6 +416,14 @@ AttentionPath attentionPath() {
   return *v == "tc1" ? AttentionPath::kTc1 : AttentionPath::kSimt;
 }
 
+// Whether dt takes the tensor-core kernels on this path (alignment and head size still decide):
+// bf16 on every tensor-core path; fp16 only on tc3 (auto): tc2's forward and tc3's backward are
+// the only kernels with an fp16 mma (tc1 and tc2's backward are bf16 only).
+bool useTensorCores(DType dt, AttentionPath path) {
+  if (dt == DType::kBF16) return path != AttentionPath::kSimt;
+  return dt == DType::kF16 && path == AttentionPath::kTc3;
+}
+
 }  // namespace
 
 size_t CudaOps::attentionAuxBytes(int B, int T, int NH) const {
@@ -428,11 +436,11 @@ void CudaOps::attentionForward(void* out, void* aux, const void* qkv, int B, int
   if (B == 0 || T == 0) return;
   auto* lse = static_cast<float*>(aux);
   const AttentionPath path = attentionPath();
-  if (dt == DType::kBF16 && path != AttentionPath::kSimt &&
-      attentionTcSupported(s.hs, qkv, out, qkv, out)) {
+  if (useTensorCores(dt, path) && attentionTcSupported(s.hs, qkv, out, qkv, out)) {
     auto* o = static_cast<uint16_t*>(out);
     const auto* x = static_cast<const uint16_t*>(qkv);
-    if (path != AttentionPath::kTc1) attentionTc2Forward(o, lse, x, B, T, C, NH, stream_);
+    if (dt == DType::kF16) attentionTc2Forward(o, lse, x, B, T, C, NH, stream_, true);
+    else if (path != AttentionPath::kTc1) attentionTc2Forward(o, lse, x, B, T, C, NH, stream_);
     else attentionTcForward(o, lse, x, B, T, C, NH, stream_);
     return;
   }
@@ -473,9 +481,17 @@ void CudaOps::attentionBackward(void* dqkv, const void* dout, const void* qkv, c
     }
     DS_CUDA_CHECK(cudaMemsetAsync(dq, 0, dqBytes, stream_));
     const AttentionPath path = attentionPath();
-    if (dt == DType::kF16) {
+    const bool tensorCores =
+        useTensorCores(dt, path) && attentionTcSupported(HS, qkv, out, dout, dqkv);
+    if (dt == DType::kF16 && !tensorCores) {
       simt16.template operator()<HS, fp16>();
-    } else if (path != AttentionPath::kSimt && attentionTcSupported(HS, qkv, out, dout, dqkv)) {
+    } else if (dt == DType::kF16) {
+      launchRowDot<HS>(dsum, static_cast<const fp16*>(dout), static_cast<const fp16*>(out), s,
+                       stream_);
+      attentionTc3Backward(static_cast<uint16_t*>(dqkv), dq, static_cast<const uint16_t*>(dout),
+                           static_cast<const uint16_t*>(qkv), lse, dsum, B, T, C, NH, stream_,
+                           true);
+    } else if (tensorCores) {
       launchRowDot<HS>(dsum, static_cast<const bf16*>(dout), static_cast<const bf16*>(out), s,
                        stream_);
       auto* g16 = static_cast<uint16_t*>(dqkv);

@@ -13,9 +13,10 @@
 
 namespace ds::runtime::cuda {
 
-// out [B, T, C] bf16 and lse [B, NH, T] from qkv [B, T, 3C] bf16 (uint16_t bits); C = 64 * NH.
+// out [B, T, C] and lse [B, NH, T] from qkv [B, T, 3C], 16-bit words (uint16_t): bf16, or fp16
+// with fp16 set (the fp16 mma); C = 64 * NH.
 void attentionTc2Forward(uint16_t* out, float* lse, const uint16_t* qkv, int B, int T, int C,
-                         int NH, cudaStream_t stream);
+                         int NH, cudaStream_t stream, bool fp16 = false);
 
 // dqkv's key and value columns += dK, dV (bf16, read-add-write); dq [B, T, C] fp32 += dQ by
 // atomics (dq 8-byte aligned). dsum [B, NH, T] is D = rowsum(dO * O), lse the forward's aux.

@@ -38,6 +38,7 @@ struct RowState {
 // of the tile lies past some query of the warp (then key > query gets -inf before the max).
 // Every row keeps a finite max: key 0 (tile 0) is <= every query, and a later tile's fully
 // masked row has mx = -inf, so mNew = m (finite), corr = 1 and its p = ex2(-inf) = 0.
+template <class H>
 __device__ __forceinline__ void forwardTile(RowState& st, const u32 (&qa)[kMt][kHs / 16][4],
                                             const uint16_t* ks, const uint16_t* vs, bool mask,
                                             int wq0, int k0, float scaleLog2, int lane) {
@@ -59,7 +60,7 @@ __device__ __forceinline__ void forwardTile(RowState& st, const u32 (&qa)[kMt][k
     for (int kd = 0; kd < kHs / 16; ++kd)
 #pragma unroll
       for (int mt = 0; mt < kMt; ++mt)
-        mma(s[mt][n], qa[mt][kd], kb[kd / 2][2 * (kd % 2)], kb[kd / 2][2 * (kd % 2) + 1]);
+        H::mma(s[mt][n], qa[mt][kd], kb[kd / 2][2 * (kd % 2)], kb[kd / 2][2 * (kd % 2) + 1]);
   }
   if (mask) {
 #pragma unroll
@@ -106,15 +107,15 @@ __device__ __forceinline__ void forwardTile(RowState& st, const u32 (&qa)[kMt][k
   for (int kk = 0; kk < kKTile / 16; ++kk) {
     u32 pa[kMt][4];
 #pragma unroll
-    for (int mt = 0; mt < kMt; ++mt) accToA(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
+    for (int mt = 0; mt < kMt; ++mt) accToA<H>(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
     for (int j = 0; j < kHs / 16; ++j) {
       u32 vb[4];
       loadBTrans(vb, vs, 16 * kk, 16 * j, lane);
 #pragma unroll
       for (int mt = 0; mt < kMt; ++mt) {
-        mma(st.o[mt][2 * j], pa[mt], vb[0], vb[1]);
-        mma(st.o[mt][2 * j + 1], pa[mt], vb[2], vb[3]);
+        H::mma(st.o[mt][2 * j], pa[mt], vb[0], vb[1]);
+        H::mma(st.o[mt][2 * j + 1], pa[mt], vb[2], vb[3]);
       }
     }
   }
@@ -122,6 +123,7 @@ __device__ __forceinline__ void forwardTile(RowState& st, const u32 (&qa)[kMt][k
 
 // Grid (B*NH, numQTiles): blockIdx.x fastest, so every head's longest (last) query tile is
 // dispatched before any shorter one. Warp w owns queries q0 + 32w .. q0 + 32w + 31.
+template <class H>
 __global__ void __launch_bounds__(kThreads, 2)
     attentionTc2ForwardKernel(uint16_t* out, float* lse, const uint16_t* qkv, int T, int C, int NH,
                               float scaleLog2) {
@@ -175,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int k0 = kt * kKTile;
     if (k0 > wq0 + kWarpRows - 1) continue;  // every key past every query of this warp
     const uint16_t* ks = kvs + (kt % kStages) * kKvElems;
-    forwardTile(st, qa, ks, ks + kKTile * kLd, k0 + kKTile - 1 > wq0, wq0, k0, scaleLog2, lane);
+    forwardTile<H>(st, qa, ks, ks + kKTile * kLd, k0 + kKTile - 1 > wq0, wq0, k0, scaleLog2, lane);
   }
   const int c = lane % 4;
 #pragma unroll
@@ -189,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       uint16_t* row = out + (static_cast<size_t>(b) * T + t) * C + h * kHs;
 #pragma unroll
       for (int n = 0; n < kHs / 8; ++n)
-        st32(row + 8 * n + 2 * c, packBf16(st.o[mt][n][2 * r] * inv, st.o[mt][n][2 * r + 1] * inv));
+        st32(row + 8 * n + 2 * c, H::pack(st.o[mt][n][2 * r] * inv, st.o[mt][n][2 * r + 1] * inv));
       if (c == 0) lse[static_cast<size_t>(bh) * T + t] = (st.m[mt][r] + log2f(sum)) * kLn2;
     }
 }
@@ -197,14 +199,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 }  // namespace
 
 void attentionTc2Forward(uint16_t* out, float* lse, const uint16_t* qkv, int B, int T, int C,
-                         int NH, cudaStream_t stream) {
-  DS_CUDA_CHECK(cudaFuncSetAttribute(attentionTc2ForwardKernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         int NH, cudaStream_t stream, bool fp16) {
+  auto kernel = fp16 ? attentionTc2ForwardKernel<Fp16> : attentionTc2ForwardKernel<Bf16>;
+  DS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmemBytes)));
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHs));
   dim3 grid(B * NH, (T + kQTile - 1) / kQTile);
-  attentionTc2ForwardKernel<<<grid, kThreads, kSmemBytes, stream>>>(out, lse, qkv, T, C, NH,
-                                                                    scale * kLog2e);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(out, lse, qkv, T, C, NH, scale * kLog2e);
   DS_CUDA_LAUNCHED("attentionTc2ForwardKernel");
 }
 

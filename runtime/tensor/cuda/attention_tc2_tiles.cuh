@@ -1,6 +1,6 @@
 // Shared-memory tiles of the second tensor-core attention (attention_tc2_forward.cu,
 // attention_tc2_backward.cu): the padded row layout, the cp.async tile loader and the ldmatrix
-// fragment loaders over it. Not the kernels. Invariant: a tile is [rows][kLd] bf16 with rows
+// fragment loaders over it. Not the kernels. Invariant: a tile is [rows][kLd] 16-bit with rows
 // 16-byte aligned; kLd = 72 (144 bytes) puts the 8 rows of every ldmatrix matrix and the 8
 // 16-byte chunks of every cp.async phase in distinct banks.
 #pragma once
@@ -59,14 +59,15 @@ __device__ __forceinline__ void loadBTrans(u32 (&r)[4], const uint16_t* tile, in
                       tile + (k0 + lane % 8 + 8 * ((lane / 8) % 2)) * kLd + n0 + 8 * (lane / 16));
 }
 
-// The accumulator fragments of n-blocks 2j, 2j+1 (columns 16j..16j+15) as the bf16 A fragment
-// of k = 16j..16j+15: a[0] = rows g, columns 2c.. of block 2j; a[1] row g+8; a[2], a[3] the same
-// of block 2j+1 (columns 16j+8+2c..).
+// The accumulator fragments of n-blocks 2j, 2j+1 (columns 16j..16j+15) as the H (bf16 or fp16) A
+// fragment of k = 16j..16j+15: a[0] = rows g, columns 2c.. of block 2j; a[1] row g+8; a[2], a[3]
+// the same of block 2j+1 (columns 16j+8+2c..).
+template <class H = tc::Bf16>
 __device__ __forceinline__ void accToA(u32 (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
-  a[0] = tc::packBf16(lo[0], lo[1]);
-  a[1] = tc::packBf16(lo[2], lo[3]);
-  a[2] = tc::packBf16(hi[0], hi[1]);
-  a[3] = tc::packBf16(hi[2], hi[3]);
+  a[0] = H::pack(lo[0], lo[1]);
+  a[1] = H::pack(lo[2], lo[3]);
+  a[2] = H::pack(hi[0], hi[1]);
+  a[3] = H::pack(hi[2], hi[3]);
 }
 
 }  // namespace ds::runtime::cuda::tc2

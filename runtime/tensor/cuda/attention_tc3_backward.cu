@@ -58,6 +58,7 @@ struct KeyState {
 // >= T. Unmasked elements need no test: off the diagonal every key precedes every query, and
 // off the tail every query is < T. Masked entries are selected to 0, never multiplied, so an
 // ex2 overflow there (key > query can have a large score) cannot leak.
+template <class H>
 __device__ __forceinline__ void scoresTile(float (&st)[kHalf / 8][4], float (&dpt)[kHalf / 8][4],
                                            const KeyState& ks, const uint16_t* vs,
                                            const uint16_t* qs, const uint16_t* gs,
@@ -86,8 +87,8 @@ __device__ __forceinline__ void scoresTile(float (&st)[kHalf / 8][4], float (&dp
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         const int kd = 2 * half + kk;
-        mma(st[n], ks.ka[kd], qb[2 * kk], qb[2 * kk + 1]);
-        mma(dpt[n], va[kd], gb[2 * kk], gb[2 * kk + 1]);
+        H::mma(st[n], ks.ka[kd], qb[2 * kk], qb[2 * kk + 1]);
+        H::mma(dpt[n], va[kd], gb[2 * kk], gb[2 * kk + 1]);
       }
     }
   }
@@ -114,23 +115,24 @@ __device__ __forceinline__ void scoresTile(float (&st)[kHalf / 8][4], float (&dp
 // dV += P^T dO and dK += dS^T Q: the accumulator blocks 2kq, 2kq+1 of P^T (dS^T) are the A
 // fragment of queries qh+16kq..qh+16kq+15; dO's and Q's [query][d] B fragments come transposed
 // (loadBTrans at tile row qh + 16kq).
+template <class H>
 __device__ __forceinline__ void keyGradsTile(KeyState& ks, const float (&st)[kHalf / 8][4],
                                              const float (&dpt)[kHalf / 8][4], const uint16_t* qs,
                                              const uint16_t* gs, int qh, int lane) {
 #pragma unroll
   for (int kq = 0; kq < kHalf / 16; ++kq) {
     u32 pa[4], da[4];
-    accToA(pa, st[2 * kq], st[2 * kq + 1]);
-    accToA(da, dpt[2 * kq], dpt[2 * kq + 1]);
+    accToA<H>(pa, st[2 * kq], st[2 * kq + 1]);
+    accToA<H>(da, dpt[2 * kq], dpt[2 * kq + 1]);
 #pragma unroll
     for (int j = 0; j < kHs / 16; ++j) {
       u32 gb[4], qb[4];
       loadBTrans(gb, gs, qh + 16 * kq, 16 * j, lane);
-      mma(ks.dv[2 * j], pa, gb[0], gb[1]);
-      mma(ks.dv[2 * j + 1], pa, gb[2], gb[3]);
+      H::mma(ks.dv[2 * j], pa, gb[0], gb[1]);
+      H::mma(ks.dv[2 * j + 1], pa, gb[2], gb[3]);
       loadBTrans(qb, qs, qh + 16 * kq, 16 * j, lane);
-      mma(ks.dk[2 * j], da, qb[0], qb[1]);
-      mma(ks.dk[2 * j + 1], da, qb[2], qb[3]);
+      H::mma(ks.dk[2 * j], da, qb[0], qb[1]);
+      H::mma(ks.dk[2 * j + 1], da, qb[2], qb[3]);
     }
   }
 }
@@ -139,6 +141,7 @@ __device__ __forceinline__ void keyGradsTile(KeyState& ks, const float (&st)[kHa
 // C] at row0 = dq + (b*T + q0)*C + h*64). A[query][key] = dst[key][query]: transposed ldmatrix,
 // matrix i (lanes 8i..8i+7) at keys 16kk + 8*(i/2) + l%8, queries wr + 8*(i%2), gives a[i].
 // B[key][d] = K[key][d]: transposed like V in the forward.
+template <class H>
 __device__ __forceinline__ void queryGradTile(float* row0, const uint16_t* dst, const uint16_t* ks,
                                               int wr, int rowsLeft, int C, int lane) {
   const int g = lane / 4, c = lane % 4;
@@ -156,8 +159,8 @@ __device__ __forceinline__ void queryGradTile(float* row0, const uint16_t* dst, 
     for (int j = 0; j < kHs / 16; ++j) {
       u32 kb[4];
       loadBTrans(kb, ks, 16 * kk, 16 * j, lane);
-      mma(dqa[2 * j], sa, kb[0], kb[1]);
-      mma(dqa[2 * j + 1], sa, kb[2], kb[3]);
+      H::mma(dqa[2 * j], sa, kb[0], kb[1]);
+      H::mma(dqa[2 * j + 1], sa, kb[2], kb[3]);
     }
   }
 #pragma unroll
@@ -171,14 +174,16 @@ __device__ __forceinline__ void queryGradTile(float* row0, const uint16_t* dst, 
   }
 }
 
-// *p (a bf16 pair) += (lo, hi), rounded to nearest even.
-__device__ __forceinline__ void addBf16x2(uint16_t* p, float lo, float hi) {
+// *p (an H pair: bf16 or fp16) += (lo, hi), rounded to nearest even.
+template <class H>
+__device__ __forceinline__ void addPair(uint16_t* p, float lo, float hi) {
   const u32 old = ld32(p);
-  st32(p, packBf16(bf16Lo(old) + lo, bf16Hi(old) + hi));
+  st32(p, H::pack(H::lo(old) + lo, H::hi(old) + hi));
 }
 
 // Grid (B*NH, numTiles): blockIdx.x fastest, so every head's key tile 0 (the most query tiles)
 // is dispatched first. Warp w owns keys k0 + 16w .. k0 + 16w + 15.
+template <class H>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     attentionTc3BackwardKernel(uint16_t* dqkv, float* dq, const uint16_t* dout, const uint16_t* qkv,
                                const float* lse, const float* dsum, int T, int C, int NH,
@@ -186,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   extern __shared__ __align__(16) uint16_t tc3BwdSmem[];
   uint16_t* ks = tc3BwdSmem;          // [64][kLd] keys of this block
   uint16_t* vs = ks + kTileElems;     // [64][kLd] values
-  uint16_t* dst = vs + kTileElems;    // [64 keys][kLd] dS^T (bf16)
+  uint16_t* dst = vs + kTileElems;    // [64 keys][kLd] dS^T (H)
   uint16_t* ring = dst + kTileElems;  // kStages x {Q, dO} [64][kLd]
   float* fring = reinterpret_cast<float*>(ring + kStages * kStageElems);  // kStages x {lse, D}
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
@@ -228,21 +233,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 #pragma unroll 1
     for (int qh = 0; qh < kTile; qh += kHalf) {
       float st[kHalf / 8][4], dpt[kHalf / 8][4];
-      scoresTile(st, dpt, ksr, vs, qs, gs, lses, lses + kTile, mask, qh, wr, wk0, q0, T, scale,
-                 scaleLog2, lane);
-      // dS^T (bf16, as the tensor cores will read it) to shared memory: dst[key][query], columns
+      scoresTile<H>(st, dpt, ksr, vs, qs, gs, lses, lses + kTile, mask, qh, wr, wk0, q0, T, scale,
+                    scaleLog2, lane);
+      // dS^T (H, as the tensor cores will read it) to shared memory: dst[key][query], columns
       // qh + 8n + 2c.. (element pairs 2r, 2r+1 of block n: key g + 8r, adjacent queries).
 #pragma unroll
       for (int n = 0; n < kHalf / 8; ++n)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
           st32(dst + (wr + g + 8 * r) * kLd + qh + 8 * n + 2 * c,
-               packBf16(dpt[n][2 * r], dpt[n][2 * r + 1]));
-      keyGradsTile(ksr, st, dpt, qs, gs, qh, lane);
+               H::pack(dpt[n][2 * r], dpt[n][2 * r + 1]));
+      keyGradsTile<H>(ksr, st, dpt, qs, gs, qh, lane);
     }
     __syncthreads();  // (B) all of dS^T written
-    queryGradTile(dq + (static_cast<size_t>(b) * T + q0) * C + h * kHs, dst, ks, wr, T - q0, C,
-                  lane);
+    queryGradTile<H>(dq + (static_cast<size_t>(b) * T + q0) * C + h * kHs, dst, ks, wr, T - q0, C,
+                     lane);
   }
   // This block is the only writer of its keys' dK, dV columns: plain read-add-write.
 #pragma unroll
@@ -253,8 +258,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 #pragma unroll
     for (int n = 0; n < kHs / 8; ++n) {
       const int d = 8 * n + 2 * c;
-      addBf16x2(row + C + d, ksr.dk[n][2 * r], ksr.dk[n][2 * r + 1]);
-      addBf16x2(row + 2 * C + d, ksr.dv[n][2 * r], ksr.dv[n][2 * r + 1]);
+      addPair<H>(row + C + d, ksr.dk[n][2 * r], ksr.dk[n][2 * r + 1]);
+      addPair<H>(row + 2 * C + d, ksr.dv[n][2 * r], ksr.dv[n][2 * r + 1]);
     }
   }
 }
@@ -263,18 +268,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 
 void attentionTc3Backward(uint16_t* dqkv, float* dq, const uint16_t* dout, const uint16_t* qkv,
                           const float* lse, const float* dsum, int B, int T, int C, int NH,
-                          cudaStream_t stream) {
-  DS_CUDA_CHECK(cudaFuncSetAttribute(attentionTc3BackwardKernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          cudaStream_t stream, bool fp16) {
+  auto kernel = fp16 ? attentionTc3BackwardKernel<Fp16> : attentionTc3BackwardKernel<Bf16>;
+  DS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmemBytes)));
   // 3 blocks x 64 KiB need the largest shared carveout; ask rather than rely on the driver.
-  DS_CUDA_CHECK(cudaFuncSetAttribute(attentionTc3BackwardKernel,
-                                     cudaFuncAttributePreferredSharedMemoryCarveout,
+  DS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHs));
   dim3 grid(B * NH, (T + kTile - 1) / kTile);
-  attentionTc3BackwardKernel<<<grid, kThreads, kSmemBytes, stream>>>(
-      dqkv, dq, dout, qkv, lse, dsum, T, C, NH, scale, scale * kLog2e);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(dqkv, dq, dout, qkv, lse, dsum, T, C, NH, scale,
+                                                 scale * kLog2e);
   DS_CUDA_LAUNCHED("attentionTc3BackwardKernel");
 }
 

@@ -1,11 +1,12 @@
-// Warp-level building blocks of the bf16 tensor-core kernels (attention_tc2_*.cu): mma.sync
-// m16n8k16, ldmatrix, cp.async, bf16 packing, quad reductions, ex2 and vector fp32 atomics, each
-// a thin wrapper over one PTX instruction with its fragment layout written down. Not a GEMM: the
-// callers own tiling and shared layouts. Invariant: layouts quoted from the PTX ISA ("Matrix
+// Warp-level building blocks of the 16-bit tensor-core kernels (attention_tc2_*.cu): mma.sync
+// m16n8k16, ldmatrix, cp.async, bf16/fp16 packing, quad reductions, ex2 and vector fp32 atomics,
+// each a thin wrapper over one PTX instruction with its fragment layout written down. Not a GEMM:
+// the callers own tiling and shared layouts. Invariant: layouts quoted from the PTX ISA ("Matrix
 // Fragments for mma.m16n8k16", "ldmatrix"); g = lane / 4, c = lane % 4 throughout.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -81,6 +82,38 @@ template <int N>
 __device__ __forceinline__ void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+
+// The two 16-bit formats the tc2/tc3 attention kernels take, as a template argument: each names
+// its mma (fp32 accumulation either way) and how two floats pack into and out of a 32-bit pair
+// (lo in bits 0-15). The shared-memory layouts and ldmatrix are the same (16-bit elements).
+struct Bf16 {
+  static __device__ __forceinline__ u32 pack(float lo, float hi) { return packBf16(lo, hi); }
+  static __device__ __forceinline__ float lo(u32 u) { return bf16Lo(u); }
+  static __device__ __forceinline__ float hi(u32 u) { return bf16Hi(u); }
+  static __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    tc::mma(d, a, b0, b1);
+  }
+};
+struct Fp16 {
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    u32 u;
+    memcpy(&u, &v, sizeof(u));
+    return u;
+  }
+  static __device__ __forceinline__ float lo(u32 u) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xffffu)));
+  }
+  static __device__ __forceinline__ float hi(u32 u) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16)));
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
 
 // 2^x, one MUFU.EX2 (ex2.approx: about 2 ulp; ex2(-inf) = +0, which the masks rely on).
 __device__ __forceinline__ float ex2(float x) {

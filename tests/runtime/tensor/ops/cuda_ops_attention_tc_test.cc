@@ -1,5 +1,6 @@
-// CudaOps' tensor-core attention path (bf16, head size 64; attention_tc_kernels.cu) [gpu]: against
-// the host kernels of runtime/tensor/attention.h (inputs rounded to bf16 first) and against the
+// CudaOps' tensor-core attention path (bf16 and fp16, head size 64; attention_tc_kernels.cu,
+// attention_tc2/tc3: fp16 only on tc3) [gpu]: against the host kernels of
+// runtime/tensor/attention.h (inputs rounded to the 16-bit type first) and against the
 // SIMT kernels (DS_CUDA_ATTENTION=simt) on the same inputs, outputs poisoned first; each
 // tensor-core variant (auto = tc3, tc2, tc1) by the knob. Out, dq, dk,
 // dv within 1e-2 relative (||got - ref|| / ||ref||), lse within 1e-3 absolute, at tail and
@@ -54,33 +55,28 @@ class ScopedAttentionPath {
   std::optional<std::string> prev_;
 };
 
-// Uniform in [lo, hi), rounded to bf16 (the values both sides then see exactly).
-std::vector<float> randomBf16Vec(size_t n, uint32_t seed, float lo, float hi) {
+// Uniform in [lo, hi), rounded to dt (bf16 or fp16: the values both sides then see exactly).
+std::vector<float> random16Vec(size_t n, uint32_t seed, float lo, float hi, DType dt) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(n);
-  for (float& x : v) x = ds::bf16ToFloat(ds::floatToBf16(u(rng)));
+  for (float& x : v) x = ds::test::roundTo(u(rng), dt);
   return v;
 }
 
-// A bf16 device buffer of n elements holding host, or poison (NaN) bytes when host is null.
-OpsBuffer deviceBf16(Ops& ops, size_t n, const std::vector<float>* host, const char* what) {
+// A 16-bit (dt) device buffer of n elements holding host, or poison (NaN) bytes when host is null.
+OpsBuffer device16(Ops& ops, size_t n, const std::vector<float>* host, const char* what, DType dt) {
   OpsBuffer buf(ops, n * 2, what);
-  std::vector<ds::bf16> h(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (host) h[i] = ds::floatToBf16((*host)[i]);
-    else h[i].bits = 0xffff;
-  }
+  const std::vector<uint16_t> h =
+      host ? ds::test::toWords16(*host, dt) : std::vector<uint16_t>(n, 0xffff);
   ops.upload(buf.get(), h.data(), buf.bytes());
   return buf;
 }
 
-std::vector<float> downloadBf16(Ops& ops, const OpsBuffer& buf, size_t n) {
-  std::vector<ds::bf16> h(n);
+std::vector<float> download16(Ops& ops, const OpsBuffer& buf, size_t n, DType dt) {
+  std::vector<uint16_t> h(n);
   ops.download(h.data(), buf.get(), n * 2);
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = ds::bf16ToFloat(h[i]);
-  return out;
+  return ds::test::fromWords16(h, dt);
 }
 
 using ds::test::relError;
@@ -122,28 +118,29 @@ struct AttentionResult {
   std::vector<float> out, lse, dqkv;
 };
 
-// Forward then backward on the device with DS_CUDA_ATTENTION=path (nullptr: unset, auto).
+// Forward then backward on the device with DS_CUDA_ATTENTION=path (nullptr: unset, auto), dt
+// storage (bf16 or fp16).
 AttentionResult runDevice(Ops& ops, const char* path, const std::vector<float>& qkv,
                           const std::vector<float>& dout, const std::vector<float>& dqkv0, int B,
-                          int T, int NH) {
+                          int T, int NH, DType dt = DType::kBF16) {
   ScopedAttentionPath scoped(path);
   const int C = NH * kHs;
   const size_t nqkv = size_t(B) * T * 3 * C, nout = size_t(B) * T * C;
-  OpsBuffer dQkv = deviceBf16(ops, nqkv, &qkv, "qkv");
-  OpsBuffer dOut = deviceBf16(ops, nout, nullptr, "out");
+  OpsBuffer dQkv = device16(ops, nqkv, &qkv, "qkv", dt);
+  OpsBuffer dOut = device16(ops, nout, nullptr, "out", dt);
   OpsBuffer dAux(ops, ops.attentionAuxBytes(B, T, NH), "aux");
   std::vector<unsigned char> poison(dAux.bytes(), 0xff);
   ops.upload(dAux.get(), poison.data(), poison.size());
-  ops.attentionForward(dOut.get(), dAux.get(), dQkv.get(), B, T, C, NH, DType::kBF16);
+  ops.attentionForward(dOut.get(), dAux.get(), dQkv.get(), B, T, C, NH, dt);
   AttentionResult r;
-  r.out = downloadBf16(ops, dOut, nout);
+  r.out = download16(ops, dOut, nout, dt);
   r.lse.resize(size_t(B) * NH * T);
   ops.download(r.lse.data(), dAux.get(), r.lse.size() * 4);
-  OpsBuffer dDout = deviceBf16(ops, nout, &dout, "dout");
-  OpsBuffer dDqkv = deviceBf16(ops, nqkv, &dqkv0, "dqkv");
+  OpsBuffer dDout = device16(ops, nout, &dout, "dout", dt);
+  OpsBuffer dDqkv = device16(ops, nqkv, &dqkv0, "dqkv", dt);
   ops.attentionBackward(dDqkv.get(), dDout.get(), dQkv.get(), dOut.get(), dAux.get(), B, T, C, NH,
-                        DType::kBF16);
-  r.dqkv = downloadBf16(ops, dDqkv, nqkv);
+                        dt);
+  r.dqkv = download16(ops, dDqkv, nqkv, dt);
   return r;
 }
 
@@ -169,11 +166,11 @@ struct Inputs {
   std::vector<float> qkv, dout, dqkv0;
 };
 
-Inputs randomInputs(int B, int T, int NH, uint32_t seed) {
+Inputs randomInputs(int B, int T, int NH, uint32_t seed, DType dt = DType::kBF16) {
   const int C = NH * kHs;
   const size_t nqkv = size_t(B) * T * 3 * C, nout = size_t(B) * T * C;
-  return {randomBf16Vec(nqkv, seed, -1.f, 1.f), randomBf16Vec(nout, seed + 1, -1.f, 1.f),
-          randomBf16Vec(nqkv, seed + 2, -0.1f, 0.1f)};
+  return {random16Vec(nqkv, seed, -1.f, 1.f, dt), random16Vec(nout, seed + 1, -1.f, 1.f, dt),
+          random16Vec(nqkv, seed + 2, -0.1f, 0.1f, dt)};
 }
 
 }  // namespace
@@ -191,20 +188,23 @@ TEST_CASE("cuda tensor-core attention matches the host kernels", "[gpu]") {
                           {1, 1, 65},  {2, 3, 100}, {1, 2, 127}, {3, 1, 128},
                           {1, 2, 129}, {2, 2, 200}, {2, 3, 1024}};
   uint32_t seed = 500;
-  for (const Shape& sh : shapes) {
-    const int B = sh.B, NH = sh.NH, T = sh.T, C = NH * kHs;
-    const Inputs in = randomInputs(B, T, NH, seed += 10);
-    std::vector<float> outRef(size_t(B) * T * C), att(size_t(B) * NH * T * T),
-        scratch(size_t(T) * T);
-    ds::runtime::attentionForward(outRef.data(), att.data(), in.qkv.data(), B, T, C, NH);
-    std::vector<float> dqkvRef = in.dqkv0;
-    ds::runtime::attentionBackward(dqkvRef.data(), scratch.data(), in.dout.data(), in.qkv.data(),
-                                   att.data(), B, T, C, NH);
-    const auto lseRef = lseReference(in.qkv, B, T, NH);
-    for (const char* path : {"auto", "tc3", "tc2", "tc1"}) {
-      INFO("path " << path << " B=" << B << " T=" << T << " NH=" << NH << " hs=" << kHs);
-      const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH);
-      checkClose(tc, outRef, lseRef, dqkvRef, C);
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (const Shape& sh : shapes) {
+      const int B = sh.B, NH = sh.NH, T = sh.T, C = NH * kHs;
+      const Inputs in = randomInputs(B, T, NH, seed += 10, dt);
+      std::vector<float> outRef(size_t(B) * T * C), att(size_t(B) * NH * T * T),
+          scratch(size_t(T) * T);
+      ds::runtime::attentionForward(outRef.data(), att.data(), in.qkv.data(), B, T, C, NH);
+      std::vector<float> dqkvRef = in.dqkv0;
+      ds::runtime::attentionBackward(dqkvRef.data(), scratch.data(), in.dout.data(), in.qkv.data(),
+                                     att.data(), B, T, C, NH);
+      const auto lseRef = lseReference(in.qkv, B, T, NH);
+      for (const char* path : {"auto", "tc3", "tc2", "tc1"}) {
+        INFO("path " << path << " " << ds::dtypeName(dt) << " B=" << B << " T=" << T << " NH=" << NH
+                     << " hs=" << kHs);
+        const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH, dt);
+        checkClose(tc, outRef, lseRef, dqkvRef, C);
+      }
     }
   }
 }
@@ -214,14 +214,17 @@ TEST_CASE("cuda tensor-core attention matches the SIMT kernels", "[gpu]") {
   auto ops = ds::runtime::makeCudaOps(0);
   constexpr int B = 2, NH = 3, C = NH * kHs;
   uint32_t seed = 900;
-  for (int T : {1, 17, 64, 100, 129, 1024}) {
-    const Inputs in = randomInputs(B, T, NH, seed += 10);
-    const AttentionResult simt = runDevice(*ops, "simt", in.qkv, in.dout, in.dqkv0, B, T, NH);
-    const std::vector<double> simtLse(simt.lse.begin(), simt.lse.end());
-    for (const char* path : {static_cast<const char*>(nullptr), "tc2", "tc1"}) {
-      INFO("path " << (path ? path : "unset") << " B=" << B << " T=" << T << " NH=" << NH);
-      const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH);
-      checkClose(tc, simt.out, simtLse, simt.dqkv, C);
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (int T : {1, 17, 64, 100, 129, 1024}) {
+      const Inputs in = randomInputs(B, T, NH, seed += 10, dt);
+      const AttentionResult simt = runDevice(*ops, "simt", in.qkv, in.dout, in.dqkv0, B, T, NH, dt);
+      const std::vector<double> simtLse(simt.lse.begin(), simt.lse.end());
+      for (const char* path : {static_cast<const char*>(nullptr), "tc2", "tc1"}) {
+        INFO("path " << (path ? path : "unset") << " " << ds::dtypeName(dt) << " B=" << B
+                     << " T=" << T << " NH=" << NH);
+        const AttentionResult tc = runDevice(*ops, path, in.qkv, in.dout, in.dqkv0, B, T, NH, dt);
+        checkClose(tc, simt.out, simtLse, simt.dqkv, C);
+      }
     }
   }
 }
