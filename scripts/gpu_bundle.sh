@@ -19,7 +19,8 @@
 # Never carried: glibc (libc, libm, libpthread, libdl, librt, ld-linux, ...: they must be the
 # machine's), and the CUDA libraries (libcuda, libcudart, libcublas*, libnccl*, libnvidia*, ...):
 # the run wrapper finds those on the machine. Fails when the bundle exceeds 60 MiB (a carried
-# folder travels in 64 MiB; our binaries hold sm_80 and sm_90 code, so they are the bulk).
+# folder travels in 64 MiB; our binaries hold sm_80 and sm_90 code, so they are the bulk;
+# GPU_BUNDLE_LIMIT_MIB raises the limit for a bundle carried compressed, e.g. tar | xz).
 # Not a package (scripts/build.sh --deb makes the Debian package) and not a builder: it packs
 # what BUILD_DIR already holds.
 set -euo pipefail
@@ -27,7 +28,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-build}
 DEST=${2:-$ROOT/.gpu_bundle}
-LIMIT_MIB=60
+LIMIT_MIB=${GPU_BUNDLE_LIMIT_MIB:-60}  # raise it when the bundle travels compressed (tar | xz)
 
 die() { echo "gpu_bundle.sh: $*" >&2; exit 1; }
 
