@@ -76,10 +76,13 @@ OpsBuffer randomBuffer(Ops& ops, size_t n, DType dt, uint32_t seed, const char* 
     std::vector<bf16> h(n);
     for (auto& x : h) x = floatToBf16(u(rng));
     ops.upload(buf.get(), h.data(), h.size() * sizeof(bf16));
-  } else if (dt == DType::kF16) {
-    std::vector<fp16> h(n);
-    for (auto& x : h) x = floatToFp16(u(rng));
-    ops.upload(buf.get(), h.data(), h.size() * sizeof(fp16));
+  } else if (dt == DType::kF16) {  // fp32 up, narrowed on the device (the host's is slow)
+    std::vector<float> h(n);
+    for (auto& x : h) x = u(rng);
+    OpsBuffer wide(ops, n * sizeof(float), "fp16 staging");
+    ops.upload(wide.get(), h.data(), h.size() * sizeof(float));
+    ops.toFp16(buf.as<fp16>(), wide.as<float>(), n);
+    ops.synchronize();
   } else {
     std::vector<float> h(n);
     for (auto& x : h) x = u(rng);

@@ -1,10 +1,10 @@
-// CudaOps' LayerNorm (eps 1e-5) for fp32 and bf16 storage: one warp per row for the forward (the
-// vectorised kernel of layernorm_fwd_vec_kernels.cu where the width allows). Backward: for bf16
-// C = 256 * V (V <= 4) one fused pass (dinp and per-block dweight/dbias sums) and a short final
-// sum; otherwise (or DS_CUDA_LAYERNORM_BWD=split) a warp per row for dinp, then per-column sums
-// over fixed row chunks and one pass adding the chunks in order. Not fused with the residual.
-// Invariant: mean/rstd are fp32 and saved; backward ACCUMULATES into dinp (dt), dweight and dbias
-// (fp32); results are deterministic.
+// CudaOps' LayerNorm (eps 1e-5) for fp32, bf16 and fp16 storage: one warp per row for the forward
+// (the vectorised kernel of layernorm_fwd_vec_kernels.cu where the width allows). Backward: for
+// bf16 and fp16 C = 256 * V (V <= 4) one fused pass (dinp and per-block dweight/dbias sums) and a
+// short final sum; otherwise (or DS_CUDA_LAYERNORM_BWD=split) a warp per row for dinp, then
+// per-column sums over fixed row chunks and one pass adding the chunks in order. Not fused with the
+// residual. Invariant: mean/rstd are fp32 and saved; backward ACCUMULATES into dinp (dt), dweight
+// and dbias (fp32); results are deterministic.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -13,6 +13,7 @@
 #include "runtime/tensor/cuda/cuda_check.h"
 #include "runtime/tensor/cuda/cuda_ops.h"
 #include "runtime/tensor/cuda/kernels.h"
+#include "runtime/tensor/cuda/pack_io.cuh"
 #include "runtime/tensor/math/fp16_math.h"  // and bf16_math.h
 #include "runtime/tensor/tensor_knobs.h"
 
@@ -83,14 +84,15 @@ __global__ void layernormBackwardInputKernel(T* dinp, const T* dout, const T* in
   }
 }
 
-// dinp for bf16 rows of C = 256 * V: each lane holds 8 * V elements of its row in registers,
-// read with 16-byte loads, so a row crosses memory once (the generic kernel above reads it twice,
-// two bytes per lane per load: latency-bound at GPT-2's N = 16k rows). Sums in a different order
-// than the generic kernel (8 adjacent elements per lane), so the two agree to rounding.
-template <int V>
-__global__ void layernormBackwardInputVecKernel(uint16_t* dinp, const uint16_t* dout,
-                                                const uint16_t* inp, const uint16_t* weight,
-                                                const float* mean, const float* rstd, int N) {
+// dinp for 16-bit rows (E: uint16_t bf16 bits, or fp16) of C = 256 * V: each lane holds 8 * V
+// elements of its row in registers, read with 16-byte loads, so a row crosses memory once (the
+// generic kernel above reads it twice, two bytes per lane per load: latency-bound at GPT-2's N =
+// 16k rows). Sums in a different order than the generic kernel (8 adjacent elements per lane), so
+// the two agree to rounding.
+template <class E, int V>
+__global__ void layernormBackwardInputVecKernel(E* dinp, const E* dout, const E* inp,
+                                                const E* weight, const float* mean,
+                                                const float* rstd, int N) {
   constexpr int C = 256 * V;
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -105,13 +107,13 @@ __global__ void layernormBackwardInputVecKernel(uint16_t* dinp, const uint16_t* 
     const uint4 xv = *reinterpret_cast<const uint4*>(inp + base + col);
     const uint4 gv = *reinterpret_cast<const uint4*>(dout + base + col);
     const uint4 wv = *reinterpret_cast<const uint4*>(weight + col);
-    const uint16_t* x = reinterpret_cast<const uint16_t*>(&xv);
-    const uint16_t* g = reinterpret_cast<const uint16_t*>(&gv);
-    const uint16_t* w = reinterpret_cast<const uint16_t*>(&wv);
+    const E* x = reinterpret_cast<const E*>(&xv);
+    const E* g = reinterpret_cast<const E*>(&gv);
+    const E* w = reinterpret_cast<const E*>(&wv);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      norm[v][k] = (math::bf16BitsToF32(x[k]) - m) * r;
-      dnorm[v][k] = math::bf16BitsToF32(w[k]) * math::bf16BitsToF32(g[k]);
+      norm[v][k] = (toF32(x[k]) - m) * r;
+      dnorm[v][k] = toF32(w[k]) * toF32(g[k]);
       sumD += dnorm[v][k];
       sumDN += dnorm[v][k] * norm[v][k];
     }
@@ -122,18 +124,19 @@ __global__ void layernormBackwardInputVecKernel(uint16_t* dinp, const uint16_t* 
   for (int v = 0; v < V; ++v) {
     const int col = (v * 32 + lane) * 8;
     uint4 dv = *reinterpret_cast<const uint4*>(dinp + base + col);
-    uint16_t* d = reinterpret_cast<uint16_t*>(&dv);
+    E* d = reinterpret_cast<E*>(&dv);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const float dx = (dnorm[v][k] - sumD - norm[v][k] * sumDN) * r;
-      d[k] = math::f32ToBf16Bits(math::bf16BitsToF32(d[k]) + dx);
+      fromF32(d[k], toF32(d[k]) + dx);
     }
     *reinterpret_cast<uint4*>(dinp + base + col) = dv;
   }
 }
 
-// The vector kernel where it applies (bf16, C a multiple of 256 up to 2048, 16-byte aligned
+// The vector kernel where it applies (16-bit E, C a multiple of 256 up to 2048, 16-byte aligned
 // rows); false otherwise.
+template <class E>
 bool launchBackwardInputVec(void* dinp, const void* dout, const void* inp, const void* weight,
                             const float* mean, const float* rstd, int N, int C,
                             cudaStream_t stream) {
@@ -141,14 +144,14 @@ bool launchBackwardInputVec(void* dinp, const void* dout, const void* inp, const
       !aligned16(weight))
     return false;
   const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  auto* di = static_cast<uint16_t*>(dinp);
-  const auto* g = static_cast<const uint16_t*>(dout);
-  const auto* x = static_cast<const uint16_t*>(inp);
-  const auto* w = static_cast<const uint16_t*>(weight);
+  auto* di = static_cast<E*>(dinp);
+  const auto* g = static_cast<const E*>(dout);
+  const auto* x = static_cast<const E*>(inp);
+  const auto* w = static_cast<const E*>(weight);
   switch (C / 256) {
 #define DS_LN_VEC(V)                                                   \
   case V:                                                              \
-    layernormBackwardInputVecKernel<V>                                 \
+    layernormBackwardInputVecKernel<E, V>                              \
         <<<blocks, kThreads, 0, stream>>>(di, g, x, w, mean, rstd, N); \
     break;
     DS_LN_VEC(1)
@@ -214,17 +217,16 @@ __global__ void layernormParamFinalKernel(float* dweight, float* dbias, const fl
   if (dbias != nullptr) dbias[c] += db;
 }
 
-// The whole backward in one pass for bf16 rows of C = 256 * V (V <= 4), after llm.c's
-// layernorm_backward_kernel10: a warp per row (rows strided over a grid sized to fill the GPU
-// once), the row's dout and inp in registers from 16-byte loads, dinp read and written once; each
-// lane keeps its columns' dweight/dbias sums in registers, the block's warps add theirs into
+// The whole backward in one pass for 16-bit rows (E as above) of C = 256 * V (V <= 4), after
+// llm.c's layernorm_backward_kernel10: a warp per row (rows strided over a grid sized to fill the
+// GPU once), the row's dout and inp in registers from 16-byte loads, dinp read and written once;
+// each lane keeps its columns' dweight/dbias sums in registers, the block's warps add theirs into
 // shared memory in warp order, and the block writes one partials row for
 // layernormParamFinalKernel (fixed orders throughout: deterministic for a given grid).
-template <int V>
+template <class E, int V>
 __global__ void __launch_bounds__(kThreads, V <= 3 ? 2 : 1)  // 2 blocks: <= 128 registers
-    layernormBackwardFusedKernel(uint16_t* dinp, float* partials, const uint16_t* dout,
-                                 const uint16_t* inp, const uint16_t* weight, const float* mean,
-                                 const float* rstd, int N) {
+    layernormBackwardFusedKernel(E* dinp, float* partials, const E* dout, const E* inp,
+                                 const E* weight, const float* mean, const float* rstd, int N) {
   constexpr int C = 256 * V;
   __shared__ float sums[2][C];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -244,14 +246,14 @@ __global__ void __launch_bounds__(kThreads, V <= 3 ? 2 : 1)  // 2 blocks: <= 128
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const uint4 wv = *reinterpret_cast<const uint4*>(weight + (v * 32 + lane) * 8);
-      const uint16_t* x = reinterpret_cast<const uint16_t*>(&xv[v]);
-      const uint16_t* g = reinterpret_cast<const uint16_t*>(&gv[v]);
-      const uint16_t* w = reinterpret_cast<const uint16_t*>(&wv);
+      const E* x = reinterpret_cast<const E*>(&xv[v]);
+      const E* g = reinterpret_cast<const E*>(&gv[v]);
+      const E* w = reinterpret_cast<const E*>(&wv);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        const float norm = (math::bf16BitsToF32(x[k]) - m) * r;
-        const float dy = math::bf16BitsToF32(g[k]);
-        const float dnorm = math::bf16BitsToF32(w[k]) * dy;
+        const float norm = (toF32(x[k]) - m) * r;
+        const float dy = toF32(g[k]);
+        const float dnorm = toF32(w[k]) * dy;
         sumD += dnorm;
         sumDN += dnorm * norm;
         dw[v][k] += norm * dy;
@@ -264,16 +266,16 @@ __global__ void __launch_bounds__(kThreads, V <= 3 ? 2 : 1)  // 2 blocks: <= 128
     for (int v = 0; v < V; ++v) {
       const int col = (v * 32 + lane) * 8;
       const uint4 wv = *reinterpret_cast<const uint4*>(weight + col);
-      const uint16_t* x = reinterpret_cast<const uint16_t*>(&xv[v]);
-      const uint16_t* g = reinterpret_cast<const uint16_t*>(&gv[v]);
-      const uint16_t* w = reinterpret_cast<const uint16_t*>(&wv);
-      uint16_t* d = reinterpret_cast<uint16_t*>(&dv[v]);
+      const E* x = reinterpret_cast<const E*>(&xv[v]);
+      const E* g = reinterpret_cast<const E*>(&gv[v]);
+      const E* w = reinterpret_cast<const E*>(&wv);
+      E* d = reinterpret_cast<E*>(&dv[v]);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        const float norm = (math::bf16BitsToF32(x[k]) - m) * r;
-        const float dnorm = math::bf16BitsToF32(w[k]) * math::bf16BitsToF32(g[k]);
+        const float norm = (toF32(x[k]) - m) * r;
+        const float dnorm = toF32(w[k]) * toF32(g[k]);
         const float dx = (dnorm - sumD - norm * sumDN) * r;
-        d[k] = math::f32ToBf16Bits(math::bf16BitsToF32(d[k]) + dx);
+        fromF32(d[k], toF32(d[k]) + dx);
       }
       *reinterpret_cast<uint4*>(dinp + base + col) = dv[v];
     }
@@ -299,51 +301,53 @@ __global__ void __launch_bounds__(kThreads, V <= 3 ? 2 : 1)  // 2 blocks: <= 128
 }
 
 // Whether this call takes the fused kernel: DS_CUDA_LAYERNORM_BWD (read on every call, so the
-// bench can compare) is auto or fused, and the shape fits (bf16, C = 256 * V with V <= 4, 16-byte
-// aligned rows, all three gradients given).
-bool useFusedBackward(bool bf16, void* dinp, const float* dweight, const float* dbias,
+// bench can compare) is auto or fused, and the shape fits (bf16 or fp16, C = 256 * V with V <= 4,
+// 16-byte aligned rows, all three gradients given).
+bool useFusedBackward(bool half, void* dinp, const float* dweight, const float* dbias,
                       const void* dout, const void* inp, const void* weight, int C) {
   if (knobChoice(knobs::kCudaLayernormBwd).value_or("auto") == "split") return false;
-  return bf16 && dinp != nullptr && dweight != nullptr && dbias != nullptr && C % 256 == 0 &&
+  return half && dinp != nullptr && dweight != nullptr && dbias != nullptr && C % 256 == 0 &&
          C <= 1024 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
 }
 
 // Blocks of the fused kernel: as many as are resident on the device at once (a fixed number per
 // device and C, so the partials' order and the result are the same every run), at most one per
 // kWarpsPerBlock rows.
-template <int V>
+template <class E, int V>
 int fusedBlocks(int N) {
   int device = 0, sms = 0, perSm = 0;
   DS_CUDA_CHECK(cudaGetDevice(&device));
   DS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   DS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &perSm, layernormBackwardFusedKernel<V>, kThreads, 0));
+      &perSm, layernormBackwardFusedKernel<E, V>, kThreads, 0));
   const int rowsBlocks = (N + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return std::max(1, std::min(rowsBlocks, sms * std::max(perSm, 1)));
 }
 
+template <class E>
 int fusedBackwardBlocks(int N, int C) {
   switch (C / 256) {
-    case 1: return fusedBlocks<1>(N);
-    case 2: return fusedBlocks<2>(N);
-    case 3: return fusedBlocks<3>(N);
-    default: return fusedBlocks<4>(N);
+    case 1: return fusedBlocks<E, 1>(N);
+    case 2: return fusedBlocks<E, 2>(N);
+    case 3: return fusedBlocks<E, 3>(N);
+    default: return fusedBlocks<E, 4>(N);
   }
 }
 
 // The fused kernel into `partials` (2 * blocks rows of C floats), then layernormParamFinalKernel.
+template <class E>
 void launchBackwardFused(float* partials, int blocks, void* dinp, float* dweight, float* dbias,
                          const void* dout, const void* inp, const void* weight, const float* mean,
                          const float* rstd, int N, int C, cudaStream_t stream) {
-  auto* di = static_cast<uint16_t*>(dinp);
-  const auto* g = static_cast<const uint16_t*>(dout);
-  const auto* x = static_cast<const uint16_t*>(inp);
-  const auto* w = static_cast<const uint16_t*>(weight);
+  auto* di = static_cast<E*>(dinp);
+  const auto* g = static_cast<const E*>(dout);
+  const auto* x = static_cast<const E*>(inp);
+  const auto* w = static_cast<const E*>(weight);
   const unsigned grid = static_cast<unsigned>(blocks);
   switch (C / 256) {
 #define DS_LN_FUSED(V)                                                         \
   case V:                                                                      \
-    layernormBackwardFusedKernel<V>                                            \
+    layernormBackwardFusedKernel<E, V>                                         \
         <<<grid, kThreads, 0, stream>>>(di, partials, g, x, w, mean, rstd, N); \
     break;
     DS_LN_FUSED(1)
@@ -384,16 +388,17 @@ void CudaOps::layernormBackward(void* dinp, float* dweight, float* dbias, const 
   dispatchStorage(dt, "layernormBackward", [&](auto tag) {
     using T = decltype(tag);
     if (N <= 0 || C <= 0) return;
-    if (useFusedBackward(std::is_same_v<T, uint16_t>, dinp, dweight, dbias, dout, inp, weight, C)) {
-      const int blocks = fusedBackwardBlocks(N, C);
+    constexpr bool half = !std::is_same_v<T, float>;  // bf16 bits or fp16
+    if (useFusedBackward(half, dinp, dweight, dbias, dout, inp, weight, C)) {
+      const int blocks = fusedBackwardBlocks<T>(N, C);
       auto* partials = static_cast<float*>(
           scratch(2 * static_cast<size_t>(blocks) * static_cast<size_t>(C) * sizeof(float)));
-      launchBackwardFused(partials, blocks, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N,
-                          C, stream_);
+      launchBackwardFused<T>(partials, blocks, dinp, dweight, dbias, dout, inp, weight, mean, rstd,
+                             N, C, stream_);
       return;
     }
-    const bool vec = dinp != nullptr && std::is_same_v<T, uint16_t> &&
-                     launchBackwardInputVec(dinp, dout, inp, weight, mean, rstd, N, C, stream_);
+    const bool vec = dinp != nullptr && half &&
+                     launchBackwardInputVec<T>(dinp, dout, inp, weight, mean, rstd, N, C, stream_);
     if (dinp != nullptr && !vec) {
       const unsigned blocks = static_cast<unsigned>((N + kWarpsPerBlock - 1) / kWarpsPerBlock);
       layernormBackwardInputKernel<T><<<blocks, kThreads, 0, stream_>>>(
