@@ -90,15 +90,20 @@ run() {
     v=$(tail -1 "$k")
     ((v > peak)) && peak=$v
   done
-  # Table (MiB): params grads optimizer buffers, host + device columns.
+  # Table (MiB): params grads optimizer buffers, host + device columns, plus the grads' nvme
+  # column: the stage-3 gradient partition with offload_optimizer nvme is a shared file mapping
+  # (zero/mapped_floats.h) whose page-cache pages count in the RSS while resident, and nothing
+  # evicts them without memory pressure (bench/infinity.sh is where a limit does).
   local table
   table=$(sed 's/^\[[0-9]*\] //' "$TMP/$name.log" | awk '/memory per rank at start/ {on=1; next}
-    on && $1 ~ /^(params|grads|buffers)$/ {s += $2 + $3}
+    on && $1 ~ /^(params|buffers)$/ {s += $2 + $3}
+    on && $1 == "grads" {s += $2 + $3 + $4}
     on && $1 == "optimizer" {s += $3 + $4}
     on && $1 == "total" {print s; exit}')
+  # Activations + the model's workspace (gradient scratch, bf16 widening: run summary).
   local params act
   params=$(jq -r .num_params "$TMP/sum.json")
-  act=$(jq -r '.activation_bytes / 1048576' "$TMP/sum.json")
+  act=$(jq -r '(.activation_bytes + (.workspace_bytes // 0)) / 1048576' "$TMP/sum.json")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f\t%.1f\n' "$size" "$world" "$stage" "$off" "$dt" \
     "$params" "$((peak / 1024))" "$table" "$act"
 }
@@ -141,7 +146,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "# $(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); load average at end: $LOAD_END (the machine is shared: RSS is not timing-sensitive)"
   echo "# per rank: peak = max over ranks of /usr/bin/time %M; table = rank 0's startup table (largest over ranks),"
-  echo "# params + grads + optimizer states + buffers in the host and device columns; act = activations (run summary)."
+  echo "# params + grads + optimizer states + buffers in the host and device columns; act = activations + model workspace (run summary); grads include their nvme column (mapped, resident page cache)."
   "$PY" "$(dirname "$0")/memory_grid_report.py" "$TSV" "$PNG"
 } >"$OUT"
 cat "$OUT"

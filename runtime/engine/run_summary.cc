@@ -75,6 +75,7 @@ std::string RunSummary::toJson() const {
                  {"gflops", t.gflops}};
   j["memory"] = json::parse(memory.toJson());
   j["activation_bytes"] = activationBytes;
+  j["workspace_bytes"] = workspaceBytes;
   if (!checkpointTag.empty()) j["checkpoint"] = checkpointTag;
   if (nvmeBytesRead || nvmeBytesWritten)
     j["nvme"] = {{"bytes_read", nvmeBytesRead}, {"bytes_written", nvmeBytesWritten}};

@@ -37,6 +37,7 @@ struct RunSummary {
   std::vector<EvalRecord> evals;
   zero::MemoryReport memory;
   size_t activationBytes = 0;  // model activations held for backward (this rank)
+  size_t workspaceBytes = 0;   // the model's other working memory (gradient scratch, bf16 widening)
   double flopsPerToken = 0;
   std::string checkpointTag;  // last checkpoint written ("" none)
   // OneBitAdam / ZeroOneAdam: bytes rank 0 sent in compressed allreduces, and what an fp32

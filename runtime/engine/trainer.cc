@@ -467,6 +467,7 @@ const RunSummary& Trainer::run() {
   summary_.checkpointTag = lastCkpt;
   summary_.memory = memory();
   summary_.activationBytes = model_->activationBytes();
+  summary_.workspaceBytes = model_->workspaceBytes();
   const zero::SwapIoTotals swapIo = zero::swapIoTotals();
   summary_.nvmeBytesRead = swapIo.bytesRead - swapIoAtStart_.bytesRead;
   summary_.nvmeBytesWritten = swapIo.bytesWritten - swapIoAtStart_.bytesWritten;
