@@ -144,6 +144,34 @@ zero::TrainingEngine::ParamSource PipelineRun::localSource(
   };
 }
 
+std::vector<zero::TrainingEngine::ShardTensor> PipelineRun::modelShard(
+    std::vector<zero::TrainingEngine::ShardTensor> local) const {
+  const auto tied = tiedLocalRange();
+  const bool skipTied = stage_->last() && !stage_->first();
+  std::vector<zero::TrainingEngine::ShardTensor> out;
+  for (const auto& tensor : local)
+    for (const Piece& piece : toModel(tensor.offset, tensor.size)) {
+      // Pieces never straddle a parameter: the tied one is skipped whole.
+      if (skipTied && piece.localOffset >= tied.first && piece.localOffset < tied.second) continue;
+      zero::TrainingEngine::ShardTensor part;
+      part.name = tensor.name;
+      part.offset = piece.modelOffset;
+      part.size = piece.size;
+      const auto from = tensor.data.begin() + std::ptrdiff_t(piece.localOffset - tensor.offset);
+      part.data.assign(from, from + std::ptrdiff_t(piece.size));
+      out.push_back(std::move(part));
+    }
+  return out;
+}
+
+PipelineRun::RangeReader PipelineRun::localRangeReader(RangeReader model) const {
+  return [this, model = std::move(model)](size_t offset, size_t size, const std::string& name,
+                                          float* out) {
+    for (const Piece& piece : toModel(offset, size))
+      model(piece.modelOffset, piece.size, name, out + (piece.localOffset - offset));
+  };
+}
+
 std::pair<size_t, size_t> PipelineRun::tiedLocalRange() const {
   size_t local = 0;
   const auto& params = view_->localParams();

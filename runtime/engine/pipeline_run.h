@@ -15,6 +15,7 @@
 // copies of wte get identical gradients, so their values and optimizer states stay identical.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,14 @@ class PipelineRun {
     size_t localOffset, modelOffset, size;
   };
   std::vector<Piece> toModel(size_t offset, size_t size) const;
+  // Checkpoints hold the whole model's flat space (any layout loads them): this rank's optimizer
+  // shard with model offsets (the last stage leaves out its copy of the tied wte, which the
+  // first stage writes), and a reader of model ranges served as the stage engine's local ones.
+  std::vector<zero::TrainingEngine::ShardTensor> modelShard(
+      std::vector<zero::TrainingEngine::ShardTensor> local) const;
+  using RangeReader =
+      std::function<void(size_t offset, size_t size, const std::string& name, float* out)>;
+  RangeReader localRangeReader(RangeReader model) const;
   // Local flat range of the tied wte when this stage holds it, else {0, 0}.
   std::pair<size_t, size_t> tiedLocalRange() const;
 
