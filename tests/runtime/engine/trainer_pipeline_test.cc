@@ -14,6 +14,7 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/config/plan_loader.h"
 #include "runtime/engine/trainer.h"
+#include "runtime/tensor/ops.h"
 #include "tests/runtime/engine/engine_fixtures.h"
 
 using namespace ds;
@@ -181,7 +182,7 @@ TEST_CASE("trainer: fp16 pipeline ranks skip the same overflowing steps as one r
 }
 
 TEST_CASE("trainer: pipeline refusals name the stage, the numbers and the plan", "[multirank]") {
-  auto refuse = [](Plan plan, int world, int stages) {
+  auto refuse = [](Plan plan, int world, int stages, bool onOps = false) {
     plan.worldSize = world;
     plan.parallel.pipeline = stages;
     std::string message = "(no ConfigError)";
@@ -189,6 +190,8 @@ TEST_CASE("trainer: pipeline refusals name the stage, the numbers and the plan",
     test::withRanks(world, [&](int rank, comm::ProcessGroup* group) {
       TrainerOptions opts;
       opts.out = nullptr;
+      auto ops = onOps ? makeCpuOps() : nullptr;  // the device path over the CPU ops
+      opts.ops = ops.get();
       try {
         Trainer trainer(plan, group, opts);
       } catch (const ConfigError& e) {
@@ -216,6 +219,14 @@ TEST_CASE("trainer: pipeline refusals name the stage, the numbers and the plan",
   CHECK_THAT(refuse(shallow, 4, 4), Catch::Contains("4 stage(s)") && Catch::Contains("2 layer(s)"));
   Plan mlp = test::mlpPlan(2, 0, 2, 2);
   CHECK_THAT(refuse(mlp, 2, 2), Catch::Contains("model mlp"));
+  Plan tensor = pipelinePlan();
+  tensor.parallel.tensor = 2;
+  CHECK_THAT(refuse(tensor, 2, 1), Catch::Contains("parallel.tensor = 2"));
+  CHECK_THAT(refuse(pipelinePlan(), 2, 2, /*onOps=*/true),
+             Catch::Contains("host engine only") && Catch::Contains("train.device: cpu"));
+  Plan onebit = pipelinePlan();
+  onebit.deepspeed.optimizer.type = "OneBitAdam";
+  CHECK_THAT(refuse(onebit, 2, 2), Catch::Contains("OneBitAdam"));
 }
 
 // A checkpoint holds the whole model's flat space whatever the layout (pipeline_run.h
