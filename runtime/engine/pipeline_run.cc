@@ -213,10 +213,9 @@ double PipelineRun::evaluateBatch(const Batch& batch) {
 }
 
 double PipelineRun::lastStageMean(double value) {
-  // Sum over the pipeline group of (last stage: value, else 0), then the data group's mean.
-  double words[1] = {stage_->last() ? value : 0.0};
-  const auto all = zero::DpComm(pipe_.get()).allgatherDouble(words[0]);
-  double mine = all.back();  // the last stage's, in pipeline order
+  // The last stage's value reaches its pipeline group (doubles travel bit for bit), then the
+  // data group's mean: the same number on every rank of the job.
+  double mine = zero::DpComm(pipe_.get()).allgatherDouble(stage_->last() ? value : 0.0).back();
   if (data_) {
     const auto overData = zero::DpComm(data_.get()).allgatherDouble(mine);
     mine = 0;
