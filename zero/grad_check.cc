@@ -47,6 +47,29 @@ GradCheck checkGradients(const float* grads, size_t count, bool replicated, DpCo
   return check;
 }
 
+GradCheck checkGradientsAcrossStages(const float* grads, size_t count,
+                                     const std::vector<std::pair<size_t, size_t>>& skip,
+                                     bool replicated, DpComm& comm, int world, float lossScale,
+                                     const std::function<double(double)>& acrossStages) {
+  double local = 0;
+  size_t begin = 0;
+  for (const auto& [skipBegin, skipEnd] : skip) {
+    const size_t end = std::min(skipBegin, count);
+    if (end > begin) local += sumSquares(grads + begin, end - begin);
+    begin = std::max(begin, std::min(skipEnd, count));
+  }
+  if (count > begin) local += sumSquares(grads + begin, count - begin);
+  GradCheck check;
+  check.sumSquares = local;
+  if (!replicated) {
+    auto all = comm.allgatherDouble(local);
+    check.sumSquares = std::accumulate(all.begin(), all.end(), 0.0);
+  }
+  if (acrossStages) check.sumSquares = acrossStages(check.sumSquares);
+  check.norm = float(std::sqrt(check.sumSquares) / double(world) / double(lossScale));
+  return check;
+}
+
 float gradientMultiplier(const GradCheck& check, float clipNorm, int world, float lossScale) {
   const double norm = double(check.norm);
   const double clip = clipNorm > 0 ? std::max(1.0, (norm + 1e-6) / double(clipNorm)) : 1.0;

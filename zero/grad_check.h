@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <utility>
+#include <vector>
 
 namespace ds::zero {
 
@@ -21,6 +24,14 @@ struct GradCheck {
 // summed into it (comm's size, except under MiCS, where the groups' sums are added too).
 GradCheck checkGradients(const float* grads, size_t count, bool replicated, DpComm& comm, int world,
                          float lossScale);
+// Pipeline parallelism: as checkGradients, leaving out the local elements [first, second) of
+// `skip` (sorted, disjoint: a tied copy another pipeline stage counts) and then passing the data
+// group's sum of squares to `acrossStages`, which returns the whole model's (the same on every
+// rank of the pipeline group), so every rank clips and skips identically.
+GradCheck checkGradientsAcrossStages(const float* grads, size_t count,
+                                     const std::vector<std::pair<size_t, size_t>>& skip,
+                                     bool replicated, DpComm& comm, int world, float lossScale,
+                                     const std::function<double(double)>& acrossStages);
 // grads * this = averaged, unscaled, clipped; clipNorm <= 0 disables clipping.
 float gradientMultiplier(const GradCheck& check, float clipNorm, int world, float lossScale);
 

@@ -162,9 +162,12 @@ struct ZeroEngine::Impl {
   void update(StepResult& result, const GradCheck& check, float learningRate, float lossScale,
               float clipNorm, int summedOver);
   void announceLocal(size_t offset, size_t count);
+  // normScope's skipped flat range in the optimizer's local index space (sorted, disjoint).
+  std::vector<std::pair<size_t, size_t>> localSkip() const;
 
   ZeroOptions options;
-  ParamsReady ready;  // setParamsReady's listener (empty: none)
+  ParamsReady ready;    // setParamsReady's listener (empty: none)
+  NormScope normScope;  // setNormScope's (empty: this engine's group only)
   ParamIndex index;
   DpComm comm;
   bool mics = false;
@@ -244,6 +247,20 @@ void ZeroEngine::Impl::announceLocal(size_t offset, size_t count) {
   }
 }
 
+std::vector<std::pair<size_t, size_t>> ZeroEngine::Impl::localSkip() const {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const auto& range : stage->ranges()) {
+    const size_t begin = std::max(normScope.skipBegin, range.flatOffset);
+    const size_t end = std::min(normScope.skipEnd, range.flatOffset + range.size);
+    if (begin < end)
+      out.emplace_back(range.localOffset + (begin - range.flatOffset),
+                       range.localOffset + (end - range.flatOffset));
+  }
+  return out;
+}
+
+void ZeroEngine::setNormScope(NormScope scope) { impl_->normScope = std::move(scope); }
+
 ZeroEngine::ZeroEngine(std::vector<ParamInfo> params, int numBlocks, comm::ProcessGroup* group,
                        ZeroOptions zopts, OptimizerOptions oopts)
     : impl_(std::make_unique<Impl>(std::move(params), numBlocks, group, std::move(zopts),
@@ -318,9 +335,15 @@ StepResult ZeroEngine::step(float learningRate, float lossScale, float clipNorm)
     waitWork(engine.micsReplica.allreduceSum(const_cast<float*>(engine.stage->localGrads()),
                                              engine.stage->optimizerCount()));
   const bool local = engine.localGradients();
-  GradCheck check = checkGradients(engine.stage->localGrads(), engine.stage->optimizerCount(),
-                                   engine.stage->gradsReplicated() && !local,
-                                   engine.partitionComm(), engine.comm.world(), lossScale);
+  GradCheck check =
+      engine.normScope.acrossStages
+          ? checkGradientsAcrossStages(
+                engine.stage->localGrads(), engine.stage->optimizerCount(), engine.localSkip(),
+                engine.stage->gradsReplicated() && !local, engine.partitionComm(),
+                engine.comm.world(), lossScale, engine.normScope.acrossStages)
+          : checkGradients(engine.stage->localGrads(), engine.stage->optimizerCount(),
+                           engine.stage->gradsReplicated() && !local, engine.partitionComm(),
+                           engine.comm.world(), lossScale);
   if (local)  // each rank's own gradients: the norm is the ranks' RMS norm, nothing to average
     check.norm = float(std::sqrt(check.sumSquares / double(engine.comm.world())) / lossScale);
   result.commMs = msSince(start);

@@ -126,6 +126,17 @@ class ZeroEngine final : public TrainingEngine {
   using ParamsReady = std::function<void(size_t flatOffset, size_t size)>;
   void setParamsReady(ParamsReady ready, size_t updateTile);
 
+  // Pipeline parallelism (runtime/engine/pipeline_run.h): the gradient norm and the overflow check
+  // span every pipeline stage. In step(), the data group's sum of squares of the reduced
+  // gradients, leaving out flat [skipBegin, skipEnd) (a tied parameter another stage counts), goes
+  // through acrossStages, which must return the whole model's, the same on every stage. Unset
+  // (the default): the engine's own group only.
+  struct NormScope {
+    std::function<double(double)> acrossStages;
+    size_t skipBegin = 0, skipEnd = 0;
+  };
+  void setNormScope(NormScope scope);
+
   // Checkpoints. optimizerShard(): this rank's partition of every optimizer state as ranges of
   // the full flat space (names: "fp32", "exp_avg", "exp_avg_sq" for Adam/AdamW; "fp32",
   // "momentum" for SGD). A stage-3 rank has one range per parameter; ranges never include

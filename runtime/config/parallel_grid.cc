@@ -90,4 +90,23 @@ std::string ParallelGrid::describe() const {
   return s;
 }
 
+void checkPipelineTraining(const std::string& where, const ParallelPlan& plan, int zeroStage,
+                           int64_t gradientAccumulationSteps) {
+  if (plan.pipeline <= 1) return;
+  if (zeroStage >= 2)
+    throw ConfigError(fmt::format(
+        "{}: zero_optimization.stage {} with parallel.pipeline = {}: pipeline parallelism runs "
+        "ZeRO stages 0 and 1 only (stages 2 and 3 reduce and partition gradients during backward, "
+        "which 1F1B interleaves across micro-batches; DeepSpeed refuses them with pipelining "
+        "too); set zero_optimization.stage to 0 or 1, or parallel.pipeline to 1",
+        where, zeroStage, plan.pipeline));
+  if (gradientAccumulationSteps < plan.pipeline)
+    throw ConfigError(fmt::format(
+        "{}: gradient_accumulation_steps {} is smaller than parallel.pipeline = {}: the 1F1B "
+        "schedule needs at least one micro-batch per stage in every step; raise "
+        "gradient_accumulation_steps to {} or more (train_batch_size = micro batch x "
+        "gradient_accumulation_steps x data-parallel ranks)",
+        where, gradientAccumulationSteps, plan.pipeline, plan.pipeline));
+}
+
 }  // namespace ds::runtime

@@ -9,6 +9,7 @@
 // that is split (heads, width, 4*width, vocabulary, blocks) divides by its axis.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,14 @@ class ParallelGrid {
  private:
   int world_, p_, t_, d_;
 };
+
+// What `dsrt train` runs of a layout with pipeline > 1, checked before any rank trains (the plan
+// loader and the Trainer both call it): ZeRO stages 0 and 1 only (stages 2 and 3 partition the
+// gradients as backward produces them, which 1F1B interleaves with other micro-batches' forwards;
+// DeepSpeed's PipelineEngine refuses them too: "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+// parallelism"), and at least P micro-batches (gradient_accumulation_steps) per step, or 1F1B has
+// no steady state. Throws ConfigError naming `where` and the numbers. No-op when pipeline == 1.
+void checkPipelineTraining(const std::string& where, const ParallelPlan& plan, int zeroStage,
+                           int64_t gradientAccumulationSteps);
 
 }  // namespace ds::runtime

@@ -106,8 +106,11 @@ struct Plan {
   DataPlan data;
   TrainPlan train;
   DsConfig deepspeed;
-  ParallelPlan parallel;     // parallel: {pipeline, tensor} (parallel_grid.h)
-  int worldSize = 1;         // the data-parallel size the batch triangle was resolved for
+  ParallelPlan parallel;  // parallel: {pipeline, tensor} (parallel_grid.h)
+  int worldSize = 1;      // the job's ranks (data x pipeline x tensor)
+  // The data-parallel ranks the batch triangle was resolved for: worldSize / (pipeline x tensor)
+  // (DeepSpeed: train_batch_size = micro x gas x data-parallel size).
+  int dataParallel() const { return worldSize / (parallel.pipeline * parallel.tensor); }
   std::string source;        // file path, or "<built-in default plan>"
   std::string dsConfigJson;  // the effective deepspeed block as JSON (for checkpoint manifests)
   // Where each key's value came from, for `dsrt check` (effective_config.h): key path ->

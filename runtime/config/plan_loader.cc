@@ -138,7 +138,7 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
     try {
       auto b = resolveBatchTriangle({plan.deepspeed.trainBatchSize, plan.deepspeed.microBatchPerGpu,
                                      plan.deepspeed.gradientAccumulationSteps},
-                                    worldSize);
+                                    plan.dataParallel());
       plan.deepspeed.trainBatchSize = b.train;
       plan.deepspeed.microBatchPerGpu = b.micro;
       plan.deepspeed.gradientAccumulationSteps = b.gas;
@@ -157,9 +157,15 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
                                    "Trainer sets them from its arguments): give "
                                    "train_micro_batch_size_per_gpu or train_batch_size",
                                    fmt::join(autos, ", "), autos.size() > 1 ? "are" : "is");
-      throw ConfigError(fmt::format("{}: deepspeed: {} (world size {}){}",
-                                    set ? "--set" : dsCtx.source, e.what(), worldSize, hint));
+      const std::string ranks = plan.dataParallel() == worldSize
+                                    ? fmt::format("world size {}", worldSize)
+                                    : fmt::format("{} data-parallel ranks of world size {}",
+                                                  plan.dataParallel(), worldSize);
+      throw ConfigError(fmt::format("{}: deepspeed: {} ({}){}", set ? "--set" : dsCtx.source,
+                                    e.what(), ranks, hint));
     }
+    checkPipelineTraining(dsCtx.source, plan.parallel, plan.deepspeed.zero.stage,
+                          plan.deepspeed.gradientAccumulationSteps);
   }
   top.finish();
   resolvePlanPaths(plan, baseDir);

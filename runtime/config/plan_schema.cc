@@ -135,11 +135,11 @@ ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize
   } catch (const ConfigError& e) {
     r.fail("", e.what());
   }
-  if (p.pipeline * p.tensor > 1)
-    r.fail("", fmt::format("the layout data {} x pipeline {} x tensor {} is valid, but the "
-                           "engine does not run tensor or pipeline parallelism yet (issue 17); "
-                           "give pipeline 1 and tensor 1",
-                           grid->data(), p.pipeline, p.tensor));
+  if (p.tensor > 1)
+    r.fail("tensor", fmt::format("the layout data {} x pipeline {} x tensor {} is valid, but the "
+                                 "engine does not run tensor parallelism yet (issue 17); give "
+                                 "tensor 1 (pipeline > 1 runs)",
+                                 grid->data(), p.pipeline, p.tensor));
   return p;
 }
 

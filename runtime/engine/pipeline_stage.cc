@@ -20,6 +20,9 @@ double msSince(Clock::time_point start) {
 
 int actTag(int micro) { return 2 * micro; }
 int gradTag(int micro) { return 2 * micro + 1; }
+// forwardOnly's activations: above every step tag for m < 16383 and within MPI's smallest
+// guaranteed MPI_TAG_UB (32767).
+constexpr int kEvalTag = 32766;
 
 }  // namespace
 
@@ -114,6 +117,31 @@ PipelineStepResult PipelineStage::step(const std::function<const Batch&(int)>& b
   for (auto& work : sends) work->wait();
   res.stepMs = msSince(start);
   return res;
+}
+
+double PipelineStage::forwardOnly(const Batch& mb, zero::ParamTable& table,
+                                  zero::BlockHooks& hooks) {
+  const size_t width = static_cast<size_t>(mb.B) * mb.T * cfg_.nEmbd;
+  Gpt2Model& model = *slots_.front();
+  const float* input = nullptr;
+  if (!first()) {
+    actIn_.front().resize(width);
+    try {
+      pipe_->recv(comm::view(actIn_.front().data(), width), opts_.stage - 1, kEvalTag)->wait();
+    } catch (const Error& e) {
+      throw Error(
+          fmt::format("pipeline stage {}: receiving the evaluation activations from stage {}: {}",
+                      opts_.stage, opts_.stage - 1, e.what()));
+    }
+    input = actIn_.front().data();
+  }
+  const float loss = model.forwardBlocks(opts_.blocks.first, opts_.blocks.last, mb.inputs.data(),
+                                         mb.targets.data(), mb.B, mb.T, input, table, hooks);
+  if (last()) return loss;
+  const float* out = model.blocksOutput();
+  actOut_.front().assign(out, out + width);
+  pipe_->send(comm::view(actOut_.front().data(), width), opts_.stage + 1, kEvalTag)->wait();
+  return 0;
 }
 
 }  // namespace ds::runtime

@@ -46,6 +46,11 @@ class PipelineStage {
   PipelineStepResult step(const std::function<const Batch&(int)>& batch, float lossScale,
                           zero::ParamTable& table, zero::BlockHooks& hooks);
 
+  // Forward only (evaluation): micro-batch `mb` through this stage's blocks, receiving the
+  // residual stream from the previous stage and sending it on. Returns its loss on the last stage
+  // (0 elsewhere). Every stage calls it for the same batches in the same order.
+  double forwardOnly(const Batch& mb, zero::ParamTable& table, zero::BlockHooks& hooks);
+
   bool first() const { return opts_.stage == 0; }
   bool last() const { return opts_.stage == opts_.stages - 1; }
 

@@ -19,6 +19,7 @@
 #include "runtime/engine/device_engine.h"
 #include "runtime/engine/init_from.h"
 #include "runtime/engine/memory_fit.h"
+#include "runtime/engine/pipeline_run.h"
 #include "runtime/engine/preflight.h"
 #include "runtime/engine/run_report.h"
 #include "runtime/engine/train_semantics.h"
@@ -93,7 +94,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     summary_.setDevice(device.info);
     logLine(fmt::format("device: {}; {}", device.why, device.info.summary()));
   }
-  if (auto tp = appliedThreadPolicy()) {  // dsrt train applied it (train_command.cc)
+  checkPipelineTrainer(plan_, ops_ != nullptr);  // before anything is allocated
+  if (auto tp = appliedThreadPolicy()) {         // dsrt train applied it (train_command.cc)
     summary_.threads = tp->threads;
     summary_.threadPolicy = describeThreadPolicy(*tp);
     const auto from = knobString(knobs::kBlasCoreFrom);
@@ -150,6 +152,11 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
                                        "are this rank's partition; its buffers the gather slots, "
                                        "gradient slot and reduce buckets)"
                                      : ""));
+  } else if (plan_.parallel.pipeline > 1) {  // this rank's stage over its own parameters
+    pipe_ = std::make_unique<PipelineRun>(plan_, mc, decay.params, group_);
+    eng_ = std::make_unique<zero::ZeroEngine>(pipe_->localParams(), pipe_->numLocalBlocks(),
+                                              pipe_->dataGroup(), z, plan_.deepspeed.optimizer);
+    logLine(pipe_->describe());
   } else {
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_,
                                               z, plan_.deepspeed.optimizer);
@@ -160,16 +167,19 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   // A resume overwrites them; a fresh start takes model.gpt.init_from's weights when set. Either
   // way the engine reads only the ranges it keeps (partitioned construction, zero.Init): at stage
   // 3 no rank ever holds the full model.
+  // (A pipeline stage's engine reads its parameters' ranges of the whole model's flat space.)
+  auto setParams = [this](zero::TrainingEngine::ParamSource source) {
+    eng_->setParamsFrom(pipe_ ? pipe_->localSource(std::move(source)) : std::move(source));
+  };
   if (!plan_.initFrom.empty() && opts_.resume.empty()) {
     InitWeights weights(plan_);
-    eng_->setParamsFrom(
+    setParams(
         [&weights](size_t offset, size_t size, float* out) { weights.read(offset, size, out); });
     logLine(fmt::format("initialized from llm.c checkpoint {}", plan_.initFrom));
   } else {
-    eng_->setParamsFrom(
-        [m = model_.get(), seed = plan_.train.seed](size_t offset, size_t size, float* out) {
-          m->initParamRange(out, offset, size, seed);
-        });
+    setParams([m = model_.get(), seed = plan_.train.seed](size_t offset, size_t size, float* out) {
+      m->initParamRange(out, offset, size, seed);
+    });
   }
   hooks_ = std::make_unique<TimedHooks>(*eng_);
   if (ops_ && dynamic_cast<zero::ZeroEngine*>(eng_.get()) != nullptr) {
@@ -190,22 +200,28 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   // fp16 on a device: the device engine's table is that Ops' memory (no mirror, checked above).
   if (fp16)
     fp16Hooks_ = std::make_unique<Fp16Hooks>(
-        *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); }, model_->params(),
-        model_->numBlocks(), ops_, !fp16NativeCompute);
+        *hooks_, [e = eng_.get()]() -> zero::ParamTable& { return e->table(); },
+        pipe_ ? pipe_->localParams() : model_->params(),
+        pipe_ ? pipe_->numLocalBlocks() : model_->numBlocks(), ops_, !fp16NativeCompute);
+  if (pipe_)
+    pipe_->bind(static_cast<zero::ZeroEngine&>(*eng_),
+                fp16Hooks_ ? static_cast<zero::BlockHooks&>(*fp16Hooks_) : *hooks_);
 
   corpora_ = openCorpora(plan_.data, dataVocab(plan_.model));
   LoaderOptions lo;
   lo.seqLen = plan_.model.seqLen;
   lo.microBatch = int(plan_.deepspeed.microBatchPerGpu);
-  lo.rank = rank_;
-  lo.world = world_;
+  // Every pipeline stage of one data index reads the same micro-batches.
+  const int dataRanks = pipe_ ? pipe_->dataSize() : world_;
+  lo.rank = pipe_ ? pipe_->dataRank() : rank_;
+  lo.world = dataRanks;
   lo.seed = plan_.train.seed;
   loader_ = std::make_unique<DataLoader>(corpora_.train, lo);
   if (corpora_.val) {
     lo.shuffle = false;
     valLoader_ = std::make_unique<DataLoader>(corpora_.val, lo);
     EvalBatches eval = evalBatches(plan_, valLoader_->batchesPerEpoch(), corpora_.val->size(),
-                                   corpora_.val->name(), world_);
+                                   corpora_.val->name(), dataRanks);
     evalBatches_ = eval.batches;
     if (!eval.warning.empty()) logLine(fmt::format("{}: {}", plan_.source, eval.warning));
   }
@@ -291,6 +307,7 @@ void Trainer::reportOutputs() {
 }
 
 std::vector<float> Trainer::fullParams() {
+  if (pipe_) return pipe_->fullParams(*eng_, model_->numParamsTotal());
   std::vector<float> flat(eng_->numel());
   eng_->getParams(flat.data());
   return flat;
@@ -317,7 +334,9 @@ StepRecord Trainer::trainStep() {
   StepRecord rec;
   double lossSum = 0, hookMs = 0;
   hooks_->take();
-  for (int k = 0; k < gas; ++k) {
+  zero::StepResult res;
+  if (pipe_) rec.loss = pipelineStep(rec, res, lr, scale);
+  for (int k = 0; k < gas && !pipe_; ++k) {
     loader_->next(batch_);
     eng_->beginStep(k == gas - 1);
     auto ta = Clock::now();
@@ -334,8 +353,7 @@ StepRecord Trainer::trainStep() {
     rec.bwdMs += msSince(tb) - h;
     hookMs += h;
   }
-  zero::StepResult res =
-      eng_->step(float(lr), float(scale), float(plan_.deepspeed.gradientClipping));
+  if (!pipe_) res = eng_->step(float(lr), float(scale), float(plan_.deepspeed.gradientClipping));
   if (mirror_) mirror_->invalidate();
   try {
     scaler_->update(res.skipped);
@@ -343,9 +361,9 @@ StepRecord Trainer::trainStep() {
     throw Error(fmt::format("step {}: {}", step_ + 1, e.what()));
   }
   auto tc = Clock::now();
-  rec.loss = allreduceMean(lossSum / gas);
+  if (!pipe_) rec.loss = allreduceMean(lossSum / gas);
   checkFinite("loss", rec.loss, step_ + 1, lr);
-  rec.commMs = hookMs + res.commMs + msSince(tc);
+  rec.commMs += hookMs + res.commMs + msSince(tc);
   rec.optimMs = res.optimMs;
   ++step_;
   samples_ += plan_.deepspeed.trainBatchSize;
@@ -416,10 +434,12 @@ double Trainer::evaluate() {
   Batch b;
   for (int64_t i = 0; i < n; ++i) {
     valLoader_->next(b);
-    sum += model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, modelTable(), modelHooks());
+    sum += pipe_ ? pipe_->evaluateBatch(b)
+                 : model_->forward(b.inputs.data(), b.targets.data(), b.B, b.T, modelTable(),
+                                   modelHooks());
   }
   hooks_->take();
-  double loss = allreduceMean(sum / double(n));
+  double loss = pipe_ ? pipe_->lastStageMean(sum / double(n)) : allreduceMean(sum / double(n));
   checkFinite("validation loss", loss, step_, schedule_->lrForStep(eng_->stepCount()));
   summary_.evals.push_back({step_, loss});
   monitors_->write({{"Train/Samples/eval_loss", loss, samples_}});

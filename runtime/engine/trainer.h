@@ -36,6 +36,8 @@ class ProcessGroup;
 
 namespace ds::runtime {
 
+class PipelineRun;
+
 struct TrainerOptions {
   std::FILE* out = stdout;  // step / eval lines (rank 0); nullptr: silent
   std::string summaryPath;  // run summary JSON written by rank 0 at the end ("" = none)
@@ -111,13 +113,19 @@ class Trainer {
   std::unique_ptr<DeviceMirror> mirror_;       // device compute: params up, grads back per block
   std::unique_ptr<TimedHooks> hooks_;
   std::unique_ptr<Fp16Hooks> fp16Hooks_;  // fp16 mode: around hooks_ (fp16_hooks.h)
-  zero::BlockHooks& modelHooks() {
+  // parallel.pipeline > 1: this rank's stage, its subgroups and reductions (pipeline_run.h).
+  std::unique_ptr<PipelineRun> pipe_;
+  // The pipelined trainStep's forward/backward and step (trainer_pipeline.cc); fills rec's
+  // timings and returns the step's mean loss (the same on every rank).
+  double pipelineStep(StepRecord& rec, zero::StepResult& res, double lr, double scale);
+  zero::BlockHooks& modelHooks();
+  zero::BlockHooks& plainHooks() {
     if (mirror_) return *mirror_;
     if (fp16Hooks_) return *fp16Hooks_;
     return *hooks_;
   }
   // The parameters the model reads: the device copies, or the engine's own.
-  zero::ParamTable& modelTable() { return mirror_ ? mirror_->table() : eng_->table(); }
+  zero::ParamTable& modelTable();
   Corpora corpora_;
   std::unique_ptr<DataLoader> loader_, valLoader_;
   std::unique_ptr<LrSchedule> schedule_;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "runtime/checkpoint/checkpoint.h"
+#include "runtime/engine/pipeline_run.h"
 #include "runtime/engine/trainer.h"
 
 namespace ds::runtime {
@@ -87,7 +88,9 @@ void checkPlanHash(const Plan& p, const CheckpointInfo& info, const nlohmann::js
 std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
   if (tag.empty()) tag = fmt::format("global_step{}", step_);
   std::vector<float> full = fullParams();  // collective at stages 1-3
-  auto shard = eng_->optimizerShard();
+  // In the whole model's flat space at any layout (a pipeline stage's ranges translated), so a
+  // checkpoint loads at any pipeline size, ZeRO stage and world size.
+  auto shard = pipe_ ? pipe_->modelShard(eng_->optimizerShard()) : eng_->optimizerShard();
   SaveRequest req;
   req.dir = root;
   req.tag = tag;
@@ -106,6 +109,7 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
                          {"optimizer_steps", eng_->stepCount()},
                          {"global_samples", samples_},
                          {"train_batch_size", plan_.deepspeed.trainBatchSize},
+                         {"parallel_pipeline", plan_.parallel.pipeline},  // informational
                          {"plan_identity", nlohmann::json::object()},
                          {"loss_scaler",
                           {{"cur_scale", s.curScale},
@@ -139,21 +143,25 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
   checkPlanHash(plan_, info, cs);
   const auto& params = model_->params();
   reader->checkParams(params);
-  eng_->setParamsFrom([&reader](size_t offset, size_t size, float* out) {
+  zero::TrainingEngine::ParamSource source = [&reader](size_t offset, size_t size, float* out) {
     reader->readModelRange(offset, size, out);  // this rank's ranges only (stage 3: its shard)
-  });
+  };
+  eng_->setParamsFrom(pipe_ ? pipe_->localSource(std::move(source)) : std::move(source));
   if (mirror_) mirror_->invalidate();
   const int64_t optSteps = cs.value("optimizer_steps", info.step);
-  eng_->loadOptimizerState(reader->rangeReader(), optSteps);
+  eng_->loadOptimizerState(
+      pipe_ ? pipe_->localRangeReader(reader->rangeReader()) : reader->rangeReader(), optSteps);
 
   step_ = cs.value("global_step", info.step);
   samples_ = cs.value("global_samples", step_ * plan_.deepspeed.trainBatchSize);
-  const int64_t perMicro = plan_.deepspeed.microBatchPerGpu * world_;
+  const int dataRanks = plan_.dataParallel();  // every pipeline stage reads the same batches
+  const int64_t perMicro = plan_.deepspeed.microBatchPerGpu * dataRanks;
   if (samples_ % perMicro != 0)
     throw ConfigError(fmt::format(
         "checkpoint {}: {} samples consumed is not a whole number of global micro-batches of "
-        "{} (micro batch {} x {} ranks); resume with a batch layout that divides it",
-        info.dir, samples_, perMicro, plan_.deepspeed.microBatchPerGpu, world_));
+        "{} (micro batch {} x {} data-parallel ranks); resume with a batch layout that divides "
+        "it",
+        info.dir, samples_, perMicro, plan_.deepspeed.microBatchPerGpu, dataRanks));
   loader_->seek(uint64_t(samples_ / perMicro));
   if (cs.contains("loss_scaler")) {
     const auto& ls = cs["loss_scaler"];
@@ -165,8 +173,12 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
     if (scaler_->dynamic()) scaler_->setState(s);
   }
   summary_.firstStep = step_;
-  logLine(fmt::format("resumed from {} (step {}, saved by {} rank(s) at ZeRO stage {}, {})",
-                      info.dir, step_, info.worldSize, info.zeroStage, info.dtype));
+  const int savedPipeline = cs.value("parallel_pipeline", 1);
+  logLine(fmt::format(
+      "resumed from {} (step {}, saved by {} rank(s){} at ZeRO stage {}, {})", info.dir, step_,
+      info.worldSize,
+      savedPipeline > 1 ? fmt::format(" in {} pipeline stages", savedPipeline) : std::string(),
+      info.zeroStage, info.dtype));
 }
 
 }  // namespace ds::runtime

@@ -89,6 +89,36 @@ TEST_CASE("e2e: dsrun --num_gpus 2 train runs the default plan and prints step l
   CHECK(exists(dir.file("run_summary.json")));
 }
 
+// Pipeline parallelism through the binaries (docs/plan.md "Pipeline parallelism"): 2 processes
+// holding one stage each of a 4-block GPT print the startup layout and the same step and
+// validation losses (4 decimals) as one `dsrt train` process with the same global batch.
+TEST_CASE("e2e: dsrun --num_gpus 2 train at parallel.pipeline=2 prints one process's losses",
+          "[e2e]") {
+  TempDir dir, single;
+  const std::string sets =
+      " --set model.gpt.n_layer=4 --set deepspeed.gradient_accumulation_steps=4 --set "
+      "train.steps=12 --set train.log_every=4 --set train.eval_every=12 --set train.device=cpu ";
+  std::string piped, one;
+  const int rc = runCommand(trainCmd(dir.path(), "--set parallel.pipeline=2" + sets), &piped,
+                            std::chrono::seconds(180));
+  INFO(piped);
+  REQUIRE(rc == 0);
+  CHECK(piped.find("rank 0: stage 0 (data 0), blocks [0, 3): embeddings, layers 0..1") !=
+        std::string::npos);
+  CHECK(piped.find("rank 1: stage 1 (data 0), blocks [3, 6): layers 2..3, head and loss") !=
+        std::string::npos);
+  const int rcOne =
+      runCommand(bin("dsrt") + " train --set train.checkpoint.dir=" + single.path() + sets, &one,
+                 std::chrono::seconds(180));
+  INFO(one);
+  REQUIRE(rcOne == 0);
+  for (const char* key : {" 4/12 | loss ", " 12/12 | loss ", "val loss "}) {
+    INFO(key);
+    CHECK(!lossAt(one, key).empty());
+    CHECK(lossAt(piped, key) == lossAt(one, key));
+  }
+}
+
 namespace {
 
 // Whether `dir` holds a checkpoint tag (global_stepN, possibly being saved) newer than `saved`.

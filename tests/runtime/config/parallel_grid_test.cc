@@ -21,13 +21,14 @@ std::string gridError(int world, ParallelPlan p, ModelShape m = {}) {
   return "(no error)";
 }
 
-std::string planError(const std::string& parallel, int world) {
+std::string planError(const std::string& parallel, int world,
+                      const std::vector<std::string>& overrides = {}) {
   std::string yaml =
       "model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 32, seq_len: 8, "
       "vocab_size: 64}\ndeepspeed:\n  train_batch_size: 8\n" +
       parallel;
   try {
-    parsePlan(yaml, "plan.yaml", {}, world);
+    parsePlan(yaml, "plan.yaml", overrides, world);
   } catch (const ds::ConfigError& e) {
     return e.what();
   }
@@ -80,4 +81,32 @@ TEST_CASE("parallel grid: the plan block", "[unit]") {
   // A valid layout is refused as not yet run by the engine, naming the grid.
   CHECK_THAT(planError("parallel: {tensor: 2}\n", 4),
              Contains("data 2 x pipeline 1 x tensor 2") && Contains("not run"));
+}
+
+// Pipeline parallelism runs (pipeline_run.h): the batch triangle is resolved over the data axis
+// (DeepSpeed: train_batch_size = micro x gas x data-parallel ranks), and what 1F1B cannot run is
+// refused at load, naming the numbers.
+TEST_CASE("parallel grid: a pipeline plan resolves its batch over the data axis", "[unit]") {
+  const std::string two = "parallel: {pipeline: 2}\n";
+  const std::vector<std::string> gas4 = {"deepspeed.gradient_accumulation_steps=4"};
+  CHECK(planError(two, 4, gas4) == "(no error)");
+  Plan plan = parsePlan(
+      "model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 32, seq_len: 8, vocab_size: 64}\n"
+      "deepspeed:\n  train_batch_size: 8\n  gradient_accumulation_steps: 4\n" +
+          two,
+      "plan.yaml", {}, 4);
+  CHECK(plan.dataParallel() == 2);
+  CHECK(plan.deepspeed.microBatchPerGpu == 1);  // 8 / (4 x 2 data ranks)
+  CHECK_THAT(planError(two, 4, {"deepspeed.gradient_accumulation_steps=1"}),
+             Contains("plan.yaml") && Contains("gradient_accumulation_steps 1") &&
+                 Contains("parallel.pipeline = 2"));
+  CHECK_THAT(
+      planError(two, 4,
+                {"deepspeed.gradient_accumulation_steps=4", "deepspeed.zero_optimization.stage=2"}),
+      Contains("zero_optimization.stage 2") && Contains("parallel.pipeline = 2"));
+  CHECK_THAT(
+      planError(two, 2,
+                {"deepspeed.gradient_accumulation_steps=4", "deepspeed.zero_optimization.stage=3"}),
+      Contains("zero_optimization.stage 3"));
+  CHECK_THAT(planError("parallel: {pipeline: 8}\n", 8), Contains("blocks") && Contains("(4)"));
 }
