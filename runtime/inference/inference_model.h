@@ -3,7 +3,8 @@
 // readGpt2Weights) or an llm.c gpt2_*.bin (ours from `dsrt export-checkpoint --format llmc`, or
 // llm.c's own). Not a trainer: no gradients, no ZeRO. With a TpShard of T > 1 ranks it holds
 // only this rank's Megatron shard (tensor_parallel.h): qkv/fc rows of its heads and MLP columns,
-// attproj/fcproj input columns, wte rows [rank*V/T, (rank+1)*V/T); vectors and wpe stay whole.
+// attproj/fcproj input columns, wte rows [rank*Vl, (rank+1)*Vl) with Vl = V/T rounded up (the last
+// block may reach wte's padding rows); vectors and wpe stay whole.
 #pragma once
 
 #include <string>
@@ -38,8 +39,9 @@ class InferenceModel {
   DType dtype() const { return dtype_; }
   int vocab() const { return cfg_.vocabSize; }
   const TpShard& shard() const { return shard_; }
-  int localVocab() const { return cfg_.vocabSize / shard_.size; }  // wte rows held (f32(0)/b16(0))
-  int localEmbd() const { return cfg_.nEmbd / shard_.size; }       // this rank's heads' width
+  // wte rows held (f32(0)/b16(0)) when tensor-parallel: vocab / T rounded up (tpVocabRows).
+  int localVocab() const { return (cfg_.vocabSize + shard_.size - 1) / shard_.size; }
+  int localEmbd() const { return cfg_.nEmbd / shard_.size; }  // this rank's heads' width
   // Parameter i (Gpt2Model order) as fp32: always valid for vectors and wpe; for matrices
   // (wte and the linear weights) only in fp32 mode (null in bf16 mode).
   const float* f32(int i) const;

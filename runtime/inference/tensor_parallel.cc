@@ -61,7 +61,17 @@ void checkTensorParallel(const ModelConfig& cfg, const TpShard& shard) {
   };
   need("n_head", cfg.nHead);
   need("n_embd", cfg.nEmbd);
-  need("vocab_size", cfg.vocabSize);
+  const int rows = (cfg.vocabSize + ranks - 1) / ranks;  // wte rows per rank
+  if (rows * ranks > cfg.paddedVocab)
+    throw ConfigError(fmt::format(
+        "generate: tensor-parallel over {} ranks splits wte into {} blocks of {} rows (vocab_size "
+        "{} rounded up), more than its {} rows (padded_vocab_size); run on a number of ranks that "
+        "divides vocab_size or pad wte further",
+        ranks, ranks, rows, cfg.vocabSize, cfg.paddedVocab));
+}
+
+int tpVocabRows(const ModelConfig& cfg, int ranks) {
+  return ranks == 1 ? cfg.vocabSize : (cfg.vocabSize + ranks - 1) / ranks;
 }
 
 std::vector<WeightRange> shardRanges(const ModelConfig& cfg, const TpShard& shard,
@@ -69,7 +79,7 @@ std::vector<WeightRange> shardRanges(const ModelConfig& cfg, const TpShard& shar
   checkTensorParallel(cfg, shard);
   const size_t C = static_cast<size_t>(cfg.nEmbd), L = static_cast<size_t>(cfg.nLayer);
   const size_t T = static_cast<size_t>(shard.size), r = static_cast<size_t>(shard.rank);
-  const size_t Cl = C / T, Vl = static_cast<size_t>(cfg.vocabSize) / T;
+  const size_t Cl = C / T, Vl = static_cast<size_t>(tpVocabRows(cfg, shard.size));
   const size_t Vp = static_cast<size_t>(cfg.paddedVocab), maxT = static_cast<size_t>(cfg.seqLen);
   std::vector<WeightRange> ranges;
   RangeList list(ranges);
@@ -84,7 +94,7 @@ std::vector<WeightRange> shardRanges(const ModelConfig& cfg, const TpShard& shar
     list.rows(0, 0, Vp, C);
     mark();
   } else {
-    list.rows(0, r * Vl, Vl, C);  // wte: this rank's vocabulary rows
+    list.rows(0, r * Vl, Vl, C);  // wte: this rank's vocabulary rows (the last may reach padding)
     mark();
   }
   src += Vp * C;

@@ -6,8 +6,8 @@
 // shardRanges names a rank's slices as ranges of the whole model's flat parameters (Gpt2Model
 // order), so a loader reads only those bytes; shardModelWeights applies them to a whole model.
 // Replicated on every rank: wpe, the layernorms, the attproj and fcproj biases (added by rank 0
-// only) and ln_f; split 1/T: wte (its vocab_size real rows; padding rows are not held), qkv, fc,
-// attproj and fcproj.
+// only) and ln_f; split 1/T: wte (tpVocabRows rows each; padding rows only as far as the last
+// block reaches), qkv, fc, attproj and fcproj.
 #pragma once
 
 #include <cstddef>
@@ -22,9 +22,14 @@ class ProcessGroup;
 
 namespace ds::runtime {
 
-// ConfigError naming the numbers when nHead, nEmbd (hence 4*nEmbd) or vocabSize do not divide by
-// shard.size, or the rank is outside [0, size).
+// ConfigError naming the numbers when nHead or nEmbd (hence 4*nEmbd) do not divide by shard.size,
+// when shard.size blocks of tpVocabRows rows do not fit wte's paddedVocab rows, or the rank is
+// outside [0, size).
 void checkTensorParallel(const ModelConfig& cfg, const TpShard& shard);
+// wte rows (and logits) per rank: vocabSize / ranks rounded up, so a vocabulary that does not
+// divide (GPT-2's 50257) still splits: the last rank's block reaches into the padding rows, whose
+// logits are dropped when the blocks are gathered. vocabSize for one rank.
+int tpVocabRows(const ModelConfig& cfg, int ranks);
 
 // A run of flat elements [offset, offset + count).
 struct WeightRange {
