@@ -257,7 +257,8 @@ int lead(const Flags& f, const Tokenizer& codec, const InferenceModel& model,
                   server.connectionCount(), ho.writeTimeout.count());
     server.stop();
   };
-  const auto heartbeat = 1000ms;  // DecodeLinkOptions' default heartbeat interval
+  // Idle waits no longer than the heartbeat interval, so the followers hear from rank 0 in time.
+  const auto heartbeat = serve::DecodeLinkOptions{}.heartbeatInterval;
   try {
     while (!signals.stopRequested()) {
       if (!sched.step()) {
