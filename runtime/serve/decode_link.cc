@@ -8,12 +8,6 @@
 #include "core/error.h"
 
 namespace ds::runtime::serve {
-namespace {
-
-constexpr size_t kHeader = 5;  // kind, sequence, resets, rows, hasLogitRows
-
-}  // namespace
-
 const char* decodeOpName(DecodeOp::Kind kind) {
   switch (kind) {
     case DecodeOp::kForward: return "forward";
@@ -43,22 +37,32 @@ void DecodeLink::broadcast(int32_t* data, size_t count, const char* what) {
   try {
     group_.broadcast(view, 0)->wait(timeout);
   } catch (const TimeoutError& e) {
+    broken_ = true;
     throw TimeoutError(fmt::format("{}: nothing within {} ms: {}", who, timeout.count(), e.what()));
   } catch (const Error& e) {
+    broken_ = true;
     throw CommError(fmt::format("{}: {}", who, e.what()));
   }
 }
 
+void DecodeLink::checkUsable() const {
+  if (broken_)
+    throw InternalError(fmt::format(
+        "serve: rank {}: the decode link is unusable after its op {} failed (the ranks are out "
+        "of step)",
+        group_.rank(), sequence_));
+}
+
 void DecodeLink::send(const DecodeOp& op) {
   if (!leader()) throw InternalError("DecodeLink::send on a follower rank");
+  checkUsable();
   const size_t rows = op.slots.size();
   if (op.tokens.size() != rows || (!op.logitRows.empty() && op.logitRows.size() != rows))
     throw InternalError(fmt::format("DecodeLink::send: {} slots, {} tokens, {} logit rows", rows,
                                     op.tokens.size(), op.logitRows.size()));
-  int32_t header[kHeader] = {op.kind, static_cast<int32_t>(sequence_),
-                             static_cast<int32_t>(op.resets.size()), static_cast<int32_t>(rows),
-                             op.logitRows.empty() ? 0 : 1};
-  broadcast(header, kHeader, decodeOpName(op.kind));
+  header_ = {op.kind, static_cast<int32_t>(sequence_), static_cast<int32_t>(op.resets.size()),
+             static_cast<int32_t>(rows), op.logitRows.empty() ? 0 : 1};
+  broadcast(header_.data(), header_.size(), decodeOpName(op.kind));
   buf_.assign(op.resets.begin(), op.resets.end());
   buf_.insert(buf_.end(), op.slots.begin(), op.slots.end());
   buf_.insert(buf_.end(), op.tokens.begin(), op.tokens.end());
@@ -74,8 +78,10 @@ void DecodeLink::heartbeatIfIdle() {
 
 DecodeOp DecodeLink::receive() {
   if (leader()) throw InternalError("DecodeLink::receive on rank 0 (the leader)");
-  int32_t header[kHeader] = {};
-  broadcast(header, kHeader, "next op");
+  checkUsable();
+  header_.fill(0);
+  broadcast(header_.data(), header_.size(), "next op");
+  const auto& header = header_;
   const auto kind = static_cast<DecodeOp::Kind>(header[0]);
   if (kind != DecodeOp::kForward && kind != DecodeOp::kHeartbeat && kind != DecodeOp::kStop)
     throw InternalError(fmt::format("serve: rank {}: op {} from rank 0 has kind {}, expected 1..3",

@@ -9,9 +9,11 @@
 // for hours. Wire: an int32 header {kind, sequence, resets, rows, hasLogitRows}, then (unless
 // empty) one int32 payload [resets..., slots..., tokens..., logitRows 0/1...]. Followers check the
 // sequence, so a lost or extra op is an InternalError naming both numbers, not silently wrong text.
-// Every rank of the group must use its link in the same order; one thread per rank.
+// Every rank of the group must use its link in the same order; one thread per rank. After a
+// failed or timed-out op the link is broken (InternalError on use): the ranks are out of step.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -55,12 +57,18 @@ class DecodeLink {
 
  private:
   void broadcast(int32_t* data, size_t count, const char* what);
+  void checkUsable() const;
 
   comm::ProcessGroup& group_;
   DecodeLinkOptions opts_;
   uint64_t sequence_ = 0;
   std::chrono::steady_clock::time_point lastSent_;
+  // The broadcast buffers are members: a wait that timed out leaves its broadcast with the
+  // backend, which may still write here later, so they live as long as the link (which is then
+  // broken: every further call throws).
+  std::array<int32_t, 5> header_{};  // kind, sequence, resets, rows, hasLogitRows
   std::vector<int32_t> buf_;
+  bool broken_ = false;
 };
 
 const char* decodeOpName(DecodeOp::Kind kind);

@@ -99,12 +99,14 @@ TEST_CASE("DecodeLink: a follower waits for rank 0 at most followerTimeout, nami
         error = e.what();
       }
       timedOut = true;
-      return;
+    } else {
+      // Rank 0 stays silent until the follower gave up, then sends the op it waited for.
+      while (!timedOut) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      link.send(DecodeOp{});
     }
-    // Rank 0 stays silent until the follower gave up, then sends the op it waited for, so the
-    // abandoned broadcast completes before the groups close.
-    while (!timedOut) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    link.send(DecodeOp{});
+    // The abandoned broadcast runs before this barrier on rank 1's queue: both ranks leave with
+    // nothing in flight, so neither closes its group under the other.
+    group.barrier()->wait();
   });
   CHECK_THAT(error, Catch::Contains("rank 1 waiting for op 0 (next op) from rank 0"));
   CHECK_THAT(error, Catch::Contains("nothing within 200 ms"));
