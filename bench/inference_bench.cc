@@ -1,28 +1,46 @@
 // bench_inference_bench: dsrt generate's decoder (runtime/inference) against the machine's limits
 // measured in the same run, for issue 19 item 6 (bench/inference_bench.sh adds PyTorch beside it).
 //   bandwidth: STREAM-style read (sum) and triad (a = b + s c) over arrays of --stream_mb MB each
-//              (far larger than the last-level cache), best of --reps, on the compute threads;
-//   sgemm peak: OpenBLAS sgemm on 2048^3, best of --reps;
+//              (far larger than the last-level cache), best of --reps: vectorised with the gemv
+//              kernels' ISA (AVX-512 / AVX2, four independent accumulators, so the adds never
+//              bound it) and split over the compute threads as our kernels are (one OpenMP team of
+//              computeThreads(), contiguous chunks);
+//   sgemm peak: our sgemm (runtime/tensor/sgemm.h: the GEMM split over the same team, OpenBLAS one
+//              thread per call) on 2048^3, best of --reps, after re-executing with the OpenBLAS
+//              core dsrt uses (runtime/tensor/blas_core.h), so the peak is of the kernels the
+//              decoder and prefill run;
 //   decode:    per --dtype and batch, sequences prefilled with --prompt tokens, then --steps
 //              batched decode steps timed (best of --reps). Batch-1 bytes per token = weights read
 //              per step (every matrix incl. the tied head once, the vectors, one wpe row), and
 //              the bandwidth limit = those bytes / the read bandwidth;
 //   prefill:   one --prefill token prompt, tokens/s and GFLOP/s against the sgemm peak.
 // Also times batch 1 with gemv off (sgemm path, --ab) to show what the gemv kernels bring.
+// Under dsrun with WORLD_SIZE T > 1 (bench/inference_bench.sh runs it so): tensor-parallel decode
+// only, each rank holding its shard (runtime/inference/tensor_parallel.h) and all ranks making the
+// same calls; rank 0 prints "tp T" lines. No bandwidth or sgemm probe there (the 1-rank run of the
+// same script measures them).
 // Random GPT-2 weights (default 124M shapes). Not a correctness check (tests/runtime/inference).
-#include <cblas.h>
+#include <immintrin.h>
+#include <omp.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/bootstrap.h"
+#include "comm/process_group.h"
+#include "core/env.h"
+#include "core/rank_env.h"
 #include "runtime/data/rng.h"
 #include "runtime/inference/decoder.h"
 #include "runtime/inference/inference_model.h"
+#include "runtime/tensor/blas_core.h"
 #include "runtime/tensor/gemv.h"
+#include "runtime/tensor/sgemm.h"
 #include "runtime/tensor/threads.h"
 
 using namespace ds::runtime;
@@ -37,30 +55,127 @@ struct Bandwidth {
   double read = 0, triad = 0;  // GB/s
 };
 
-Bandwidth stream(size_t mb, int reps) {
+// Sum of p[0, n): four independent vector accumulators, so the loop waits on memory, not on
+// the add latency (a single scalar chain read at a third of the bandwidth: bench/results
+// inference.txt, 2026-11-27).
+__attribute__((target("avx512f"))) float sumAvx512(const float* p, size_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+  }
+  alignas(64) float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns inside it
+  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  float s = 0;
+  for (float v : lanes) s += v;
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+__attribute__((target("avx2"))) float sumAvx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  float s = 0;
+  for (float v : lanes) s += v;
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+float sumScalar(const float* p, size_t n) {
+  float acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (size_t k = 0; k < 8; ++k) acc[k] += p[i + k];
+  float s = 0;
+  for (float v : acc) s += v;
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+// a = b + 3 c over [0, n).
+__attribute__((target("avx512f"))) void triadAvx512(float* a, const float* b, const float* c,
+                                                    size_t n) {
+  const __m512 three = _mm512_set1_ps(3.0f);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(a + i, _mm512_fmadd_ps(three, _mm512_loadu_ps(c + i), _mm512_loadu_ps(b + i)));
+  for (; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+}
+
+__attribute__((target("avx2,fma"))) void triadAvx2(float* a, const float* b, const float* c,
+                                                   size_t n) {
+  const __m256 three = _mm256_set1_ps(3.0f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(a + i, _mm256_fmadd_ps(three, _mm256_loadu_ps(c + i), _mm256_loadu_ps(b + i)));
+  for (; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+}
+
+void triadScalar(float* a, const float* b, const float* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+}
+
+// Thread t of the team's contiguous chunk of [0, n), as the kernels split rows.
+void chunk(size_t n, size_t& begin, size_t& end) {
+  const auto team = static_cast<size_t>(omp_get_num_threads());
+  const auto t = static_cast<size_t>(omp_get_thread_num());
+  begin = n * t / team;
+  end = n * (t + 1) / team;
+}
+
+Bandwidth stream(size_t mb, int reps, ds::runtime::GemvIsa isa) {
+  using ds::runtime::GemvIsa;
   const size_t n = mb * 1000 * 1000 / sizeof(float);
   std::vector<float> a(n), b(n), c(n);
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    a[i] = 0.0f;
-    b[i] = 1.0f;
-    c[i] = 2.0f;
+  const int team = computeThreads();
+#pragma omp parallel num_threads(team)
+  {
+    size_t begin = 0, end = 0;
+    chunk(n, begin, end);  // first touch by the thread that reads the chunk later
+    for (size_t i = begin; i < end; ++i) {
+      a[i] = 0.0f;
+      b[i] = 1.0f;
+      c[i] = 2.0f;
+    }
   }
+  auto sum = isa == GemvIsa::kAvx512 ? sumAvx512 : isa == GemvIsa::kAvx2 ? sumAvx2 : sumScalar;
+  auto triad = isa == GemvIsa::kAvx512 ? triadAvx512
+               : isa == GemvIsa::kAvx2 ? triadAvx2
+                                       : triadScalar;
   Bandwidth bw;
   volatile float sink = 0;
-  for (int r = 0; r < reps; ++r) {
+  for (int r = 0; r < reps + 1; ++r) {  // the first pass warms the pages and the team
     double t0 = now();
     float s = 0;
-#pragma omp parallel for simd schedule(static) reduction(+ : s)
-    for (size_t i = 0; i < n; ++i) s += b[i];
+#pragma omp parallel num_threads(team) reduction(+ : s)
+    {
+      size_t begin = 0, end = 0;
+      chunk(n, begin, end);
+      s += sum(b.data() + begin, end - begin);
+    }
     double t = now() - t0;
     sink = sink + s;
-    bw.read = std::max(bw.read, double(n) * sizeof(float) / t / 1e9);
+    if (r > 0) bw.read = std::max(bw.read, double(n) * sizeof(float) / t / 1e9);
     t0 = now();
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+#pragma omp parallel num_threads(team)
+    {
+      size_t begin = 0, end = 0;
+      chunk(n, begin, end);
+      triad(a.data() + begin, b.data() + begin, c.data() + begin, end - begin);
+    }
     t = now() - t0;
-    bw.triad = std::max(bw.triad, 3.0 * double(n) * sizeof(float) / t / 1e9);
+    if (r > 0) bw.triad = std::max(bw.triad, 3.0 * double(n) * sizeof(float) / t / 1e9);
   }
   return bw;
 }
@@ -71,8 +186,7 @@ double sgemmPeak(int reps) {
   double best = 0;
   for (int r = 0; r < reps + 1; ++r) {
     const double t0 = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
+    sgemm(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     const double t = now() - t0;
     if (r > 0) best = std::max(best, 2.0 * n * n * double(n) / t / 1e9);
   }
@@ -138,9 +252,44 @@ double prefillSeconds(const InferenceModel& m, int T, int reps, SplitMix64& rng)
   return best;
 }
 
+// Tensor-parallel decode under dsrun (WORLD_SIZE > 1): every rank builds the same random model,
+// keeps its shard, and times the same decode calls (the same seed: the same tokens); rank 0 prints.
+int tensorParallel(const ModelConfig& cfg, const std::vector<float>& flat0,
+                   const std::vector<std::string>& dtypes, const std::vector<int>& batches,
+                   int prompt, int steps, int reps) {
+  const ds::EnvMap env = ds::currentEnv();
+  const ds::RankEnv re = ds::deriveRankEnv(env);
+  ds::comm::BootstrapOptions bo;
+  bo.env = env;
+  const auto group = ds::comm::bootstrap(bo);
+  const bool print = re.rank == 0;
+  if (print)
+    std::printf("tp %d ranks, threads %d per rank, gemv isa %s, blas core %s, comm %s\n",
+                re.worldSize, computeThreads(), gemvIsaName(gemvBestIsa()), blasCoreName().c_str(),
+                group->backendName().c_str());
+  for (const std::string& dtype : dtypes) {
+    const ds::DType dt = dtype == "bf16" ? ds::DType::kBF16 : ds::DType::kF32;
+    const InferenceModel m(cfg, flat0, dt, TpShard{re.rank, re.worldSize});
+    if (print)
+      std::printf("tp %s: %.1f MB of weights held per rank\n", dtype.c_str(),
+                  double(m.heldBytes()) / 1e6);
+    for (int B : batches) {
+      SplitMix64 rng(7);  // the same on every rank
+      DecoderOptions opts;
+      opts.group = group.get();
+      const double sec = decodeStep(m, B, prompt, steps, reps, opts, rng);
+      if (print)
+        std::printf("  tp decode %s batch %2d: %8.1f tokens/s  %7.2f ms/step\n", dtype.c_str(), B,
+                    B / sec, sec * 1e3);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexecForBlasCore(argv);  // the OpenBLAS kernels dsrt runs (runtime/tensor/blas_core.h)
   CLI::App app{"dsrt generate's decoder against bandwidth and sgemm limits"};
   ModelConfig cfg;
   cfg.nLayer = 12;
@@ -171,6 +320,9 @@ int main(int argc, char** argv) {
   app.add_option("--stream_mb", streamMb, "MB per STREAM array")->capture_default_str();
   app.add_option("--ab", ab, "also time batch 1 with gemv off (sgemm)")->capture_default_str();
   app.add_option("--threads", threads, "compute threads (default OpenMP's)");
+  int localRank = -1;
+  app.add_option("--local_rank", localRank,
+                 "set by dsrun (tensor-parallel: the rank comes from the environment)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures appear as measured (slow on a busy machine)
   if (threads > 0) setComputeThreads(threads);
@@ -178,17 +330,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--prompt/--steps/--prefill exceed --seq_len %d\n", cfg.seqLen);
     return 2;
   }
-  const Bandwidth bw = stream(streamMb, reps);
+  auto model = makeModel(cfg);
+  std::vector<float> flat0(model->numParamsTotal());
+  model->initParams(flat0.data(), 1);
+  if (ds::deriveRankEnv(ds::currentEnv()).worldSize > 1)
+    return tensorParallel(cfg, flat0, dtypes, batches, prompt, steps, reps);
+  const Bandwidth bw = stream(streamMb, reps, gemvBestIsa());
   const double peak = sgemmPeak(reps);
   std::printf("threads %d, gemv isa %s, blas core %s\n", computeThreads(),
               gemvIsaName(gemvBestIsa()), blasCoreName().c_str());
   std::printf(
-      "bandwidth: read %.1f GB/s, triad %.1f GB/s (%zu MB arrays); sgemm 2048^3 %.1f "
-      "GFLOP/s\n",
-      bw.read, bw.triad, streamMb, peak);
-  auto model = makeModel(cfg);
-  std::vector<float> flat0(model->numParamsTotal());
-  model->initParams(flat0.data(), 1);
+      "bandwidth: read %.1f GB/s, triad %.1f GB/s (%zu MB arrays, %s, %d threads); sgemm "
+      "2048^3 %.1f GFLOP/s (ours: %d threads, OpenBLAS %s)\n",
+      bw.read, bw.triad, streamMb, gemvIsaName(gemvBestIsa()), computeThreads(), peak,
+      computeThreads(), blasCoreName().c_str());
   // Prefill FLOPs: 2 per weight of every block linear per token, the head for the last row only,
   // and causal attention (QK^T and AV over half the T x T square).
   const double C = cfg.nEmbd, L = cfg.nLayer;

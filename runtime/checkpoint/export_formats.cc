@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -68,8 +69,10 @@ void checkGptNames(const CheckpointInfo& info, int layers) {
           info.dir, i, i < info.params.size() ? info.params[i].name : "(none)", want[i]));
 }
 
-GptCheckpoint loadGpt(const std::string& root, const std::string& tag, ExportShape shape) {
-  auto reader = CheckpointReader::open(root, tag);
+// The checkpoint's facts and offsets (flat left empty) and its reader.
+GptCheckpoint openGpt(const std::string& root, const std::string& tag, ExportShape shape,
+                      std::unique_ptr<CheckpointReader>& reader) {
+  reader = CheckpointReader::open(root, tag);
   GptCheckpoint ck;
   ck.info = reader->info();
   const auto& params = ck.info.params;
@@ -101,6 +104,14 @@ GptCheckpoint loadGpt(const std::string& root, const std::string& tag, ExportSha
     ck.offsets.push_back(total);
     total += param.numel;
   }
+  return ck;
+}
+
+GptCheckpoint loadGpt(const std::string& root, const std::string& tag, ExportShape shape) {
+  std::unique_ptr<CheckpointReader> reader;
+  GptCheckpoint ck = openGpt(root, tag, shape, reader);
+  const auto& params = ck.info.params;
+  const size_t total = ck.offsets.back() + params.back().numel;
   ck.flat.resize(total);
   const auto names = reader->stateNames();
   if (std::find(names.begin(), names.end(), "fp32") != names.end())
@@ -197,6 +208,33 @@ void exportLlmc(const std::string& root, const std::string& tag, const std::stri
   out.write(header, sizeof header);
   out.write(ck.flat.data(), ck.flat.size() * sizeof(float));
   out.commit();
+}
+
+Gpt2WeightSource openGpt2Weights(const std::string& root, const std::string& tag,
+                                 ExportShape shape) {
+  std::unique_ptr<CheckpointReader> reader;
+  const GptCheckpoint ck = openGpt(root, tag, shape, reader);
+  Gpt2WeightSource src;
+  src.facts.dir = ck.info.dir;
+  src.facts.step = ck.info.step;
+  src.facts.nLayer = ck.nLayer;
+  src.facts.nHead = ck.nHead;
+  src.facts.nEmbd = ck.nEmbd;
+  src.facts.maxT = ck.maxT;
+  src.facts.vocab = ck.vocab;
+  src.facts.paddedVocab = ck.paddedVocab;
+  src.numel = ck.offsets.back() + ck.info.params.back().numel;
+  // Checked once here, as readModel would (names, order, shapes), before ranges are read.
+  reader->checkParams(ck.info.params);
+  // The fp32 master ranges when the checkpoint has them (as loadGpt reads), else the model file.
+  const auto names = reader->stateNames();
+  const bool masters = std::find(names.begin(), names.end(), "fp32") != names.end();
+  std::shared_ptr<const CheckpointReader> shared(std::move(reader));
+  src.read = [shared, masters](size_t offset, size_t count, float* out) {
+    if (masters) shared->readRange(offset, count, "fp32", out);
+    else shared->readModelRange(offset, count, out);
+  };
+  return src;
 }
 
 Gpt2Weights readGpt2Weights(const std::string& root, const std::string& tag, ExportShape shape) {

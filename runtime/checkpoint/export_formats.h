@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,18 @@ struct Gpt2Weights {
 };
 Gpt2Weights readGpt2Weights(const std::string& root, const std::string& tag,
                             ExportShape shape = {});
+
+// The same checkpoint opened without reading its weights: the facts (flat left empty), the
+// element count, and a reader of flat ranges [offset, offset + count) in the same order (the
+// rank files' byte ranges that hold them, nothing else), for a tensor-parallel rank that loads
+// only its slices. The reader keeps the checkpoint open; ConfigError naming the range when the
+// files do not cover it.
+struct Gpt2WeightSource {
+  Gpt2Weights facts;
+  size_t numel = 0;
+  std::function<void(size_t offset, size_t count, float* out)> read;
+};
+Gpt2WeightSource openGpt2Weights(const std::string& root, const std::string& tag,
+                                 ExportShape shape = {});
 
 }  // namespace ds::runtime

@@ -1,6 +1,7 @@
 // Decoder (see decoder.h).
 #include "runtime/inference/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -226,10 +227,13 @@ void Decoder::forward(const int* slots, const int32_t* tokens, int n,
   gathered_.resize(block * sz(T));
   product(localLogits_.data(), ln_.data(), m_.f32(0), m_.b16(0), nullptr, rows, C, Vl);
   tpAllgather(opts_.group, localLogits_.data(), gathered_.data(), block);
-  for (int r = 0; r < T; ++r)
-    for (int i = 0; i < rows; ++i)
+  // The last block may reach wte's padding rows (Vl = V/T rounded up): their logits are dropped.
+  for (int r = 0; r < T; ++r) {
+    const int width = std::min(Vl, V - r * Vl);
+    for (int i = 0; i < rows && width > 0; ++i)
       std::memcpy(logits + sz(i) * sz(V) + sz(r) * sz(Vl),
-                  gathered_.data() + sz(r) * block + sz(i) * sz(Vl), sz(Vl) * sizeof(float));
+                  gathered_.data() + sz(r) * block + sz(i) * sz(Vl), sz(width) * sizeof(float));
+  }
 }
 
 }  // namespace ds::runtime

@@ -26,7 +26,8 @@ BatchScheduler::BatchScheduler(const InferenceModel& model, const BatchScheduler
     : model_(model),
       opts_(opts),
       sink_(std::move(sink)),
-      decoder_(model, opts.maxBatch),
+      decoder_(model, opts.maxBatch,
+               DecoderOptions{.group = opts.link ? &opts.link->group() : nullptr}),
       slots_(static_cast<size_t>(opts.maxBatch)),
       logits_(static_cast<size_t>(model.vocab()) * static_cast<size_t>(opts.maxBatch)) {
   DS_CHECK(opts.maxBatch >= 1 && opts.maxQueue >= 0, "bad BatchSchedulerOptions");
@@ -89,7 +90,7 @@ void BatchScheduler::applyCancels() {
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s] && cancelled_.count(slots_[s]->job.id)) {
       slots_[s].reset();
-      decoder_.reset(static_cast<int>(s));
+      resetSlot(s);
       --running_;
     }
   }
@@ -109,6 +110,26 @@ void BatchScheduler::accept(Active& a, const float* logits) {
   else if (decoder_.length(slot) >= model_.config().seqLen) ev.finish = "length";  // context
   a.done = !ev.finish.empty();
   sink_(ev);
+}
+
+void BatchScheduler::resetSlot(size_t slot) {
+  decoder_.reset(static_cast<int>(slot));
+  if (opts_.link != nullptr) pendingResets_.push_back(static_cast<int32_t>(slot));
+}
+
+void BatchScheduler::forward(const std::vector<int>& slots, const std::vector<int32_t>& tokens,
+                             const std::vector<bool>& logitRows) {
+  if (opts_.link != nullptr) {
+    DecodeOp op;
+    op.kind = DecodeOp::kForward;
+    op.resets.swap(pendingResets_);
+    op.slots.assign(slots.begin(), slots.end());
+    op.tokens = tokens;
+    op.logitRows = logitRows;
+    opts_.link->send(op);
+  }
+  decoder_.forward(slots.data(), tokens.data(), static_cast<int>(slots.size()), logitRows,
+                   logits_.data());
 }
 
 void BatchScheduler::admit() {
@@ -132,13 +153,12 @@ void BatchScheduler::admit() {
       ++running_;
     }
     Active& a = *slots_[s];
-    decoder_.reset(static_cast<int>(s));
+    resetSlot(s);
     const auto& ids = a.job.prompt;
     const std::vector<int> rowSlots(ids.size(), static_cast<int>(s));
     std::vector<bool> rows(ids.size(), false);
     rows.back() = true;
-    decoder_.forward(rowSlots.data(), ids.data(), static_cast<int>(ids.size()), rows,
-                     logits_.data());
+    forward(rowSlots, ids, rows);
     accept(a, logits_.data());
   }
 }
@@ -155,7 +175,7 @@ bool BatchScheduler::step() {
     }
   }
   if (!slots.empty()) {
-    decoder_.forward(slots.data(), toks.data(), static_cast<int>(slots.size()), {}, logits_.data());
+    forward(slots, toks, {});
     const size_t V = static_cast<size_t>(model_.vocab());
     for (size_t i = 0; i < slots.size(); ++i)
       accept(*slots_[static_cast<size_t>(slots[i])], logits_.data() + i * V);

@@ -4,6 +4,8 @@
 // cancelled request frees its slot for the next step. Invariant: a request's tokens depend only
 // on its own prompt, sampling parameters and seed (its draws come from its own stream, seeded as
 // `dsrt generate` seeds a single prompt), never on what it was batched with.
+// Tensor-parallel (options.link): every Decoder call is first sent to the follower ranks
+// (decode_link.h), slot resets riding along with the next forward, so their caches stay in step.
 // Thread-safety: submit(), cancel() and the counts from any thread; step() and drainQueue() on
 // one thread (the decode loop), which is also where the sink is called.
 #pragma once
@@ -24,6 +26,7 @@
 #include "runtime/inference/decoder.h"
 #include "runtime/inference/inference_model.h"
 #include "runtime/inference/sampler.h"
+#include "runtime/serve/decode_link.h"
 
 namespace ds::runtime::serve {
 
@@ -48,6 +51,9 @@ struct BatchEvent {
 struct BatchSchedulerOptions {
   int maxBatch = 8;   // KV-cache slots: requests decoded together
   int maxQueue = 64;  // requests waiting for a slot; beyond, submit() refuses
+  // Tensor-parallel serving: the link to the follower ranks (the model is this rank's shard); the
+  // scheduler runs on rank 0 only. Null: one rank.
+  DecodeLink* link = nullptr;
 };
 
 class BatchScheduler {
@@ -76,6 +82,9 @@ class BatchScheduler {
   void applyCancels();
   void admit();
   void accept(Active& a, const float* logits);
+  void resetSlot(size_t slot);
+  void forward(const std::vector<int>& slots, const std::vector<int32_t>& tokens,
+               const std::vector<bool>& logitRows);
 
   const InferenceModel& model_;
   BatchSchedulerOptions opts_;
@@ -83,6 +92,7 @@ class BatchScheduler {
   Decoder decoder_;
   std::vector<std::unique_ptr<Active>> slots_;  // [maxBatch]; null = free (decode thread)
   std::vector<float> logits_;
+  std::vector<int32_t> pendingResets_;  // tensor-parallel: sent with the next forward
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<BatchJob> queue_;    // guarded by mu_

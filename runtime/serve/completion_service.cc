@@ -230,4 +230,14 @@ void CompletionService::shutdown() {
   }
 }
 
+int CompletionService::abort(const std::string& msg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  shuttingDown_ = true;
+  scheduler_->drainQueue();
+  const int count = static_cast<int>(pending_.size());
+  for (const auto& [id, p] : pending_) fail(id, p, 500, msg);
+  pending_.clear();
+  return count;
+}
+
 }  // namespace ds::runtime::serve

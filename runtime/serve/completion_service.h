@@ -37,6 +37,10 @@ class CompletionService : public HttpHandler {
   void onEvent(const BatchEvent& ev);
   // From now on new requests get 503; the waiting ones are answered 503 too (running ones go on).
   void shutdown();
+  // The decode loop failed (a tensor-parallel follower gone): every request waiting or running is
+  // answered 500 with msg (a stream gets an error event and [DONE]) and new ones 503. Returns how
+  // many were answered.
+  int abort(const std::string& msg);
   int inFlight() const;
 
  private:

@@ -144,10 +144,20 @@ inline constexpr Knob kBlasCoreFrom{
         "OpenBLAS had picked (for the startup line); not set by hand.",
     .readBy = kReadByDsrt | kReadByBench};
 
+// runtime/cmd/serve_command.cc: a follower of tensor-parallel `dsrt serve` dies mid-request.
+inline constexpr Knob kServeFaultKill{
+    .name = "DS_SERVE_FAULT_KILL",
+    .type = KnobType::kString,
+    .doc =
+        "Fault injection for tests: 'rank=R,forward=N' makes follower rank R (>= 1) of a "
+        "tensor-parallel dsrt serve SIGKILL itself when rank 0 announces its N-th forward step. "
+        "Unset: nothing.",
+    .readBy = kReadByDsrt};
+
 inline constexpr const Knob* kRuntimeKnobList[] = {
     &kBf16Linear,         &kCudaAttention,    &kCudaGeluFusion, &kCudaLayernormBwd,
     &kFp16Compute,        &kRestartAttempt,   &kFaultKill,      &kOffloadOverlap,
-    &kOffloadOverlapTile, &kOpenblasCoretype, &kBlasCoreFrom};
+    &kOffloadOverlapTile, &kOpenblasCoretype, &kBlasCoreFrom,   &kServeFaultKill};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

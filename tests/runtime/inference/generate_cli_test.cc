@@ -302,9 +302,22 @@ TEST_CASE("dsrt generate: 2 tensor-parallel ranks give 1 rank's tokens and logit
     INFO("max relative logit difference, 1 rank vs 2 tensor-parallel ranks: " << err);
     CHECK(err <= 1e-5);
   }
+  // A vocabulary that does not divide by the ranks (GPT-2's 50257 over 2): 255 ids split in
+  // blocks of 128, the second reaching one row of wte's padding, whose logit is dropped.
+  const std::string odd =
+      " --prompt_ids 116,111,32,98 --greedy --max_new_tokens 12 --vocab_size 255";
+  const std::string one = stdoutLines(gen(ck + odd + " --logits " + dir.file("o1")));
+  const std::string two = genRanks(2, ck + odd + " --logits " + dir.file("o2"));
+  CHECK(one == two);
+  const auto l1 = readFloats(dir.file("o1")), l2 = readFloats(dir.file("o2"));
+  REQUIRE(l1.size() == 12u * 255u);
+  REQUIRE(l2.size() == l1.size());
+  for (size_t i = 0; i < l1.size(); ++i)
+    REQUIRE(std::fabs(double(l1[i]) - double(l2[i])) <=
+            1e-5 * std::max(1.0, std::fabs(double(l1[i]))));
 }
 
-TEST_CASE("generate: tensor-parallel refuses shapes that do not divide by the ranks", "[unit]") {
+TEST_CASE("generate: tensor-parallel refuses shapes that do not split over the ranks", "[unit]") {
   ModelConfig cfg;
   cfg.kind = "gpt2";
   cfg.nLayer = 1;
@@ -319,7 +332,14 @@ TEST_CASE("generate: tensor-parallel refuses shapes that do not divide by the ra
     return InferenceModel(cfg, std::vector<float>(numel, 0.5f), ds::DType::kF32, TpShard{0, ranks});
   };
   CHECK_THROWS_WITH(build(3), Catch::Contains("n_head (4) divisible by 3"));
-  CHECK_THROWS_WITH(build(4), Catch::Contains("vocab_size (6) divisible by 4"));
+  // vocab_size 6 over 4 ranks: blocks of 2 rows, the last one wte's padding rows 6 and 7.
+  CHECK(build(4).localVocab() == 2);
+  cfg.paddedVocab = 6;
+  numel -= 2 * 8;
+  CHECK_THROWS_WITH(build(4), Catch::Contains("4 blocks of 2 rows (vocab_size 6 rounded up), "
+                                              "more than its 6 rows (padded_vocab_size)"));
+  cfg.paddedVocab = 8;
+  numel += 2 * 8;
   cfg.vocabSize = 8;
   const InferenceModel half = build(2);
   CHECK(half.localEmbd() == 4);
