@@ -22,9 +22,12 @@ struct ParamInfo {
 };
 
 struct ParamTable {
-  std::vector<float*> value;         // [numParams] fp32 values (full tensor), or nullptr
-  std::vector<const bf16*> value16;  // [numParams] bf16 copies when computing in bf16, else null
-  std::vector<float*> grad;          // [numParams] fp32 gradient accumulators (full tensor)
+  std::vector<float*> value;  // [numParams] fp32 values (full tensor), or nullptr
+  // [numParams] 16-bit copies when computing in 16 bits, else null: bf16, or fp16 bits (read
+  // them as ds::fp16) when the compute dtype is fp16 (the host engine's and the device engine's
+  // fp16 copies; the pointer type stays bf16 so every owner shares one table layout).
+  std::vector<const bf16*> value16;
+  std::vector<float*> grad;  // [numParams] fp32 gradient accumulators (full tensor)
 };
 
 // The training loop's notifications, called by the model around each block. Block numbering is
