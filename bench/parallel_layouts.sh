@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Pipeline against pure data parallelism at the same world size (issue 17 item 7): GPT-2 shapes
+# (GPT-2 vocabulary, T=64), 2 local ranks over gloo, fp32, ZeRO 0, the same global batch and
+# gradient_accumulation_steps, for D=2 (data parallel) and P=2 (pipeline, 1F1B); each run's
+# tokens/s from its run summary, the ratio P/D, and each layout's peak RSS per rank (the
+# parameter + optimizer share a pipeline stage holds is about half of a data rank's).
+# Usage: bench/parallel_layouts.sh [BUILD_DIR] [OUT_FILE]
+#   env: SIZES ("12x768 24x1024": layers x width), GAS (4), STEPS (12), MICRO (1)
+# Not a test: a figure with the machine's load printed beside it (2 cores: the two ranks and
+# gloo's threads share them, so neither layout gets the speed it would with a core per rank).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=$(realpath "${1:-build}")
+OUT=${2:-bench/results/parallel.txt}
+SIZES=${SIZES:-"12x768 24x1024"}
+GAS=${GAS:-4}
+STEPS=${STEPS:-12}
+MICRO=${MICRO:-1}
+[[ -x /usr/bin/time ]] || { echo "parallel_layouts: needs /usr/bin/time" >&2; exit 2; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+port=$((29600 + RANDOM % 100))
+
+# run NAME LAYERS WIDTH PIPELINE: one 2-rank run; prints "tokens/s peak_MiB final_loss".
+run() {
+  local name=$1 layers=$2 width=$3 pipe=$4
+  port=$((port + 1))
+  local heads=$((width / 64))
+  cat >"$TMP/rank.sh" <<EOR
+#!/bin/bash
+exec /usr/bin/time -f %M -o "$TMP/$name.rss.\$RANK" "\$@"
+EOR
+  chmod +x "$TMP/rank.sh"
+  "$B/dsrun" --num_gpus 2 --master_port "$port" "$TMP/rank.sh" "$B/dsrt" train \
+    --set model.gpt.n_layer="$layers" --set model.gpt.n_embd="$width" \
+    --set model.gpt.n_head="$heads" --set model.gpt.seq_len=64 --set model.gpt.vocab_size=50257 \
+    --set deepspeed.train_micro_batch_size_per_gpu="$MICRO" \
+    --set deepspeed.gradient_accumulation_steps="$GAS" \
+    --set deepspeed.train_batch_size=$((MICRO * GAS * (pipe == 2 ? 1 : 2))) \
+    --set parallel.pipeline="$pipe" --set deepspeed.zero_optimization.stage=0 \
+    --set train.steps="$STEPS" --set train.eval_every=0 --set train.log_every=100 \
+    --set data.synthetic.val_tokens=0 --summary "$TMP/$name.json" >"$TMP/$name.log" 2>&1 ||
+    { echo "parallel_layouts: $name failed:" >&2; tail -5 "$TMP/$name.log" >&2; exit 1; }
+  local peak=0 v
+  for f in "$TMP/$name".rss.*; do v=$(tail -1 "$f"); ((v > peak)) && peak=$v; done
+  jq -r --arg p "$((peak / 1024))" '"\(.timing.tokens_per_sec) \($p) \(.losses[-1])"' "$TMP/$name.json"
+}
+
+{
+  echo "# command: bench/parallel_layouts.sh (SIZES=\"$SIZES\" GAS=$GAS STEPS=$STEPS MICRO=$MICRO)"
+  echo "# commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (+ uncommitted changes)'); $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "# 2 ranks on $(nproc) cores, fp32, ZeRO 0, T=64, GPT-2 vocabulary; global batch = micro x gas x data ranks"
+  echo "# (D=2: $((MICRO * GAS * 2)) sequences per step; P=2: $((MICRO * GAS)), one data rank). tokens/s from the run summary"
+  echo "# (warm-up step left out); peak = max over ranks of /usr/bin/time %M."
+  printf '%-9s %-7s %12s %9s %12s\n' size layout tokens/s peak_MiB final_loss
+  for sz in $SIZES; do
+    layers=${sz%x*} width=${sz#*x}
+    read -r dt dp dl < <(run "d2_$sz" "$layers" "$width" 1)
+    read -r pt pp pl < <(run "p2_$sz" "$layers" "$width" 2)
+    printf '%-9s %-7s %12.0f %9s %12.4f\n' "$sz" D=2 "$dt" "$dp" "$dl"
+    printf '%-9s %-7s %12.0f %9s %12.4f\n' "$sz" P=2 "$pt" "$pp" "$pl"
+    awk -v a="$pt" -v b="$dt" -v c="$pp" -v d="$dp" -v s="$sz" \
+      'BEGIN { printf "# %s: P=2 / D=2 tokens/s %.2f, peak per rank %.2f\n", s, a / b, c / d }'
+  done
+  echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT"
