@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "comm/bootstrap.h"
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "core/rank_env.h"
+#include "runtime/cmd/rank_model.h"
 #include "runtime/inference/generate.h"
 #include "runtime/inference/inference_model.h"
 #include "runtime/tensor/thread_policy.h"
@@ -161,21 +161,16 @@ int generateCommand(int argc, char** argv) {
   const EnvMap env = currentEnv();
   setupThreads(env, f.threads, "--threads");
   // Several ranks (dsrun ... generate): tensor-parallel over all of them (docs/inference.md).
-  const RankEnv re = deriveRankEnv(env);
-  std::unique_ptr<comm::ProcessGroup> group;
-  if (re.worldSize > 1) {
-    comm::BootstrapOptions bo;
-    bo.env = env;
-    group = comm::bootstrap(bo);
-  }
   LoadOptions lo;
-  lo.shard = TpShard{re.rank, re.worldSize};
   lo.tag = f.tag;
   lo.nHead = f.nHead;
   lo.vocabSize = f.vocabSize;
   lo.dtype = f.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  std::string source;
-  const InferenceModel model = loadInferenceModel(f.model, lo, &source);
+  RankModel loaded = loadRankModel(env, f.model, lo);
+  const RankEnv& re = loaded.rank;
+  const InferenceModel& model = loaded.model;
+  const std::string& source = loaded.source;
+  std::unique_ptr<comm::ProcessGroup>& group = loaded.group;
   if (codec && codec->vocabSize() > model.vocab())
     throw ConfigError(
         fmt::format("--tokenizer {}: its {} ids do not fit the model's vocabulary of {} ({})",

@@ -27,7 +27,6 @@
 
 #include <fmt/format.h>
 
-#include "comm/bootstrap.h"
 #include "comm/process_group.h"
 #include "comm/store/tcp_socket.h"
 #include "core/env.h"
@@ -35,6 +34,7 @@
 #include "core/knobs.h"
 #include "core/log.h"
 #include "core/rank_env.h"
+#include "runtime/cmd/rank_model.h"
 #include "runtime/inference/inference_model.h"
 #include "runtime/serve/batch_scheduler.h"
 #include "runtime/serve/completion_service.h"
@@ -307,21 +307,16 @@ int serveCommand(int argc, char** argv) {
   const auto codec = makeTokenizer(f.tokenizer, f.vocab);
   setupThreads(env, f.threads, "--threads");
   // Several ranks (dsrun ... serve): tensor-parallel over all of them (docs/inference.md).
-  const RankEnv re = deriveRankEnv(env);
-  std::unique_ptr<comm::ProcessGroup> group;
-  if (re.worldSize > 1) {
-    comm::BootstrapOptions bo;
-    bo.env = env;
-    group = comm::bootstrap(bo);
-  }
   LoadOptions lo;
-  lo.shard = TpShard{re.rank, re.worldSize};
   lo.tag = f.tag;
   lo.nHead = f.nHead;
   lo.vocabSize = f.vocabSize;
   lo.dtype = f.dtype == "bf16" ? DType::kBF16 : DType::kF32;
-  std::string source;
-  const InferenceModel model = loadInferenceModel(f.model, lo, &source);
+  RankModel loaded = loadRankModel(env, f.model, lo);
+  const RankEnv& re = loaded.rank;
+  const InferenceModel& model = loaded.model;
+  const std::string& source = loaded.source;
+  std::unique_ptr<comm::ProcessGroup>& group = loaded.group;
   requireModelVocab(*codec, model.vocab(), source);
   std::unique_ptr<serve::DecodeLink> link;
   if (group) link = std::make_unique<serve::DecodeLink>(*group);
