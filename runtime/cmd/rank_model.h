@@ -16,10 +16,10 @@
 namespace ds::runtime {
 
 struct RankModel {
-  RankEnv rank;                                // this process's rank environment
-  std::unique_ptr<comm::ProcessGroup> group;   // null for one rank
-  InferenceModel model;                        // this rank's tensor-parallel shard
-  std::string source;                          // what was loaded, for messages
+  RankEnv rank;                               // this process's rank environment
+  std::unique_ptr<comm::ProcessGroup> group;  // null for one rank
+  InferenceModel model;                       // this rank's tensor-parallel shard
+  std::string source;                         // what was loaded, for messages
 };
 
 // opts.shard is set here from the rank environment; the rest is the caller's.
