@@ -74,10 +74,21 @@ void ParallelGrid::checkModel(const ModelShape& m) const {
   need(m.nHead, t_, "attention heads (model.gpt.n_head)", "tensor");
   need(m.nEmbd, t_, "width (model.gpt.n_embd)", "tensor");
   need(m.vocab, t_, "vocabulary (padded vocab size)", "tensor");
-  need(m.nLayer, p_, "blocks (model.gpt.n_layer)", "pipeline");
+  // Layers need not divide: parallel.partition_method places them (pipeline_schedule.h).
   if (m.nLayer > 0 && m.nLayer < p_)
-    throw ConfigError(
-        fmt::format("parallel.pipeline = {} exceeds the model's blocks ({})", p_, m.nLayer));
+    throw ConfigError(fmt::format(
+        "parallel.pipeline = {} exceeds the model's blocks ({}, model.gpt.n_layer): every stage "
+        "needs at least one layer",
+        p_, m.nLayer));
+}
+
+const char* partitionMethodName(PartitionMethod method) {
+  switch (method) {
+    case PartitionMethod::kParameters: return "parameters";
+    case PartitionMethod::kUniform: return "uniform";
+    case PartitionMethod::kExplicit: return "explicit";
+  }
+  return "?";
 }
 
 std::string ParallelGrid::describe() const {

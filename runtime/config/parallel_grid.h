@@ -6,7 +6,8 @@
 // divides the ranks per host), then data, then pipeline outermost:
 //   rank = tensor + T * (data + D * pipeline).
 // Invariants after makeParallelGrid: pipeline * tensor * data == world; every model dimension
-// that is split (heads, width, 4*width, vocabulary, blocks) divides by its axis.
+// that is split (heads, width, 4*width, vocabulary) divides by its axis; P <= layers (how the
+// layers spread over the stages is parallel.partition_method's, pipeline_schedule.h).
 #pragma once
 
 #include <cstdint>
@@ -15,10 +16,19 @@
 
 namespace ds::runtime {
 
+// How pipeline stages split the layers (plan key parallel.partition_method, DeepSpeed's
+// PipelineModule argument of the same name; parallel.stage_layers makes it kExplicit).
+enum class PartitionMethod { kParameters, kUniform, kExplicit };
+
 struct ParallelPlan {  // plan key parallel: {pipeline: P, tensor: T}; both default 1
   int pipeline = 1;
   int tensor = 1;
+  PartitionMethod partition = PartitionMethod::kParameters;  // DeepSpeed's default
+  std::vector<int> stageLayers;  // layers per stage with kExplicit (P entries summing to L)
 };
+
+// "parameters" | "uniform" | "explicit" (the name the plan and the startup log use).
+const char* partitionMethodName(PartitionMethod method);
 
 struct ModelShape {  // what the split must divide; 0 = not split (e.g. an MLP model)
   int nLayer = 0, nHead = 0, nEmbd = 0, vocab = 0;
@@ -45,8 +55,6 @@ class ParallelGrid {
   // Every group of one axis ("tensor" | "pipeline" | "data"), each once, in order: subgroup
   // creation is collective, so every rank creates all groups in the same order.
   std::vector<std::vector<int>> allGroups(const std::string& axis) const;
-  // Blocks [first, last) of pipeline stage s (equal counts; divisibility checked).
-  int firstBlock(int stage, int nLayer) const { return stage * (nLayer / p_); }
   // Refuse a model the layout cannot split, naming the numbers (before any rank trains).
   void checkModel(const ModelShape& m) const;
   // One line per rank: "rank 3: data 1 pipeline 0 tensor 1" under a header with the sizes.

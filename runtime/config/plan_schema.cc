@@ -115,6 +115,30 @@ ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize
   ParallelPlan p;
   p.pipeline = int(r.getInt("pipeline", 1, 1, 4096));
   p.tensor = int(r.getInt("tensor", 1, 1, 4096));
+  const bool explicitLayers = r.has("stage_layers");
+  if (explicitLayers) {
+    if (r.has("partition_method"))
+      r.fail("stage_layers",
+             "give either parallel.stage_layers (layers per stage) or parallel.partition_method, "
+             "not both");
+    for (int64_t count : r.getIntList("stage_layers", 1, 1 << 20))
+      p.stageLayers.push_back(int(count));
+    p.partition = PartitionMethod::kExplicit;
+    if (int(p.stageLayers.size()) != p.pipeline)
+      r.fail("stage_layers", fmt::format("{} entries for parallel.pipeline = {}; give one layer "
+                                         "count per pipeline stage",
+                                         p.stageLayers.size(), p.pipeline));
+  } else {
+    const std::string given = r.getString("partition_method", "parameters");
+    if (given.rfind("type:", 0) == 0)
+      r.fail("partition_method",
+             fmt::format("'{}': DeepSpeed's type:<regex> counts layers of a class; every layer of "
+                         "a GPT is one transformer block, so give uniform (the same split)",
+                         given));
+    const std::string method =
+        r.getEnum("partition_method", "parameters", {"parameters", "uniform"}, true);
+    p.partition = method == "uniform" ? PartitionMethod::kUniform : PartitionMethod::kParameters;
+  }
   r.finish();
   std::optional<ParallelGrid> grid;
   try {
@@ -134,6 +158,14 @@ ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize
     grid->checkModel(shape);
   } catch (const ConfigError& e) {
     r.fail("", e.what());
+  }
+  if (explicitLayers && model.kind == "gpt2") {
+    int sum = 0;
+    for (int count : p.stageLayers) sum += count;
+    if (sum != model.nLayer)
+      r.fail("stage_layers", fmt::format("[{}] sums to {} layers; the model has {} "
+                                         "(model.gpt.n_layer)",
+                                         fmt::join(p.stageLayers, ", "), sum, model.nLayer));
   }
   if (p.tensor > 1)
     r.fail("tensor", fmt::format("the layout data {} x pipeline {} x tensor {} is valid, but the "

@@ -43,7 +43,7 @@ void checkPipelineTrainer(const Plan& plan, bool onDevice) {
         fmt::format("{}: parallel.pipeline = {} splits a GPT (model.gpt); model {} "
                     "runs data parallelism only",
                     plan.source, stages, plan.model.kind));
-  checkPipelinePlan(plan.source, plan.model.nLayer, stages,
+  checkPipelinePlan(plan.source, plan.model.nLayer, plan.parallel,
                     int(plan.deepspeed.gradientAccumulationSteps));
   if (onDevice)
     throw ConfigError(fmt::format(
@@ -66,8 +66,9 @@ PipelineRun::PipelineRun(const Plan& plan, const ModelConfig& model,
       modelParams_(modelParams) {
   if (world == nullptr)
     throw InternalError("PipelineRun: parallel.pipeline > 1 needs the job's process group");
-  const auto split = splitBlocks(model.nLayer, grid_.pipeline());
-  blocks_ = split[static_cast<size_t>(coord_.pipeline)];
+  split_ =
+      partitionBlocks(model.nLayer, plan.parallel, blockParamCounts(modelParams, model.nLayer));
+  blocks_ = split_[static_cast<size_t>(coord_.pipeline)];
   size_t offset = 0;
   for (size_t i = 0; i < modelParams_.size(); ++i) {
     modelOffset_.push_back(offset);
@@ -242,16 +243,18 @@ std::vector<float> PipelineRun::fullParams(zero::TrainingEngine& engine, size_t 
 }
 
 std::string PipelineRun::describe() const {
-  const auto split = splitBlocks(nLayer_, grid_.pipeline());
   std::string out = fmt::format(
       "pipeline: world {} = data {} x pipeline {}; 1F1B over {} micro-batches per step (ideal "
-      "bubble {:.1f}%), ZeRO stage {} within each stage's data group",
+      "bubble {:.1f}%), ZeRO stage {} within each stage's data group; layers per stage {}",
       grid_.world(), grid_.data(), grid_.pipeline(), plan_.deepspeed.gradientAccumulationSteps,
       100.0 * idealBubble(grid_.pipeline(), int(plan_.deepspeed.gradientAccumulationSteps)),
-      plan_.deepspeed.zero.stage);
+      plan_.deepspeed.zero.stage,
+      plan_.parallel.partition == PartitionMethod::kExplicit
+          ? std::string("from parallel.stage_layers")
+          : fmt::format("by partition_method {}", partitionMethodName(plan_.parallel.partition)));
   for (int rank = 0; rank < grid_.world(); ++rank) {
     const GridCoord coord = grid_.coordOf(rank);
-    const StageBlocks blocks = split[static_cast<size_t>(coord.pipeline)];
+    const StageBlocks blocks = split_[static_cast<size_t>(coord.pipeline)];
     std::vector<std::string> parts;
     if (blocks.first == 0) parts.emplace_back("embeddings");
     const int firstLayer = std::max(blocks.first, 1);

@@ -94,6 +94,7 @@ class PipelineRun {
   const Plan& plan_;
   ParallelGrid grid_;
   GridCoord coord_;
+  std::vector<StageBlocks> split_;  // every stage's blocks (partitionBlocks)
   StageBlocks blocks_;
   int nLayer_;
   std::vector<zero::ParamInfo> modelParams_;

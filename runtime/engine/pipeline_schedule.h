@@ -1,6 +1,7 @@
-// Pipeline schedule: which blocks each pipeline stage holds and in which order a stage runs the
-// forward and backward passes of one step's micro-batches (1F1B, as DeepSpeed's TrainSchedule
-// and Megatron's non-interleaved schedule).
+// Pipeline schedule: which blocks each pipeline stage holds (by layer count, balanced by parameter
+// count as DeepSpeed's partition_method "parameters", or given explicitly) and in which order a
+// stage runs the forward and backward passes of one step's micro-batches (1F1B, as DeepSpeed's
+// TrainSchedule and Megatron's non-interleaved schedule).
 // Why: pipeline parallelism (issue 17 item 2) splits a GPT's blocks (0 = embeddings, 1..L
 // layers, L+1 = final LN + tied head + loss) over P stages; every rank must agree on the split
 // and on the order of sends and receives, or the stages deadlock.
@@ -9,8 +10,12 @@
 // runs each micro-batch's forward before its backward, forwards and backwards each in order.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "runtime/config/parallel_grid.h"
+#include "zero/param_table.h"
 
 namespace ds::runtime {
 
@@ -22,6 +27,21 @@ struct StageBlocks {  // blocks [first, last) of one stage, in the model's block
 // block 0 (embeddings), stage P-1 adds block L+1 (head and loss). Throws ConfigError naming L
 // and P when P > L or when `requireDivisible` and L % P != 0 (the plan's balanced split).
 std::vector<StageBlocks> splitBlocks(int nLayer, int stages, bool requireDivisible = true);
+
+// Parameters per block 0..L+1: each parameter counted in every block that reads it, so the tied
+// wte weighs on the embedding block and on the head block (DeepSpeed counts a TiedLayerSpec at
+// each of its positions).
+std::vector<int64_t> blockParamCounts(const std::vector<zero::ParamInfo>& params, int nLayer);
+
+// The plan's split (parallel.partition_method / parallel.stage_layers, see ParallelPlan):
+//   uniform     L/P layers per stage, the first L % P stages one more;
+//   parameters  contiguous stages, each with at least one layer, minimising the largest stage's
+//               parameter count (blockWeights from blockParamCounts; ties: the earliest cuts);
+//   explicit    stage s holds stageLayers[s] layers.
+// Stage 0 always adds block 0 and stage P-1 block L+1. Throws ConfigError naming the numbers
+// (P > L, a stage_layers list of the wrong length or sum, a stage with no layer).
+std::vector<StageBlocks> partitionBlocks(int nLayer, const ParallelPlan& plan,
+                                         const std::vector<int64_t>& blockWeights);
 
 struct PipeOp {
   enum Kind { kForward, kBackward } kind;
@@ -38,6 +58,7 @@ double idealBubble(int stages, int microBatches);
 
 // Checks a plan's pipeline numbers before training: `where` names the plan (file) in the
 // message. Throws ConfigError naming the numbers.
-void checkPipelinePlan(const std::string& where, int nLayer, int stages, int microBatches);
+void checkPipelinePlan(const std::string& where, int nLayer, const ParallelPlan& plan,
+                       int microBatches);
 
 }  // namespace ds::runtime

@@ -12,6 +12,13 @@ using namespace ds::runtime;
 using Catch::Matchers::Contains;
 
 namespace {
+ParallelPlan layout(int pipeline, int tensor) {
+  ParallelPlan plan;
+  plan.pipeline = pipeline;
+  plan.tensor = tensor;
+  return plan;
+}
+
 std::string gridError(int world, ParallelPlan p, ModelShape m = {}) {
   try {
     ParallelGrid(world, p).checkModel(m);
@@ -37,7 +44,7 @@ std::string planError(const std::string& parallel, int world,
 }  // namespace
 
 TEST_CASE("parallel grid: Megatron placement, tensor fastest then data then pipeline", "[unit]") {
-  ParallelGrid g(8, {2, 2});  // P=2, T=2 -> D=2
+  ParallelGrid g(8, layout(2, 2));  // P=2, T=2 -> D=2
   CHECK(g.data() == 2);
   for (int r = 0; r < 8; ++r) CHECK(g.rankOf(g.coordOf(r)) == r);
   CHECK(g.coordOf(5).tensor == 1);
@@ -62,13 +69,16 @@ TEST_CASE("parallel grid: Megatron placement, tensor fastest then data then pipe
 }
 
 TEST_CASE("parallel grid: refusals name the numbers", "[unit]") {
-  auto e = gridError(6, {2, 2});
+  auto e = gridError(6, layout(2, 2));
   CHECK_THAT(e, Contains("world size 6") && Contains("pipeline 2") && Contains("tensor 2"));
-  CHECK_THAT(gridError(4, {1, 2}, {4, 3, 12, 64}), Contains("attention heads") && Contains("(3)"));
-  CHECK_THAT(gridError(4, {1, 4}, {4, 4, 30, 64}), Contains("width"));
-  CHECK_THAT(gridError(2, {1, 2}, {4, 2, 16, 51}), Contains("vocabulary") && Contains("(51)"));
-  CHECK_THAT(gridError(2, {2, 1}, {3, 2, 16, 64}), Contains("blocks") && Contains("(3)"));
-  CHECK(gridError(4, {2, 2}, {4, 4, 32, 64}) == "(no error)");
+  CHECK_THAT(gridError(4, layout(1, 2), {4, 3, 12, 64}),
+             Contains("attention heads") && Contains("(3)"));
+  CHECK_THAT(gridError(4, layout(1, 4), {4, 4, 30, 64}), Contains("width"));
+  CHECK_THAT(gridError(2, layout(1, 2), {4, 2, 16, 51}),
+             Contains("vocabulary") && Contains("(51)"));
+  CHECK_THAT(gridError(4, layout(4, 1), {3, 2, 16, 64}), Contains("blocks") && Contains("(3,"));
+  CHECK(gridError(2, layout(2, 1), {3, 2, 16, 64}) == "(no error)");  // layers need not divide
+  CHECK(gridError(4, layout(2, 2), {4, 4, 32, 64}) == "(no error)");
 }
 
 TEST_CASE("parallel grid: the plan block", "[unit]") {
@@ -108,5 +118,40 @@ TEST_CASE("parallel grid: a pipeline plan resolves its batch over the data axis"
       planError(two, 2,
                 {"deepspeed.gradient_accumulation_steps=4", "deepspeed.zero_optimization.stage=3"}),
       Contains("zero_optimization.stage 3"));
-  CHECK_THAT(planError("parallel: {pipeline: 8}\n", 8), Contains("blocks") && Contains("(4)"));
+  CHECK_THAT(planError("parallel: {pipeline: 8}\n", 8), Contains("blocks") && Contains("(4,"));
+}
+
+// How the layers spread over the stages: DeepSpeed's partition_method (parameters by default,
+// uniform) or our explicit parallel.stage_layers.
+TEST_CASE("parallel grid: partition_method and stage_layers", "[unit]") {
+  const std::vector<std::string> gas4 = {"deepspeed.gradient_accumulation_steps=4"};
+  auto parsed = [&](const std::string& block) {
+    return parsePlan(
+               "model:\n  gpt: {n_layer: 4, n_head: 4, n_embd: 32, seq_len: 8, vocab_size: 64}\n"
+               "deepspeed:\n  train_batch_size: 8\n  gradient_accumulation_steps: 4\n" +
+                   block,
+               "plan.yaml", {}, 2)
+        .parallel;
+  };
+  CHECK(parsed("parallel: {pipeline: 2}\n").partition == PartitionMethod::kParameters);
+  CHECK(parsed("parallel: {pipeline: 2, partition_method: Uniform}\n").partition ==
+        PartitionMethod::kUniform);
+  const auto given = parsed("parallel: {pipeline: 2, stage_layers: [1, 3]}\n");
+  CHECK(given.partition == PartitionMethod::kExplicit);
+  CHECK(given.stageLayers == std::vector<int>{1, 3});
+  CHECK(planError("parallel: {pipeline: 3}\n", 3, gas4) == "(no error)");  // 4 layers, 3 stages
+  CHECK_THAT(planError("parallel: {pipeline: 2, partition_method: balanced}\n", 2, gas4),
+             Contains("partition_method") && Contains("balanced") && Contains("uniform"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, partition_method: 'type:Block'}\n", 2, gas4),
+             Contains("type:Block") && Contains("uniform"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, stage_layers: [1, 2]}\n", 2, gas4),
+             Contains("plan.yaml") && Contains("stage_layers") && Contains("sums to 3") &&
+                 Contains("has 4"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, stage_layers: [4]}\n", 2, gas4),
+             Contains("1 entries") && Contains("parallel.pipeline = 2"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, stage_layers: [0, 4]}\n", 2, gas4),
+             Contains("stage_layers") && Contains("[1,"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, stage_layers: [1, 3], partition_method: uniform}\n",
+                       2, gas4),
+             Contains("not both"));
 }

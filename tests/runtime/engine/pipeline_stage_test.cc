@@ -135,6 +135,25 @@ void checkSame(const StepOut& got, const StepOut& want, double rel, const std::s
 
 }  // namespace
 
+namespace {
+
+std::vector<int> layersPerStage(const std::vector<StageBlocks>& split, int nLayer) {
+  std::vector<int> out;
+  for (const auto& stage : split)
+    out.push_back(std::min(stage.last, nLayer + 1) - std::max(stage.first, 1));
+  return out;
+}
+
+ParallelPlan stagesBy(int stages, PartitionMethod method, std::vector<int> layers = {}) {
+  ParallelPlan plan;
+  plan.pipeline = stages;
+  plan.partition = method;
+  plan.stageLayers = std::move(layers);
+  return plan;
+}
+
+}  // namespace
+
 TEST_CASE("pipeline: layers split by count, embeddings first and head last", "[unit]") {
   auto split = splitBlocks(4, 2);
   REQUIRE(split.size() == 2);
@@ -149,8 +168,58 @@ TEST_CASE("pipeline: layers split by count, embeddings first and head last", "[u
   CHECK(uneven[2].last == 7);
   CHECK_THROWS_WITH(splitBlocks(5, 2), Catch::Contains("5 layers") && Catch::Contains("2"));
   CHECK_THROWS_AS(splitBlocks(2, 3), ConfigError);
-  CHECK_THROWS_WITH(checkPipelinePlan("plan.yaml", 4, 3, 6),
-                    Catch::Contains("plan.yaml") && Catch::Contains("4 layers"));
+  CHECK_THROWS_WITH(checkPipelinePlan("plan.yaml", 4, stagesBy(5, PartitionMethod::kParameters), 6),
+                    Catch::Contains("plan.yaml") && Catch::Contains("4 layer(s)"));
+}
+
+// DeepSpeed's partition_method "parameters" balances the stages' parameter counts; the tied wte
+// weighs on both ends, so at GPT-2 124M shapes the first and last stage hold one layer each and
+// the middle stages the rest (uniform would give the first stage 60.6M parameters, 1.5x the
+// others).
+TEST_CASE("pipeline: stages balanced by parameter count, uniform or given", "[unit]") {
+  ModelConfig gpt2 = stageGpt(12, false, DType::kF32);
+  gpt2.nHead = 12;
+  gpt2.nEmbd = 768;
+  gpt2.seqLen = 1024;
+  gpt2.vocabSize = 50257;
+  gpt2.paddedVocab = 50304;
+  const auto weights = blockParamCounts(Gpt2Model(gpt2).params(), 12);
+  REQUIRE(weights.size() == 14);
+  CHECK(weights[0] == 50304 * 768 + 1024 * 768);   // wte + wpe
+  CHECK(weights[1] == 12 * 768 * 768 + 13 * 768);  // one layer
+  CHECK(weights[13] == 50304 * 768 + 2 * 768);     // tied head + final LayerNorm
+  const auto byParams = partitionBlocks(12, stagesBy(4, PartitionMethod::kParameters), weights);
+  CHECK(layersPerStage(byParams, 12) == std::vector<int>{1, 5, 5, 1});
+  CHECK(byParams.front().first == 0);
+  CHECK(byParams.back().last == 14);
+  CHECK(layersPerStage(partitionBlocks(12, stagesBy(2, PartitionMethod::kParameters), weights),
+                       12) == std::vector<int>{6, 6});
+  CHECK(layersPerStage(partitionBlocks(12, stagesBy(4, PartitionMethod::kUniform), weights), 12) ==
+        std::vector<int>{3, 3, 3, 3});
+  CHECK(layersPerStage(partitionBlocks(12, stagesBy(5, PartitionMethod::kUniform), weights), 12) ==
+        std::vector<int>{3, 3, 2, 2, 2});
+  const auto given =
+      partitionBlocks(12, stagesBy(3, PartitionMethod::kExplicit, {2, 8, 2}), weights);
+  CHECK(layersPerStage(given, 12) == std::vector<int>{2, 8, 2});
+  CHECK(given[1].first == 3);
+  CHECK(given[1].last == 11);
+  // Equal layers (no embeddings weight): the balanced split is the uniform one, earliest cuts
+  // first when it cannot be even.
+  const std::vector<int64_t> flat(7, 0);
+  std::vector<int64_t> layersOnly = flat;
+  for (int block = 1; block <= 5; ++block) layersOnly[size_t(block)] = 10;
+  CHECK(layersPerStage(partitionBlocks(5, stagesBy(2, PartitionMethod::kParameters), layersOnly),
+                       5) == std::vector<int>{2, 3});
+  // Refusals name the numbers.
+  CHECK_THROWS_WITH(
+      partitionBlocks(12, stagesBy(3, PartitionMethod::kExplicit, {2, 8}), weights),
+      Catch::Contains("[2, 8]") && Catch::Contains("2 entries") && Catch::Contains("pipeline = 3"));
+  CHECK_THROWS_WITH(partitionBlocks(12, stagesBy(2, PartitionMethod::kExplicit, {2, 8}), weights),
+                    Catch::Contains("sums to 10") && Catch::Contains("has 12"));
+  CHECK_THROWS_WITH(partitionBlocks(12, stagesBy(2, PartitionMethod::kExplicit, {0, 12}), weights),
+                    Catch::Contains("at least one layer"));
+  CHECK_THROWS_WITH(partitionBlocks(3, stagesBy(4, PartitionMethod::kParameters), weights),
+                    Catch::Contains("4 stage(s)") && Catch::Contains("3 layer(s)"));
 }
 
 TEST_CASE("pipeline: 1F1B warm-up, steady state and cool-down", "[unit]") {

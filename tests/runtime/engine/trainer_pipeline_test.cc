@@ -124,6 +124,20 @@ TEST_CASE("trainer: pipeline 2 and pipeline 2 x data 2 give one rank's losses", 
   checkClose(runPipeline(zero1, 4, 2), one, 1e-5, "P=2 x D=2, ZeRO 1");
 }
 
+// Stages of unequal size (parallel.stage_layers, and 4 layers over 3 stages balanced by parameter
+// count): the same losses, since the split moves no arithmetic, only where it runs.
+TEST_CASE("trainer: uneven pipeline stages give one rank's losses", "[multirank]") {
+  const Plan plan = pipelinePlan();
+  const RunOut one = runPipeline(plan, 1, 1);
+  Plan given = plan;
+  given.parallel.partition = PartitionMethod::kExplicit;
+  given.parallel.stageLayers = {1, 3};
+  checkClose(runPipeline(given, 2, 2), one, 1e-5, "P=2, stage_layers [1, 3]");
+  Plan three = plan;
+  three.parallel.partition = PartitionMethod::kParameters;
+  checkClose(runPipeline(three, 3, 3), one, 1e-5, "P=3 over 4 layers, by parameters");
+}
+
 // The built-in default plan (AdamW, warmup-cosine LR, gradient clipping 1.0, eval) with a
 // 4-block GPT and m = 4 micro-batches: the same comparison through the plan loader, which resolves
 // the batch over the data axis. Measured: 3e-8 relative (losses and evals).
