@@ -8,7 +8,11 @@
 namespace ds::runtime {
 
 ParallelGrid::ParallelGrid(int world, ParallelPlan plan)
-    : world_(world), p_(plan.pipeline), t_(plan.tensor), d_(0) {
+    : world_(world),
+      p_(plan.pipeline),
+      t_(plan.tensor),
+      d_(0),
+      evenLayers_(plan.partition == PartitionMethod::kUniform) {
   if (world < 1) throw ConfigError(fmt::format("parallel: world size must be >= 1, got {}", world));
   if (p_ < 1 || t_ < 1)
     throw ConfigError(fmt::format(
@@ -74,7 +78,15 @@ void ParallelGrid::checkModel(const ModelShape& m) const {
   need(m.nHead, t_, "attention heads (model.gpt.n_head)", "tensor");
   need(m.nEmbd, t_, "width (model.gpt.n_embd)", "tensor");
   need(m.vocab, t_, "vocabulary (padded vocab size)", "tensor");
-  // Layers need not divide: parallel.partition_method places them (pipeline_schedule.h).
+  // The default (uniform) split gives every stage L/P layers; partition_method parameters and
+  // stage_layers place uneven counts (pipeline_schedule.h).
+  if (evenLayers_ && m.nLayer > 0 && m.nLayer % p_ != 0)
+    throw ConfigError(fmt::format(
+        "parallel.pipeline = {} does not divide the model's blocks ({}, model.gpt.n_layer); "
+        "layout: data {} x pipeline {} x tensor {} = world {}; give a pipeline size that divides "
+        "{}, or split unevenly with parallel.partition_method: parameters or "
+        "parallel.stage_layers",
+        p_, m.nLayer, d_, p_, t_, world_, m.nLayer));
   if (m.nLayer > 0 && m.nLayer < p_)
     throw ConfigError(fmt::format(
         "parallel.pipeline = {} exceeds the model's blocks ({}, model.gpt.n_layer): every stage "

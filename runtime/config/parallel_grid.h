@@ -6,8 +6,9 @@
 // divides the ranks per host), then data, then pipeline outermost:
 //   rank = tensor + T * (data + D * pipeline).
 // Invariants after makeParallelGrid: pipeline * tensor * data == world; every model dimension
-// that is split (heads, width, 4*width, vocabulary) divides by its axis; P <= layers (how the
-// layers spread over the stages is parallel.partition_method's, pipeline_schedule.h).
+// that is split (heads, width, 4*width, vocabulary) divides by its axis; P <= layers, and P
+// divides the layers under the default uniform split (parallel.partition_method parameters and
+// parallel.stage_layers spread uneven counts, pipeline_schedule.h).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,9 @@ enum class PartitionMethod { kParameters, kUniform, kExplicit };
 struct ParallelPlan {  // plan key parallel: {pipeline: P, tensor: T}; both default 1
   int pipeline = 1;
   int tensor = 1;
-  PartitionMethod partition = PartitionMethod::kParameters;  // DeepSpeed's default
+  // uniform by default (P must divide the layers, a layout that does not is refused); DeepSpeed's
+  // default is parameters, which the plan can ask for.
+  PartitionMethod partition = PartitionMethod::kUniform;
   std::vector<int> stageLayers;  // layers per stage with kExplicit (P entries summing to L)
 };
 
@@ -62,6 +65,7 @@ class ParallelGrid {
 
  private:
   int world_, p_, t_, d_;
+  bool evenLayers_;  // partition_method uniform: P must divide the layers
 };
 
 // What `dsrt train` runs of a layout with pipeline > 1, checked before any rank trains (the plan

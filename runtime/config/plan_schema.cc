@@ -129,14 +129,14 @@ ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize
                                          "count per pipeline stage",
                                          p.stageLayers.size(), p.pipeline));
   } else {
-    const std::string given = r.getString("partition_method", "parameters");
+    const std::string given = r.getString("partition_method", "uniform");
     if (given.rfind("type:", 0) == 0)
       r.fail("partition_method",
              fmt::format("'{}': DeepSpeed's type:<regex> counts layers of a class; every layer of "
                          "a GPT is one transformer block, so give uniform (the same split)",
                          given));
     const std::string method =
-        r.getEnum("partition_method", "parameters", {"parameters", "uniform"}, true);
+        r.getEnum("partition_method", "uniform", {"parameters", "uniform"}, true);
     p.partition = method == "uniform" ? PartitionMethod::kUniform : PartitionMethod::kParameters;
   }
   r.finish();

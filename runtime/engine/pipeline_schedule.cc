@@ -21,7 +21,8 @@ std::vector<StageBlocks> splitBlocks(int nLayer, int stages, bool requireDivisib
   if (requireDivisible && nLayer % stages != 0)
     throw ConfigError(
         fmt::format("parallel.pipeline: {} layers (model.gpt.n_layer) do not divide over {} "
-                    "stages; give a pipeline size that divides {}",
+                    "stages; give a pipeline size that divides {}, or split unevenly with "
+                    "parallel.partition_method: parameters or parallel.stage_layers",
                     nLayer, stages, nLayer));
   std::vector<StageBlocks> out(static_cast<size_t>(stages));
   int next = 1;  // layer blocks are 1..L
@@ -121,7 +122,7 @@ std::vector<StageBlocks> partitionBlocks(int nLayer, const ParallelPlan& plan,
                                          const std::vector<int64_t>& blockWeights) {
   const int stages = plan.pipeline;
   switch (plan.partition) {
-    case PartitionMethod::kUniform: return splitBlocks(nLayer, stages, false);
+    case PartitionMethod::kUniform: return splitBlocks(nLayer, stages, true);
     case PartitionMethod::kExplicit: {
       const auto& layers = plan.stageLayers;
       const std::string given = fmt::format("[{}]", fmt::join(layers, ", "));

@@ -34,7 +34,7 @@ std::vector<StageBlocks> splitBlocks(int nLayer, int stages, bool requireDivisib
 std::vector<int64_t> blockParamCounts(const std::vector<zero::ParamInfo>& params, int nLayer);
 
 // The plan's split (parallel.partition_method / parallel.stage_layers, see ParallelPlan):
-//   uniform     L/P layers per stage, the first L % P stages one more;
+//   uniform     L/P layers per stage (the default; P must divide L);
 //   parameters  contiguous stages, each with at least one layer, minimising the largest stage's
 //               parameter count (blockWeights from blockParamCounts; ties: the earliest cuts);
 //   explicit    stage s holds stageLayers[s] layers.

@@ -77,7 +77,11 @@ TEST_CASE("parallel grid: refusals name the numbers", "[unit]") {
   CHECK_THAT(gridError(2, layout(1, 2), {4, 2, 16, 51}),
              Contains("vocabulary") && Contains("(51)"));
   CHECK_THAT(gridError(4, layout(4, 1), {3, 2, 16, 64}), Contains("blocks") && Contains("(3,"));
-  CHECK(gridError(2, layout(2, 1), {3, 2, 16, 64}) == "(no error)");  // layers need not divide
+  CHECK_THAT(gridError(2, layout(2, 1), {3, 2, 16, 64}),  // the default, uniform split
+             Contains("does not divide") && Contains("(3,") && Contains("partition_method"));
+  ParallelPlan byParams = layout(2, 1);
+  byParams.partition = PartitionMethod::kParameters;
+  CHECK(gridError(2, byParams, {3, 2, 16, 64}) == "(no error)");  // uneven stages asked for
   CHECK(gridError(4, layout(2, 2), {4, 4, 32, 64}) == "(no error)");
 }
 
@@ -133,13 +137,16 @@ TEST_CASE("parallel grid: partition_method and stage_layers", "[unit]") {
                "plan.yaml", {}, 2)
         .parallel;
   };
-  CHECK(parsed("parallel: {pipeline: 2}\n").partition == PartitionMethod::kParameters);
-  CHECK(parsed("parallel: {pipeline: 2, partition_method: Uniform}\n").partition ==
-        PartitionMethod::kUniform);
+  CHECK(parsed("parallel: {pipeline: 2}\n").partition == PartitionMethod::kUniform);
+  CHECK(parsed("parallel: {pipeline: 2, partition_method: Parameters}\n").partition ==
+        PartitionMethod::kParameters);
   const auto given = parsed("parallel: {pipeline: 2, stage_layers: [1, 3]}\n");
   CHECK(given.partition == PartitionMethod::kExplicit);
   CHECK(given.stageLayers == std::vector<int>{1, 3});
-  CHECK(planError("parallel: {pipeline: 3}\n", 3, gas4) == "(no error)");  // 4 layers, 3 stages
+  CHECK_THAT(planError("parallel: {pipeline: 3}\n", 3, gas4),  // 4 layers, 3 stages, uniform
+             Contains("plan.yaml") && Contains("pipeline = 3") && Contains("(4,"));
+  CHECK(planError("parallel: {pipeline: 3, partition_method: parameters}\n", 3, gas4) ==
+        "(no error)");
   CHECK_THAT(planError("parallel: {pipeline: 2, partition_method: balanced}\n", 2, gas4),
              Contains("partition_method") && Contains("balanced") && Contains("uniform"));
   CHECK_THAT(planError("parallel: {pipeline: 2, partition_method: 'type:Block'}\n", 2, gas4),

@@ -174,7 +174,7 @@ TEST_CASE("pipeline: layers split by count, embeddings first and head last", "[u
 
 // DeepSpeed's partition_method "parameters" balances the stages' parameter counts; the tied wte
 // weighs on both ends, so at GPT-2 124M shapes the first and last stage hold one layer each and
-// the middle stages the rest (uniform would give the first stage 60.6M parameters, 1.5x the
+// the middle stages the rest (uniform would give the first stage 60.7M parameters, 1.5x the
 // others).
 TEST_CASE("pipeline: stages balanced by parameter count, uniform or given", "[unit]") {
   ModelConfig gpt2 = stageGpt(12, false, DType::kF32);
@@ -196,8 +196,11 @@ TEST_CASE("pipeline: stages balanced by parameter count, uniform or given", "[un
                        12) == std::vector<int>{6, 6});
   CHECK(layersPerStage(partitionBlocks(12, stagesBy(4, PartitionMethod::kUniform), weights), 12) ==
         std::vector<int>{3, 3, 3, 3});
-  CHECK(layersPerStage(partitionBlocks(12, stagesBy(5, PartitionMethod::kUniform), weights), 12) ==
-        std::vector<int>{3, 3, 2, 2, 2});
+  CHECK_THROWS_WITH(partitionBlocks(12, stagesBy(5, PartitionMethod::kUniform), weights),
+                    Catch::Contains("12 layers") && Catch::Contains("5 stages") &&
+                        Catch::Contains("partition_method: parameters"));
+  CHECK(layersPerStage(partitionBlocks(12, stagesBy(5, PartitionMethod::kParameters), weights),
+                       12) == std::vector<int>{1, 3, 3, 4, 1});
   const auto given =
       partitionBlocks(12, stagesBy(3, PartitionMethod::kExplicit, {2, 8, 2}), weights);
   CHECK(layersPerStage(given, 12) == std::vector<int>{2, 8, 2});
