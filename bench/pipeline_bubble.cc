@@ -1,10 +1,11 @@
 // bench_pipeline_bubble: the measured bubble of a 1F1B pipeline step (runtime/engine/
-// pipeline_stage.h) against the ideal (P-1)/(m+P-1). P stages run as threads over gloo on this
+// pipeline_stage.h) against the ideal (P-1)/(m+P-1), or with --chunks v > 1 of the interleaved
+// schedule against (P-1)/(v*m+P-1). P stages run as threads over gloo on this
 // host, each stage a slice of a small GPT-2 with equal layers per stage; a stage's bubble is the
 // time it waits in receives over its step time. Reported: the mean over stages and the largest,
 // per (P, m), after one warm-up step. Stages share this machine's cores, so with fewer cores than
 // stages the figure includes waiting for a core (say the load average next to it).
-// Usage: bench_pipeline_bubble [--stages P] [--steps N] [--layers L] [--width C]
+// Usage: bench_pipeline_bubble [--stages P] [--chunks v] [--steps N] [--layers L] [--width C]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,7 +30,7 @@ using namespace ds::runtime;
 namespace {
 
 struct Args {
-  int stages = 2, steps = 4, layers = 4, width = 128;
+  int stages = 2, chunks = 1, steps = 4, layers = 4, width = 128;
 };
 
 Args parse(int argc, char** argv) {
@@ -38,6 +39,7 @@ Args parse(int argc, char** argv) {
     const std::string key = argv[i];
     const int value = std::atoi(argv[i + 1]);
     if (key == "--stages") args.stages = value;
+    else if (key == "--chunks") args.chunks = value;
     else if (key == "--steps") args.steps = value;
     else if (key == "--layers") args.layers = value;
     else if (key == "--width") args.width = value;
@@ -72,7 +74,7 @@ Measured runOnce(const Args& args, int micro) {
       mb.targets.push_back(static_cast<int32_t>((i * 11 + k * 5 + 1) % cfg.vocabSize));
     }
   }
-  const auto split = splitBlocks(cfg.nLayer, args.stages);
+  const auto split = splitBlocks(cfg.nLayer, args.stages * args.chunks);
   auto store = std::make_shared<comm::HashStore>();
   std::vector<double> bubble(static_cast<size_t>(args.stages), 0), stepMs(bubble);
   std::vector<std::thread> threads;
@@ -105,7 +107,7 @@ Measured runOnce(const Args& args, int micro) {
       opts.stage = rank;
       opts.stages = args.stages;
       opts.microBatches = micro;
-      opts.blocks = split[static_cast<size_t>(rank)];
+      opts.chunks = stageChunks(split, rank, args.stages);
       PipelineStage stage(cfg, &pipe, opts);
       double idle = 0, total = 0;
       for (int step = 0; step <= args.steps; ++step) {
@@ -135,14 +137,14 @@ Measured runOnce(const Args& args, int micro) {
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   std::printf(
-      "pipeline bubble: P=%d stages (threads over gloo), GPT-2 L=%d C=%d T=64 B=4 per "
-      "micro-batch, %d steps after 1 warm-up\n",
-      args.stages, args.layers, args.width, args.steps);
+      "pipeline bubble: P=%d stages x %d chunk(s) (threads over gloo), GPT-2 L=%d C=%d T=64 "
+      "B=4 per micro-batch, %d steps after 1 warm-up\n",
+      args.stages, args.chunks, args.layers, args.width, args.steps);
   std::printf("%4s %10s %12s %12s %10s %10s\n", "m", "ideal", "mean stage", "worst stage",
               "mean/ideal", "step ms");
   for (int micro : {args.stages, 2 * args.stages, 4 * args.stages, 8 * args.stages}) {
     const Measured got = runOnce(args, micro);
-    const double ideal = idealBubble(args.stages, micro);
+    const double ideal = idealBubble(args.stages, micro, args.chunks);
     std::printf("%4d %10.3f %12.3f %12.3f %10.2f %10.1f\n", micro, ideal, got.meanBubble,
                 got.maxBubble, got.meanBubble / ideal, got.stepMs);
   }

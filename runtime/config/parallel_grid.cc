@@ -130,6 +130,13 @@ void checkPipelineTraining(const std::string& where, const ParallelPlan& plan, i
         "gradient_accumulation_steps to {} or more (train_batch_size = micro batch x "
         "gradient_accumulation_steps x data-parallel ranks)",
         where, gradientAccumulationSteps, plan.pipeline, plan.pipeline));
+  if (plan.virtualStages > 1 && gradientAccumulationSteps % plan.pipeline != 0)
+    throw ConfigError(fmt::format(
+        "{}: gradient_accumulation_steps {} is not a multiple of parallel.pipeline = {}: the "
+        "interleaved schedule (parallel.virtual_stages = {}) runs micro-batches in whole groups "
+        "of {}, as Megatron's; give a multiple of {}",
+        where, gradientAccumulationSteps, plan.pipeline, plan.virtualStages, plan.pipeline,
+        plan.pipeline));
 }
 
 }  // namespace ds::runtime

@@ -28,6 +28,9 @@ struct ParallelPlan {  // plan key parallel: {pipeline: P, tensor: T}; both defa
   // default is parameters, which the plan can ask for.
   PartitionMethod partition = PartitionMethod::kUniform;
   std::vector<int> stageLayers;  // layers per stage with kExplicit (P entries summing to L)
+  // Model chunks per pipeline stage (plan key parallel.virtual_stages; > 1: the interleaved
+  // schedule, Megatron's virtual pipeline stages).
+  int virtualStages = 1;
 };
 
 // "parameters" | "uniform" | "explicit" (the name the plan and the startup log use).

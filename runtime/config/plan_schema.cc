@@ -115,6 +115,7 @@ ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize
   ParallelPlan p;
   p.pipeline = int(r.getInt("pipeline", 1, 1, 4096));
   p.tensor = int(r.getInt("tensor", 1, 1, 4096));
+  p.virtualStages = int(r.getInt("virtual_stages", 1, 1, 1024));
   const bool explicitLayers = r.has("stage_layers");
   if (explicitLayers) {
     if (r.has("partition_method"))
@@ -158,6 +159,24 @@ ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize
     grid->checkModel(shape);
   } catch (const ConfigError& e) {
     r.fail("", e.what());
+  }
+  if (p.virtualStages > 1) {
+    if (p.pipeline == 1)
+      r.fail("virtual_stages", fmt::format("{} chunks per stage interleave a pipeline; it needs "
+                                           "parallel.pipeline > 1",
+                                           p.virtualStages));
+    if (p.partition != PartitionMethod::kUniform)
+      r.fail("virtual_stages",
+             fmt::format("{} chunks per stage split the layers uniformly over pipeline x "
+                         "virtual_stages chunks; partition_method parameters and stage_layers "
+                         "are for virtual_stages 1",
+                         p.virtualStages));
+    if (model.kind == "gpt2" && model.nLayer % (p.pipeline * p.virtualStages) != 0)
+      r.fail("virtual_stages",
+             fmt::format("{} layers (model.gpt.n_layer) do not divide over pipeline {} x "
+                         "virtual_stages {} = {} chunks; every chunk holds the same whole number "
+                         "of layers",
+                         model.nLayer, p.pipeline, p.virtualStages, p.pipeline * p.virtualStages));
   }
   if (explicitLayers && model.kind == "gpt2") {
     int sum = 0;

@@ -66,9 +66,8 @@ PipelineRun::PipelineRun(const Plan& plan, const ModelConfig& model,
       modelParams_(modelParams) {
   if (world == nullptr)
     throw InternalError("PipelineRun: parallel.pipeline > 1 needs the job's process group");
-  split_ =
-      partitionBlocks(model.nLayer, plan.parallel, blockParamCounts(modelParams, model.nLayer));
-  blocks_ = split_[static_cast<size_t>(coord_.pipeline)];
+  split_ = planChunks(model.nLayer, plan.parallel, blockParamCounts(modelParams, model.nLayer));
+  chunks_ = split_[static_cast<size_t>(coord_.pipeline)];
   size_t offset = 0;
   for (size_t i = 0; i < modelParams_.size(); ++i) {
     modelOffset_.push_back(offset);
@@ -86,12 +85,12 @@ PipelineRun::PipelineRun(const Plan& plan, const ModelConfig& model,
     tied.push_back(
         {grid_.rankOf({dataIndex, 0, 0}), grid_.rankOf({dataIndex, grid_.pipeline() - 1, 0})});
   tied_ = axisGroup(world, tied);
-  view_ = std::make_unique<StageParams>(modelParams_, blocks_);
+  view_ = std::make_unique<StageParams>(modelParams_, chunks_);
   PipelineStageOptions opts;
   opts.stage = coord_.pipeline;
   opts.stages = grid_.pipeline();
   opts.microBatches = int(plan.deepspeed.gradientAccumulationSteps);
-  opts.blocks = blocks_;
+  opts.chunks = chunks_;
   stage_ = std::make_unique<PipelineStage>(model, pipe_.get(), opts);
   micro_.resize(static_cast<size_t>(opts.microBatches));
 }
@@ -243,37 +242,38 @@ std::vector<float> PipelineRun::fullParams(zero::TrainingEngine& engine, size_t 
 }
 
 std::string PipelineRun::describe() const {
+  const int chunks = std::max(plan_.parallel.virtualStages, 1);
+  const int micro = int(plan_.deepspeed.gradientAccumulationSteps);
   std::string out = fmt::format(
-      "pipeline: world {} = data {} x pipeline {}; 1F1B over {} micro-batches per step (ideal "
+      "pipeline: world {} = data {} x pipeline {}; {} over {} micro-batches per step (ideal "
       "bubble {:.1f}%), ZeRO stage {} within each stage's data group; layers per stage {}",
-      grid_.world(), grid_.data(), grid_.pipeline(), plan_.deepspeed.gradientAccumulationSteps,
-      100.0 * idealBubble(grid_.pipeline(), int(plan_.deepspeed.gradientAccumulationSteps)),
-      plan_.deepspeed.zero.stage,
+      grid_.world(), grid_.data(), grid_.pipeline(),
+      chunks > 1 ? fmt::format("interleaved 1F1B, {} chunks per stage,", chunks)
+                 : std::string("1F1B"),
+      micro, 100.0 * idealBubble(grid_.pipeline(), micro, chunks), plan_.deepspeed.zero.stage,
       plan_.parallel.partition == PartitionMethod::kExplicit
           ? std::string("from parallel.stage_layers")
           : fmt::format("by partition_method {}", partitionMethodName(plan_.parallel.partition)));
   for (int rank = 0; rank < grid_.world(); ++rank) {
     const GridCoord coord = grid_.coordOf(rank);
-    const StageBlocks blocks = split_[static_cast<size_t>(coord.pipeline)];
-    std::vector<std::string> parts;
-    if (blocks.first == 0) parts.emplace_back("embeddings");
-    const int firstLayer = std::max(blocks.first, 1);
-    const int lastLayer = std::min(blocks.last - 1, nLayer_);
-    if (lastLayer >= firstLayer)
-      parts.push_back(firstLayer == lastLayer
-                          ? fmt::format("layer {}", firstLayer - 1)
-                          : fmt::format("layers {}..{}", firstLayer - 1, lastLayer - 1));
-    if (blocks.last == nLayer_ + 2) parts.emplace_back("head and loss (tied wte)");
+    const auto& chunkList = split_[static_cast<size_t>(coord.pipeline)];
+    std::vector<std::string> ranges, parts;
+    for (const StageBlocks& blocks : chunkList) {
+      ranges.push_back(fmt::format("[{}, {})", blocks.first, blocks.last));
+      if (blocks.first == 0) parts.emplace_back("embeddings");
+      const int firstLayer = std::max(blocks.first, 1);
+      const int lastLayer = std::min(blocks.last - 1, nLayer_);
+      if (lastLayer >= firstLayer)
+        parts.push_back(firstLayer == lastLayer
+                            ? fmt::format("layer {}", firstLayer - 1)
+                            : fmt::format("layers {}..{}", firstLayer - 1, lastLayer - 1));
+      if (blocks.last == nLayer_ + 2) parts.emplace_back("head and loss (tied wte)");
+    }
     size_t held = 0;
-    for (const auto& info : modelParams_)
-      for (int blk : info.blocks)
-        if (blk >= blocks.first && blk < blocks.last) {
-          held += info.numel;
-          break;
-        }
-    out += fmt::format("\n  rank {}: stage {} (data {}), blocks [{}, {}): {}; {} parameters", rank,
-                       coord.pipeline, coord.data, blocks.first, blocks.last,
-                       fmt::join(parts, ", "), held);
+    for (size_t param : stageParams(modelParams_, chunkList)) held += modelParams_[param].numel;
+    out += fmt::format("\n  rank {}: stage {} (data {}), blocks {}: {}; {} parameters", rank,
+                       coord.pipeline, coord.data, fmt::join(ranges, " "), fmt::join(parts, ", "),
+                       held);
   }
   return out;
 }

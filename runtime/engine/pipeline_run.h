@@ -46,7 +46,6 @@ class PipelineRun {
   int dataRank() const { return coord_.data; }
   int dataSize() const { return grid_.data(); }
   int stage() const { return coord_.pipeline; }
-  StageBlocks blocks() const { return blocks_; }
 
   // After the stage engine is built: the view forwards the model's hooks to `engineHooks` (the
   // engine behind its timers / fp16 rounding) and reads `engine`'s table; the norm scope spans
@@ -94,8 +93,8 @@ class PipelineRun {
   const Plan& plan_;
   ParallelGrid grid_;
   GridCoord coord_;
-  std::vector<StageBlocks> split_;  // every stage's blocks (partitionBlocks)
-  StageBlocks blocks_;
+  std::vector<std::vector<StageBlocks>> split_;  // every stage's chunks' blocks (planChunks)
+  std::vector<StageBlocks> chunks_;              // this rank's
   int nLayer_;
   std::vector<zero::ParamInfo> modelParams_;
   std::vector<size_t> modelOffset_;  // flat offset of every model parameter

@@ -170,8 +170,56 @@ std::vector<PipeOp> oneFOneB(int stage, int stages, int microBatches) {
   return ops;
 }
 
-double idealBubble(int stages, int microBatches) {
-  return double(stages - 1) / double(microBatches + stages - 1);
+std::vector<PipeOp> interleavedOneFOneB(int stage, int stages, int chunks, int microBatches) {
+  if (chunks <= 1) return oneFOneB(stage, stages, microBatches);
+  oneFOneB(stage, stages, microBatches);  // m >= P, worded once
+  if (microBatches % stages != 0)
+    throw ConfigError(fmt::format(
+        "gradient_accumulation_steps {} is not a multiple of parallel.pipeline = {}: the "
+        "interleaved schedule (parallel.virtual_stages = {}) runs micro-batches in whole groups "
+        "of {}; give a multiple of {}",
+        microBatches, stages, chunks, stages, stages));
+  const int total = microBatches * chunks;
+  const int group = stages * chunks;  // forwards of one group of P micro-batches over all chunks
+  auto forwardOp = [&](int index) {
+    const int chunk = (index % group) / stages;
+    const int micro = (index / group) * stages + index % stages;
+    return PipeOp{PipeOp::kForward, micro, chunk};
+  };
+  auto backwardOp = [&](int index) {
+    const int chunk = chunks - 1 - (index % group) / stages;
+    const int micro = (index / group) * stages + index % stages;
+    return PipeOp{PipeOp::kBackward, micro, chunk};
+  };
+  const int warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  std::vector<PipeOp> ops;
+  ops.reserve(static_cast<size_t>(2 * total));
+  int fwd = 0, bwd = 0;
+  for (; fwd < warmup; ++fwd) ops.push_back(forwardOp(fwd));
+  while (fwd < total) {
+    ops.push_back(forwardOp(fwd++));
+    ops.push_back(backwardOp(bwd++));
+  }
+  while (bwd < total) ops.push_back(backwardOp(bwd++));
+  return ops;
+}
+
+std::vector<PipeOp> stageSchedule(int stage, int stages, int chunks, int microBatches) {
+  return chunks <= 1 ? oneFOneB(stage, stages, microBatches)
+                     : interleavedOneFOneB(stage, stages, chunks, microBatches);
+}
+
+std::vector<StageBlocks> stageChunks(const std::vector<StageBlocks>& virtualSplit, int stage,
+                                     int stages) {
+  std::vector<StageBlocks> out;
+  for (size_t index = static_cast<size_t>(stage); index < virtualSplit.size();
+       index += static_cast<size_t>(stages))
+    out.push_back(virtualSplit[index]);
+  return out;
+}
+
+double idealBubble(int stages, int microBatches, int chunks) {
+  return double(stages - 1) / double(chunks * microBatches + stages - 1);
 }
 
 void checkPipelinePlan(const std::string& where, int nLayer, const ParallelPlan& plan,
@@ -179,11 +227,38 @@ void checkPipelinePlan(const std::string& where, int nLayer, const ParallelPlan&
   if (plan.pipeline <= 1) return;
   try {
     // The split's own refusals; any weights do (only the parameter counts' values differ).
-    partitionBlocks(nLayer, plan, std::vector<int64_t>(static_cast<size_t>(nLayer + 2), 1));
-    oneFOneB(0, plan.pipeline, microBatches);
+    planChunks(nLayer, plan, std::vector<int64_t>(static_cast<size_t>(nLayer + 2), 1));
+    stageSchedule(0, plan.pipeline, plan.virtualStages, microBatches);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: {}", where, e.what()));
   }
+}
+
+std::vector<std::vector<StageBlocks>> planChunks(int nLayer, const ParallelPlan& plan,
+                                                 const std::vector<int64_t>& blockWeights) {
+  const int chunks = std::max(plan.virtualStages, 1);
+  std::vector<StageBlocks> split;
+  if (chunks == 1) {
+    split = partitionBlocks(nLayer, plan, blockWeights);
+  } else {
+    if (plan.partition != PartitionMethod::kUniform)
+      throw ConfigError(fmt::format(
+          "parallel.virtual_stages = {} splits the layers uniformly over pipeline x "
+          "virtual_stages = {} chunks; partition_method parameters and stage_layers are for "
+          "virtual_stages 1",
+          chunks, plan.pipeline * chunks));
+    if (nLayer % (plan.pipeline * chunks) != 0)
+      throw ConfigError(fmt::format(
+          "parallel.virtual_stages = {}: {} layers (model.gpt.n_layer) do not divide over "
+          "pipeline {} x virtual_stages {} = {} chunks; every chunk holds the same whole number "
+          "of layers",
+          chunks, nLayer, plan.pipeline, chunks, plan.pipeline * chunks));
+    split = splitBlocks(nLayer, plan.pipeline * chunks, true);
+  }
+  std::vector<std::vector<StageBlocks>> out;
+  for (int stage = 0; stage < plan.pipeline; ++stage)
+    out.push_back(stageChunks(split, stage, plan.pipeline));
+  return out;
 }
 
 }  // namespace ds::runtime

@@ -45,7 +45,8 @@ std::vector<StageBlocks> partitionBlocks(int nLayer, const ParallelPlan& plan,
 
 struct PipeOp {
   enum Kind { kForward, kBackward } kind;
-  int micro;  // micro-batch index 0..m-1
+  int micro;      // micro-batch index 0..m-1
+  int chunk = 0;  // model chunk of this stage (0 without interleaving)
 };
 
 // The 1F1B order of stage `stage` (0..P-1) for m micro-batches: P-stage-1 warm-up forwards, then
@@ -53,12 +54,35 @@ struct PipeOp {
 // ConfigError (naming m and P) when m < P.
 std::vector<PipeOp> oneFOneB(int stage, int stages, int microBatches);
 
-// The bubble fraction of an ideal 1F1B step with equal stage times: (P-1)/(m+P-1).
-double idealBubble(int stages, int microBatches);
+// The interleaved 1F1B order (Megatron's virtual pipeline stages): each of the P stages holds v
+// model chunks, chunk c of stage s being virtual stage c*P + s, so a micro-batch passes every
+// stage v times. Forwards run in groups of P micro-batches per chunk (chunk 0 of micro-batches
+// 0..P-1, chunk 1 of the same, ..., then the next P micro-batches), backwards in the same groups
+// with the chunks reversed; (P-s-1)*2 + (v-1)*P warm-up forwards, then one forward one backward,
+// then the remaining backwards. Throws ConfigError (naming the numbers) when m is not a multiple
+// of P (the groups must be whole, as Megatron requires) or m < P. v = 1 gives oneFOneB's order.
+std::vector<PipeOp> interleavedOneFOneB(int stage, int stages, int chunks, int microBatches);
+
+// The schedule a stage runs: oneFOneB for one chunk, interleavedOneFOneB for more.
+std::vector<PipeOp> stageSchedule(int stage, int stages, int chunks, int microBatches);
+
+// Stage `stage`'s chunks' blocks: chunk c holds virtual stage c*P + stage of `virtualSplit` (the
+// split over P*v virtual stages).
+std::vector<StageBlocks> stageChunks(const std::vector<StageBlocks>& virtualSplit, int stage,
+                                     int stages);
+
+// The bubble fraction of an ideal 1F1B step with equal stage times: (P-1)/(m+P-1); interleaved
+// over v chunks per stage each chunk's work is 1/v of a stage's, so (P-1)/(v*m+P-1).
+double idealBubble(int stages, int microBatches, int chunks = 1);
 
 // Checks a plan's pipeline numbers before training: `where` names the plan (file) in the
 // message. Throws ConfigError naming the numbers.
 void checkPipelinePlan(const std::string& where, int nLayer, const ParallelPlan& plan,
                        int microBatches);
+
+// The blocks of every stage's chunks: the plan's split over P*v virtual stages (v =
+// plan.virtualStages), chunk c of stage s at [stage s][c].
+std::vector<std::vector<StageBlocks>> planChunks(int nLayer, const ParallelPlan& plan,
+                                                 const std::vector<int64_t>& blockWeights);
 
 }  // namespace ds::runtime

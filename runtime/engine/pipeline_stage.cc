@@ -18,41 +18,65 @@ double msSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-int actTag(int micro) { return 2 * micro; }
-int gradTag(int micro) { return 2 * micro + 1; }
-// forwardOnly's activations: above every step tag for m < 16383 and within MPI's smallest
-// guaranteed MPI_TAG_UB (32767).
+// Tags name the receiving virtual stage and the micro-batch: 2 * (micro * V + vs) (+1 for the
+// activation gradient), below kEvalTag for 2 * m * V < kEvalTag - V (checked at construction).
+int actTag(int micro, int virtualStages, int receiver) {
+  return 2 * (micro * virtualStages + receiver);
+}
+int gradTag(int micro, int virtualStages, int receiver) {
+  return 2 * (micro * virtualStages + receiver) + 1;
+}
+// forwardOnly's activations, one tag per receiving virtual stage counting down from the top of
+// MPI's smallest guaranteed MPI_TAG_UB (32767).
 constexpr int kEvalTag = 32766;
 
 }  // namespace
 
-std::vector<size_t> stageParams(const std::vector<zero::ParamInfo>& params, StageBlocks blocks) {
+std::vector<size_t> stageParams(const std::vector<zero::ParamInfo>& params,
+                                const std::vector<StageBlocks>& chunks) {
   std::vector<size_t> out;
   for (size_t i = 0; i < params.size(); ++i) {
-    for (int blk : params[i].blocks) {
-      if (blk >= blocks.first && blk < blocks.last) {
-        out.push_back(i);
-        break;
-      }
-    }
+    const bool held = std::any_of(params[i].blocks.begin(), params[i].blocks.end(), [&](int blk) {
+      return std::any_of(chunks.begin(), chunks.end(), [blk](const StageBlocks& chunk) {
+        return blk >= chunk.first && blk < chunk.last;
+      });
+    });
+    if (held) out.push_back(i);
   }
   return out;
 }
 
 PipelineStage::PipelineStage(const ModelConfig& cfg, comm::ProcessGroup* pipe,
                              PipelineStageOptions opts)
-    : cfg_(cfg), pipe_(pipe), opts_(opts) {
+    : cfg_(cfg), pipe_(pipe), opts_(std::move(opts)) {
   if (opts_.stages > 1 && (pipe_ == nullptr || pipe_->size() != opts_.stages))
     throw InternalError(fmt::format("pipeline stage {}: the pipeline group has {} ranks, not {}",
                                     opts_.stage, pipe_ ? pipe_->size() : 0, opts_.stages));
-  oneFOneB(opts_.stage, opts_.stages, opts_.microBatches);  // refuses m < P
-  const int slots = std::min(opts_.stages - opts_.stage, opts_.microBatches);
-  for (int i = 0; i < slots; ++i) slots_.push_back(std::make_unique<Gpt2Model>(cfg_));
-  const auto micro = static_cast<size_t>(opts_.microBatches);
-  actOut_.resize(micro);
-  gradOut_.resize(micro);
-  actIn_.resize(micro);
-  gradIn_.resize(micro);
+  if (opts_.chunks.empty())
+    throw InternalError(fmt::format("pipeline stage {}: no blocks", opts_.stage));
+  // Refuses m < P (and for the interleaved schedule an m that P does not divide).
+  stageSchedule(opts_.stage, opts_.stages, chunks(), opts_.microBatches);
+  if (2 * opts_.microBatches * virtualStages() >= kEvalTag - virtualStages())
+    throw ConfigError(fmt::format(
+        "pipeline: gradient_accumulation_steps {} x {} virtual stages needs message tags beyond "
+        "MPI's guaranteed {}; give fewer micro-batches per step",
+        opts_.microBatches, virtualStages(), kEvalTag));
+  const auto slots = static_cast<size_t>(opts_.microBatches) * static_cast<size_t>(chunks());
+  inFlight_.assign(slots, nullptr);
+  actOut_.resize(slots);
+  gradOut_.resize(slots);
+  actIn_.resize(slots);
+  gradIn_.resize(slots);
+}
+
+Gpt2Model* PipelineStage::takeModel() {
+  if (free_.empty()) {
+    pool_.push_back(std::make_unique<Gpt2Model>(cfg_));
+    free_.push_back(pool_.back().get());
+  }
+  Gpt2Model* model = free_.back();
+  free_.pop_back();
+  return model;
 }
 
 PipelineStepResult PipelineStage::step(const std::function<const Batch&(int)>& batch,
@@ -61,57 +85,91 @@ PipelineStepResult PipelineStage::step(const std::function<const Batch&(int)>& b
   const auto start = Clock::now();
   PipelineStepResult res;
   std::vector<comm::WorkPtr> sends;
-  const int prev = opts_.stage - 1, next = opts_.stage + 1;
-  const auto slotCount = static_cast<int>(slots_.size());
-  auto receive = [&](std::vector<float>& buf, int peer, int tag, const char* what, int micro) {
+  const int total = virtualStages();
+  const auto schedule = stageSchedule(opts_.stage, opts_.stages, chunks(), opts_.microBatches);
+  auto slotOf = [this](const PipeOp& op) {
+    return static_cast<size_t>(op.micro) * static_cast<size_t>(chunks()) +
+           static_cast<size_t>(op.chunk);
+  };
+  // Every receive of the step is posted first, in schedule order. The comm layer completes the
+  // waits of one group in submission order, and a send completes once its receiver has posted
+  // the receive: posted late (when the schedule reaches it), a receive the peer's earlier send
+  // needs could sit behind a wait on that peer, which the interleaved schedule turns into a
+  // deadlock. Posted up front, every send lands at once and the waits below come in the order
+  // they were posted.
+  std::vector<comm::WorkPtr> received(schedule.size());
+  for (size_t index = 0; index < schedule.size(); ++index) {
+    const PipeOp& op = schedule[index];
+    const Batch& mb = batch(op.micro);
+    const size_t width = static_cast<size_t>(mb.B) * mb.T * cfg_.nEmbd;
+    const int self = virtualStage(op.chunk);
+    const size_t slot = slotOf(op);
+    if (op.kind == PipeOp::kForward && self > 0) {
+      actIn_[slot].resize(width);
+      received[index] = pipe_->recv(comm::view(actIn_[slot].data(), width), rankOf(self - 1),
+                                    actTag(op.micro, total, self));
+    } else if (op.kind == PipeOp::kBackward && self < total - 1) {
+      gradIn_[slot].resize(width);
+      received[index] = pipe_->recv(comm::view(gradIn_[slot].data(), width), rankOf(self + 1),
+                                    gradTag(op.micro, total, self));
+    }
+  }
+  auto receive = [&](size_t index, int peer, const char* what, const PipeOp& op) {
     const auto waitStart = Clock::now();
     try {
-      pipe_->recv(comm::view(buf.data(), buf.size()), peer, tag)->wait();
+      received[index]->wait();
     } catch (const Error& e) {
-      throw Error(
-          fmt::format("pipeline stage {}: receiving the {} of micro-batch {} from stage "
-                      "{}: {}",
-                      opts_.stage, what, micro, peer, e.what()));
+      throw Error(fmt::format(
+          "pipeline stage {}: receiving the {} of micro-batch {} (chunk {}) from stage {}: {}",
+          opts_.stage, what, op.micro, op.chunk, peer, e.what()));
     }
     res.idleMs += msSince(waitStart);
   };
-  for (const PipeOp& op : oneFOneB(opts_.stage, opts_.stages, opts_.microBatches)) {
+  for (size_t index = 0; index < schedule.size(); ++index) {
+    const PipeOp& op = schedule[index];
     const Batch& mb = batch(op.micro);
     const size_t width = static_cast<size_t>(mb.B) * mb.T * cfg_.nEmbd;
-    Gpt2Model& model = *slots_[op.micro % slotCount];
-    const auto micro = static_cast<size_t>(op.micro);
+    const size_t slot = slotOf(op);
+    const StageBlocks blocks = opts_.chunks[static_cast<size_t>(op.chunk)];
+    const int self = virtualStage(op.chunk);
     if (op.kind == PipeOp::kForward) {
+      Gpt2Model& model = *(inFlight_[slot] = takeModel());
       const float* input = nullptr;
-      if (!first()) {
-        actIn_[micro].resize(width);
-        receive(actIn_[micro], prev, actTag(op.micro), "activations", op.micro);
-        input = actIn_[micro].data();
+      if (self > 0) {
+        receive(index, rankOf(self - 1), "activations", op);
+        input = actIn_[slot].data();
       }
-      const float loss =
-          model.forwardBlocks(opts_.blocks.first, opts_.blocks.last, mb.inputs.data(),
-                              mb.targets.data(), mb.B, mb.T, input, table, hooks);
-      if (last()) {
+      const float loss = model.forwardBlocks(blocks.first, blocks.last, mb.inputs.data(),
+                                             mb.targets.data(), mb.B, mb.T, input, table, hooks);
+      if (self == total - 1) {
         res.lossSum += loss;
       } else {
         const float* out = model.blocksOutput();
-        actOut_[micro].assign(out, out + width);
-        sends.push_back(
-            pipe_->send(comm::view(actOut_[micro].data(), width), next, actTag(op.micro)));
+        actOut_[slot].assign(out, out + width);
+        sends.push_back(pipe_->send(comm::view(actOut_[slot].data(), width), rankOf(self + 1),
+                                    actTag(op.micro, total, self + 1)));
       }
     } else {
+      Gpt2Model* model = inFlight_[slot];
+      if (model == nullptr)
+        throw InternalError(
+            fmt::format("pipeline stage {}: backward of micro-batch {} chunk {} "
+                        "before its forward",
+                        opts_.stage, op.micro, op.chunk));
       const float* dOut = nullptr;
-      if (!last()) {
-        gradIn_[micro].resize(width);
-        receive(gradIn_[micro], next, gradTag(op.micro), "activation gradient", op.micro);
-        dOut = gradIn_[micro].data();
+      if (self < total - 1) {
+        receive(index, rankOf(self + 1), "activation gradient", op);
+        dOut = gradIn_[slot].data();
       }
-      model.backwardBlocks(lossScale, dOut, table, hooks);
-      if (!first()) {
-        const float* grad = model.inputGrad();
-        gradOut_[micro].assign(grad, grad + width);
-        sends.push_back(
-            pipe_->send(comm::view(gradOut_[micro].data(), width), prev, gradTag(op.micro)));
+      model->backwardBlocks(lossScale, dOut, table, hooks);
+      if (self > 0) {
+        const float* grad = model->inputGrad();
+        gradOut_[slot].assign(grad, grad + width);
+        sends.push_back(pipe_->send(comm::view(gradOut_[slot].data(), width), rankOf(self - 1),
+                                    gradTag(op.micro, total, self - 1)));
       }
+      inFlight_[slot] = nullptr;
+      free_.push_back(model);
     }
   }
   for (auto& work : sends) work->wait();
@@ -122,26 +180,37 @@ PipelineStepResult PipelineStage::step(const std::function<const Batch&(int)>& b
 double PipelineStage::forwardOnly(const Batch& mb, zero::ParamTable& table,
                                   zero::BlockHooks& hooks) {
   const size_t width = static_cast<size_t>(mb.B) * mb.T * cfg_.nEmbd;
-  Gpt2Model& model = *slots_.front();
-  const float* input = nullptr;
-  if (!first()) {
-    actIn_.front().resize(width);
-    try {
-      pipe_->recv(comm::view(actIn_.front().data(), width), opts_.stage - 1, kEvalTag)->wait();
-    } catch (const Error& e) {
-      throw Error(
-          fmt::format("pipeline stage {}: receiving the evaluation activations from stage {}: {}",
-                      opts_.stage, opts_.stage - 1, e.what()));
+  const int total = virtualStages();
+  Gpt2Model& model = pool_.empty() ? *takeModel() : *pool_.front();
+  std::vector<float>& in = actIn_.front();
+  std::vector<float>& out = actOut_.front();
+  double loss = 0;
+  for (int chunk = 0; chunk < chunks(); ++chunk) {
+    const StageBlocks blocks = opts_.chunks[static_cast<size_t>(chunk)];
+    const int self = virtualStage(chunk);
+    const float* input = nullptr;
+    if (self > 0) {
+      in.resize(width);
+      try {
+        pipe_->recv(comm::view(in.data(), width), rankOf(self - 1), kEvalTag - self)->wait();
+      } catch (const Error& e) {
+        throw Error(fmt::format(
+            "pipeline stage {}: receiving the evaluation activations (chunk {}) from stage {}: {}",
+            opts_.stage, chunk, rankOf(self - 1), e.what()));
+      }
+      input = in.data();
     }
-    input = actIn_.front().data();
+    const float value = model.forwardBlocks(blocks.first, blocks.last, mb.inputs.data(),
+                                            mb.targets.data(), mb.B, mb.T, input, table, hooks);
+    if (self == total - 1) {
+      loss = value;
+      continue;
+    }
+    const float* result = model.blocksOutput();
+    out.assign(result, result + width);
+    pipe_->send(comm::view(out.data(), width), rankOf(self + 1), kEvalTag - (self + 1))->wait();
   }
-  const float loss = model.forwardBlocks(opts_.blocks.first, opts_.blocks.last, mb.inputs.data(),
-                                         mb.targets.data(), mb.B, mb.T, input, table, hooks);
-  if (last()) return loss;
-  const float* out = model.blocksOutput();
-  actOut_.front().assign(out, out + width);
-  pipe_->send(comm::view(actOut_.front().data(), width), opts_.stage + 1, kEvalTag)->wait();
-  return 0;
+  return loss;
 }
 
 }  // namespace ds::runtime

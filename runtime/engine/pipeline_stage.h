@@ -3,9 +3,12 @@
 // the residual stream from the previous stage and sending it to the next, and sending the
 // gradient of its input back, with comm::ProcessGroup send/recv over the pipeline group.
 // Why: pipeline parallelism (issue 17 item 2). Each in-flight micro-batch needs its own
-// activations, so the stage keeps one Gpt2Model (activations only; parameters come from the
-// caller's ParamTable) per slot: min(P - stage, m) slots, micro-batch k in slot k % slots (1F1B
-// never holds more than P - stage forwards without their backward).
+// activations, so the stage keeps Gpt2Models (activations only; parameters come from the
+// caller's ParamTable) in a pool: a forward takes a free one, its backward returns it (1F1B never
+// holds more than P - stage forwards without their backward; the interleaved schedule more).
+// With v chunks (parallel.virtual_stages) the stage holds virtual stages stage, stage + P, ...:
+// chunk c receives from virtual stage c*P + stage - 1 (the previous stage, or for stage 0 the
+// last stage's chunk c - 1) and sends to virtual stage c*P + stage + 1.
 // Invariants: the ParamTable exposes this stage's parameters (others may be null); gradients
 // accumulate into it over the step's micro-batches; sends are waited on before step() returns,
 // every receive has the group's timeout and names the stage, peer and micro-batch.
@@ -25,9 +28,10 @@
 namespace ds::runtime {
 
 struct PipelineStageOptions {
-  int stage = 0, stages = 1;  // this rank's stage = its rank in the pipeline group
-  int microBatches = 1;       // gradient_accumulation_steps
-  StageBlocks blocks;         // from splitBlocks
+  int stage = 0, stages = 1;        // this rank's stage = its rank in the pipeline group
+  int microBatches = 1;             // gradient_accumulation_steps
+  std::vector<StageBlocks> chunks;  // this stage's chunks in order (planChunks; one without
+                                    // interleaving)
 };
 
 struct PipelineStepResult {
@@ -51,18 +55,32 @@ class PipelineStage {
   // (0 elsewhere). Every stage calls it for the same batches in the same order.
   double forwardOnly(const Batch& mb, zero::ParamTable& table, zero::BlockHooks& hooks);
 
+  // This stage holds the embeddings (the first virtual stage) / the head and loss (the last).
   bool first() const { return opts_.stage == 0; }
   bool last() const { return opts_.stage == opts_.stages - 1; }
 
  private:
+  int chunks() const { return int(opts_.chunks.size()); }
+  int virtualStage(int chunk) const { return chunk * opts_.stages + opts_.stage; }
+  int virtualStages() const { return chunks() * opts_.stages; }
+  // The pipeline rank holding virtual stage `vs`.
+  int rankOf(int virtualStage) const { return virtualStage % opts_.stages; }
+  Gpt2Model* takeModel();
+
   ModelConfig cfg_;
   comm::ProcessGroup* pipe_;
   PipelineStageOptions opts_;
-  std::vector<std::unique_ptr<Gpt2Model>> slots_;
-  std::vector<std::vector<float>> actOut_, gradOut_, actIn_, gradIn_;  // per micro-batch
+  std::vector<std::unique_ptr<Gpt2Model>> pool_;
+  std::vector<Gpt2Model*> free_;
+  // Per (micro-batch, chunk), index micro * chunks + chunk: the model holding its activations
+  // between forward and backward, and the buffers of its sends and receives.
+  std::vector<Gpt2Model*> inFlight_;
+  std::vector<std::vector<float>> actOut_, gradOut_, actIn_, gradIn_;
 };
 
-// Parameter indices of the model that stage `blocks` holds (those listing one of its blocks).
-std::vector<size_t> stageParams(const std::vector<zero::ParamInfo>& params, StageBlocks blocks);
+// Parameter indices of the model that a stage with `chunks` holds (those listing one of their
+// blocks).
+std::vector<size_t> stageParams(const std::vector<zero::ParamInfo>& params,
+                                const std::vector<StageBlocks>& chunks);
 
 }  // namespace ds::runtime

@@ -7,13 +7,20 @@
 
 namespace ds::runtime {
 
-StageParams::StageParams(const std::vector<zero::ParamInfo>& all, StageBlocks blocks)
-    : blocks_(blocks), modelParams_(all.size()) {
+StageParams::StageParams(const std::vector<zero::ParamInfo>& all,
+                         const std::vector<StageBlocks>& chunks)
+    : modelParams_(all.size()) {
+  for (const StageBlocks& chunk : chunks)
+    for (int blk = chunk.first; blk < chunk.last; ++blk) {
+      if (blk >= int(localBlock_.size())) localBlock_.resize(size_t(blk) + 1, -1);
+      localBlock_[size_t(blk)] = numLocal_++;
+    }
   for (size_t i = 0; i < all.size(); ++i) {
     zero::ParamInfo info = all[i];
     info.blocks.clear();
     for (int blk : all[i].blocks)
-      if (blk >= blocks.first && blk < blocks.last) info.blocks.push_back(blk - blocks.first);
+      if (blk >= 0 && blk < int(localBlock_.size()) && localBlock_[size_t(blk)] >= 0)
+        info.blocks.push_back(localBlock_[size_t(blk)]);
     if (info.blocks.empty()) continue;
     local_.push_back(std::move(info));
     toModel_.push_back(i);
@@ -52,20 +59,26 @@ void StageParams::refresh() {
   }
 }
 
+int StageParams::local(int block) const {
+  if (block < 0 || block >= int(localBlock_.size()) || localBlock_[size_t(block)] < 0)
+    throw InternalError(fmt::format("StageParams: block {} is not one of this stage's", block));
+  return localBlock_[size_t(block)];
+}
+
 void StageParams::beforeForward(int block) {
-  engine().beforeForward(block - blocks_.first);
+  engine().beforeForward(local(block));
   refresh();
 }
 void StageParams::afterForward(int block) {
-  engine().afterForward(block - blocks_.first);
+  engine().afterForward(local(block));
   refresh();
 }
 void StageParams::beforeBackward(int block) {
-  engine().beforeBackward(block - blocks_.first);
+  engine().beforeBackward(local(block));
   refresh();
 }
 void StageParams::afterBackward(int block) {
-  engine().afterBackward(block - blocks_.first);
+  engine().afterBackward(local(block));
   refresh();
 }
 

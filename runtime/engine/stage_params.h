@@ -1,6 +1,7 @@
 // StageParams: the view of one pipeline stage's parameters between the whole model's numbering
 // (what Gpt2Model indexes: every parameter, blocks 0..L+1) and a stage engine's own numbering
-// (only the stage's parameters, blocks 0..last-first-1).
+// (only the stage's parameters; its blocks numbered 0.. in order, the chunks of an interleaved
+// stage one after the other).
 // Why: each stage's ZeRO engine holds only its stage's parameters (issue 17 item 2); the model
 // code stays the whole model's. A tied parameter (wte: blocks 0 and L+1) appears on every stage
 // holding one of its blocks, with only those blocks.
@@ -18,11 +19,11 @@ namespace ds::runtime {
 
 class StageParams : public zero::BlockHooks {
  public:
-  StageParams(const std::vector<zero::ParamInfo>& all, StageBlocks blocks);
+  StageParams(const std::vector<zero::ParamInfo>& all, const std::vector<StageBlocks>& chunks);
 
   // The stage's parameters in model order, with stage-local blocks: the engine's ParamInfos.
   const std::vector<zero::ParamInfo>& localParams() const { return local_; }
-  int numLocalBlocks() const { return blocks_.last - blocks_.first; }
+  int numLocalBlocks() const { return numLocal_; }
   // Model index of local parameter i.
   size_t modelIndex(size_t local) const { return toModel_[local]; }
 
@@ -39,7 +40,10 @@ class StageParams : public zero::BlockHooks {
   void refresh();
   zero::BlockHooks& engine();
 
-  StageBlocks blocks_;
+  int local(int block) const;  // the stage-local number of model block `block`
+
+  std::vector<int> localBlock_;  // [model block] its local number, -1 when not held
+  int numLocal_ = 0;
   std::vector<zero::ParamInfo> local_;
   std::vector<size_t> toModel_;
   size_t modelParams_;

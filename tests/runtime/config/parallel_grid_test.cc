@@ -158,6 +158,19 @@ TEST_CASE("parallel grid: partition_method and stage_layers", "[unit]") {
              Contains("1 entries") && Contains("parallel.pipeline = 2"));
   CHECK_THAT(planError("parallel: {pipeline: 2, stage_layers: [0, 4]}\n", 2, gas4),
              Contains("stage_layers") && Contains("[1,"));
+  // The interleaved schedule: equal chunks over P x v, micro-batches in whole groups of P.
+  CHECK(parsed("parallel: {pipeline: 2, virtual_stages: 2}\n").virtualStages == 2);
+  CHECK_THAT(planError("parallel: {virtual_stages: 2}\n", 2, gas4),
+             Contains("virtual_stages") && Contains("parallel.pipeline > 1"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, virtual_stages: 3}\n", 2, gas4),
+             Contains("4 layers") && Contains("pipeline 2 x virtual_stages 3 = 6"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, virtual_stages: 2, partition_method: parameters}\n",
+                       2, gas4),
+             Contains("uniformly"));
+  CHECK_THAT(planError("parallel: {pipeline: 2, virtual_stages: 2}\n", 2,
+                       {"deepspeed.gradient_accumulation_steps=3", "deepspeed.train_batch_size=6"}),
+             Contains("gradient_accumulation_steps 3") && Contains("multiple of") &&
+                 Contains("virtual_stages = 2"));
   CHECK_THAT(planError("parallel: {pipeline: 2, stage_layers: [1, 3], partition_method: uniform}\n",
                        2, gas4),
              Contains("not both"));

@@ -84,13 +84,14 @@ StepOut reference(const ModelConfig& cfg, const std::vector<Batch>& mbs) {
 // send/recv are MPI_Isend/Irecv posted at once, covered by tests/comm conformance under mpirun).
 std::vector<std::string> threadBackends() { return {"gloo", "gloo+shm"}; }
 
+// `chunks` > 1: the interleaved schedule, the layers split over stages x chunks virtual stages.
 StepOut pipelined(const ModelConfig& cfg, const std::vector<Batch>& mbs, int stages,
-                  const std::string& backend = "gloo") {
+                  const std::string& backend = "gloo", int chunks = 1) {
   StepOut out;
   Gpt2Model shape(cfg);
   out.grad.assign(shape.numParamsTotal(), 0.0f);
   std::mutex mutex;
-  const auto split = splitBlocks(cfg.nLayer, stages);
+  const auto split = splitBlocks(cfg.nLayer, stages * chunks);
   auto store = std::make_shared<comm::HashStore>();
   test::runRanks(stages, [&](int rank) {
     comm::GroupOptions gopts;
@@ -107,13 +108,13 @@ StepOut pipelined(const ModelConfig& cfg, const std::vector<Batch>& mbs, int sta
     opts.stage = rank;
     opts.stages = stages;
     opts.microBatches = static_cast<int>(mbs.size());
-    opts.blocks = split[static_cast<size_t>(rank)];
+    opts.chunks = stageChunks(split, rank, stages);
     PipelineStage stage(cfg, group, opts);
     const auto res = stage.step([&mbs](int micro) -> const Batch& { return mbs[micro]; },
                                 1.0f / static_cast<float>(mbs.size()), owner.table, owner);
     std::lock_guard<std::mutex> lock(mutex);
     if (stage.last()) out.lossSum = res.lossSum;
-    for (size_t param : stageParams(full.params(), opts.blocks)) {
+    for (size_t param : stageParams(full.params(), opts.chunks)) {
       const size_t off = owner.offset(param);
       for (size_t i = 0; i < full.params()[param].numel; ++i)
         out.grad[off + i] += owner.grad[off + i];
@@ -240,6 +241,78 @@ TEST_CASE("pipeline: 1F1B warm-up, steady state and cool-down", "[unit]") {
   CHECK(idealBubble(2, 4) == Approx(0.2));
 }
 
+// Megatron's interleaved order for P=2, v=2, m=4 (micro.chunk): stage 0 warms up with 4 forwards
+// (its chunk 0 and 1 of micro-batches 0 and 1), stage 1 with 2.
+TEST_CASE("pipeline: interleaved 1F1B order over virtual stages", "[unit]") {
+  auto text = [](const std::vector<PipeOp>& ops) {
+    std::string out;
+    for (const PipeOp& op : ops)
+      out += fmt::format("{}{}.{} ", op.kind == PipeOp::kForward ? 'F' : 'B', op.micro, op.chunk);
+    return out;
+  };
+  CHECK(text(interleavedOneFOneB(0, 2, 2, 4)) ==
+        "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0 ");
+  CHECK(text(interleavedOneFOneB(1, 2, 2, 4)) ==
+        "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0 ");
+  CHECK(text(interleavedOneFOneB(1, 3, 1, 4)) == text(oneFOneB(1, 3, 4)));
+  CHECK_THROWS_WITH(interleavedOneFOneB(0, 2, 2, 3),
+                    Catch::Contains("gradient_accumulation_steps 3") &&
+                        Catch::Contains("multiple of parallel.pipeline = 2"));
+  CHECK(idealBubble(2, 4, 2) == Approx(1.0 / 9.0));
+  const std::vector<StageBlocks> virtualSplit = splitBlocks(8, 4);
+  const auto chunks = stageChunks(virtualSplit, 1, 2);  // virtual stages 1 and 3
+  REQUIRE(chunks.size() == 2);
+  CHECK(chunks[0].first == 3);
+  CHECK(chunks[0].last == 5);
+  CHECK(chunks[1].first == 7);
+  CHECK(chunks[1].last == 10);  // layers 6, 7 + head
+}
+
+// Every stage runs its schedule in order; a forward of (micro, virtual stage vs) needs vs-1's
+// forward of that micro-batch, a backward vs+1's backward (sends never block, receives do).
+// Running all stages until none can move finds a deadlock or a missing dependency.
+TEST_CASE("pipeline: the interleaved schedules of all stages run to the end together", "[unit]") {
+  for (int stages : {2, 3, 4})
+    for (int chunks : {1, 2, 3})
+      for (int groups : {1, 2, 3}) {
+        const int micro = stages * groups;
+        const int total = stages * chunks;
+        INFO("P=" << stages << " v=" << chunks << " m=" << micro);
+        std::vector<std::vector<PipeOp>> ops;
+        for (int stage = 0; stage < stages; ++stage)
+          ops.push_back(stageSchedule(stage, stages, chunks, micro));
+        // done[kind][micro][virtual stage]
+        std::vector<std::vector<std::vector<bool>>> done(
+            2, std::vector<std::vector<bool>>(static_cast<size_t>(micro),
+                                              std::vector<bool>(static_cast<size_t>(total))));
+        std::vector<size_t> next(static_cast<size_t>(stages), 0);
+        bool moved = true;
+        while (moved) {
+          moved = false;
+          for (int stage = 0; stage < stages; ++stage) {
+            auto& pos = next[static_cast<size_t>(stage)];
+            if (pos == ops[static_cast<size_t>(stage)].size()) continue;
+            const PipeOp& op = ops[static_cast<size_t>(stage)][pos];
+            const int vs = op.chunk * stages + stage;
+            const auto mb = static_cast<size_t>(op.micro);
+            const bool ready =
+                op.kind == PipeOp::kForward
+                    ? (vs == 0 || done[0][mb][size_t(vs - 1)])
+                    : (done[0][mb][size_t(vs)] && (vs == total - 1 || done[1][mb][size_t(vs + 1)]));
+            if (!ready) continue;
+            done[op.kind == PipeOp::kForward ? 0 : 1][mb][size_t(vs)] = true;
+            ++pos;
+            moved = true;
+          }
+        }
+        for (int stage = 0; stage < stages; ++stage)
+          CHECK(next[static_cast<size_t>(stage)] == ops[static_cast<size_t>(stage)].size());
+        for (const auto& kind : done)
+          for (const auto& row : kind)
+            for (bool cell : row) CHECK(cell);
+      }
+}
+
 // The same block code over the same micro-batches in the same order: the loss sum and every
 // gradient agree to fp32 rounding of the activation hand-over (none in fp32: the residual
 // stream is sent as it is held). Checkpointing recomputes within the stage.
@@ -257,6 +330,20 @@ TEST_CASE("pipeline: a 1F1B step over 2 and 4 stages gives one model's loss and 
   }
 }
 
+// Interleaved: 2 stages x 2 chunks of one layer each (the activations cross the pipeline group
+// three times per micro-batch, stage 1 hands chunk 0's output back to stage 0's chunk 1).
+TEST_CASE("pipeline: an interleaved step gives one model's loss and gradients", "[multirank]") {
+  const auto mbs = microBatches(4);
+  for (bool ckpt : {false, true}) {
+    const ModelConfig cfg = stageGpt(4, ckpt, DType::kF32);
+    checkSame(pipelined(cfg, mbs, 2, "gloo", 2), reference(cfg, mbs), 1e-6,
+              fmt::format("2 stages x 2 chunks, checkpointing {}", ckpt));
+  }
+  const ModelConfig six = stageGpt(6, false, DType::kF32);
+  checkSame(pipelined(six, microBatches(6), 3, "gloo", 2), reference(six, microBatches(6)), 1e-6,
+            "3 stages x 2 chunks");
+}
+
 TEST_CASE("pipeline: bf16 stages match one bf16 model", "[multirank]") {
   const auto mbs = microBatches(3);
   const ModelConfig cfg = stageGpt(2, false, DType::kBF16);
@@ -271,7 +358,9 @@ TEST_CASE("pipeline: stage engines over their own parameters give one model's gr
   const ModelConfig cfg = stageGpt(4, false, DType::kF32);
   const StepOut want = reference(cfg, mbs);
   const int stages = 2;
-  const auto split = splitBlocks(cfg.nLayer, stages);
+  const int chunks = GENERATE(1, 2);  // 2: interleaved, virtual stages of one layer each
+  INFO(chunks << " chunk(s) per stage");
+  const auto split = splitBlocks(cfg.nLayer, stages * chunks);
   Gpt2Model shape(cfg);
   StepOut got;
   got.grad.assign(shape.numParamsTotal(), 0.0f);
@@ -281,7 +370,8 @@ TEST_CASE("pipeline: stage engines over their own parameters give one model's gr
     Gpt2Model full(cfg);
     test::ParamOwner owner(full, false, /*gate=*/false);
     initOwner(full, owner);
-    StageParams view(full.params(), split[static_cast<size_t>(rank)]);
+    const auto stageBlocks = stageChunks(split, rank, stages);
+    StageParams view(full.params(), stageBlocks);
     std::vector<float> localFlat;
     for (size_t i = 0; i < view.localParams().size(); ++i) {
       const size_t off = owner.offset(view.modelIndex(i));
@@ -301,7 +391,7 @@ TEST_CASE("pipeline: stage engines over their own parameters give one model's gr
     opts.stage = rank;
     opts.stages = stages;
     opts.microBatches = static_cast<int>(mbs.size());
-    opts.blocks = split[static_cast<size_t>(rank)];
+    opts.chunks = stageBlocks;
     PipelineStage stage(cfg, group, opts);
     engine.beginStep(true);
     const auto res = stage.step([&mbs](int micro) -> const Batch& { return mbs[micro]; },
