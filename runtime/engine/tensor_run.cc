@@ -137,22 +137,34 @@ void TensorRun::bind(zero::ZeroEngine& engine) {
 
 zero::TrainingEngine::ParamSource TensorRun::localSource(
     zero::TrainingEngine::ParamSource canonical) const {
+  RangeReader named = localRangeReader(
+      [canonical = std::move(canonical)](size_t offset, size_t size, const std::string&,
+                                         float* out) { canonical(offset, size, out); });
+  return [named = std::move(named)](size_t offset, size_t size, float* out) {
+    named(offset, size, "", out);
+  };
+}
+
+TensorRun::RangeReader TensorRun::localRangeReader(RangeReader canonical) const {
   // One parameter's shard cached: the engine asks in pieces, a large parameter (wte) would
   // otherwise be read and scattered once per piece.
   struct Cache {
     std::mutex mutex;
     long param = -1;
+    std::string name;
     std::vector<float> whole, shard;
   };
   auto cache = std::make_shared<Cache>();
-  return [this, canonical = std::move(canonical), cache](size_t offset, size_t size, float* out) {
+  return [this, canonical = std::move(canonical), cache](size_t offset, size_t size,
+                                                         const std::string& name, float* out) {
     std::lock_guard<std::mutex> lock(cache->mutex);
     const size_t end = offset + size;
     for (size_t i = 0; i < local_.size() && offset < end; ++i) {
       if (offset >= localOffset_[i + 1]) continue;
-      if (cache->param != long(i)) {
+      if (cache->param != long(i) || cache->name != name) {
         cache->whole.resize(canonical_[i].numel);
-        canonical(canonicalOffset_[i], canonical_[i].numel, cache->whole.data());
+        canonical(canonicalOffset_[i], canonical_[i].numel, name, cache->whole.data());
+        cache->name = name;
         cache->shard.resize(local_[i].numel);
         gpt2TensorShard(canonical_[i].name, canonical_[i].shape, grid_.tensor())
             .scatter(cache->whole.data(), cache->shard.data(), coord_.tensor);
@@ -200,6 +212,51 @@ std::vector<float> TensorRun::fullParams(zero::TrainingEngine& engine) const {
                     localNumel, coord_.tensor, grid_.tensor(), e.what()));
   }
   return toCanonical(all);
+}
+
+std::vector<zero::TrainingEngine::ShardTensor> TensorRun::canonicalShard(
+    const std::vector<zero::TrainingEngine::ShardTensor>& local) const {
+  const size_t localNumel = localOffset_.back();
+  std::vector<std::string> names;
+  for (const auto& tensor : local)
+    if (std::find(names.begin(), names.end(), tensor.name) == names.end())
+      names.push_back(tensor.name);
+  const float nobody = float(grid_.data());
+  std::vector<zero::TrainingEngine::ShardTensor> out;
+  for (const std::string& name : names) {  // the engines' states, in the same order everywhere
+    std::vector<float> values(localNumel, 0.0f), owner(localNumel, nobody);
+    for (const auto& tensor : local) {
+      if (tensor.name != name) continue;
+      std::copy(tensor.data.begin(), tensor.data.end(),
+                values.begin() + std::ptrdiff_t(tensor.offset));
+      std::fill_n(owner.begin() + std::ptrdiff_t(tensor.offset), tensor.size, float(coord_.data));
+    }
+    if (data_) {  // each element from the lowest data rank holding it: the sum adds zeros only
+      data_->allreduce(comm::view(owner.data(), localNumel), comm::ReduceOp::kMin)->wait();
+      for (size_t i = 0; i < localNumel; ++i)
+        if (owner[i] != float(coord_.data)) values[i] = 0.0f;
+      data_->allreduce(comm::view(values.data(), localNumel))->wait();
+    }
+    for (size_t i = 0; i < localNumel; ++i)
+      if (owner[i] == nobody)
+        throw InternalError(fmt::format(
+            "tensor parallel checkpoint: optimizer state {} element {} held by no data rank", name,
+            i));
+    std::vector<float> all(localNumel * size_t(grid_.tensor()));
+    const std::vector<size_t> counts(size_t(grid_.tensor()), localNumel);
+    tensor_
+        ->allgather(comm::view(values.data(), localNumel), comm::view(all.data(), all.size()),
+                    counts)
+        ->wait();
+    if (coord_.data != 0 || coord_.tensor != 0) continue;
+    zero::TrainingEngine::ShardTensor whole;
+    whole.name = name;
+    whole.offset = 0;
+    whole.data = toCanonical(all);
+    whole.size = whole.data.size();
+    out.push_back(std::move(whole));
+  }
+  return out;
 }
 
 std::string TensorRun::describe(const ModelConfig& model) const {

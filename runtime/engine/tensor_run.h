@@ -10,11 +10,20 @@
 //   - parameters come from (and fullParams returns) the canonical, unsplit layout: a source of
 //     the whole model's flat space is scattered per parameter (one whole parameter held at a
 //     time), so the single-rank init, model.gpt.init_from and fullParams all agree with T = 1.
+//   - checkpoints hold the canonical layout (a T=2 checkpoint loads at T=1 and the reverse, and
+//     exports as T=1's): at save every optimizer state is assembled over the data group (each
+//     element from the lowest data rank holding it), allgathered over the tensor group and
+//     written whole by global rank 0; at load each rank reads whole canonical parameters and
+//     scatters. Memory cost at save: every rank holds, per optimizer state in turn, its tensor
+//     rank's whole local state (1/T of the model), T of them gathered and the canonical whole
+//     (the model's size), so about 2x the model's fp32 size transiently; rank 0 also keeps what
+//     it writes (the whole model per state, as a T=1 rank 0 at ZeRO 0 does).
 // Invariants: every rank of the job constructs it with the same plan (subgroup creation is
 // collective, every axis in the same order: tensor, then data); ranks of one tensor group read
 // the same batches (the loader's rank is the data index).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,6 +67,16 @@ class TensorRun {
   std::vector<float> fullParams(zero::TrainingEngine& engine) const;
   // local flat [T * localNumel] (every tensor rank's shards, rank after rank) -> canonical.
   std::vector<float> toCanonical(const std::vector<float>& allShards) const;
+
+  // Checkpoints in the canonical layout (collective over the job): this rank's engine shard (local
+  // offsets) -> what it writes (global rank 0: every state whole; the others nothing).
+  std::vector<zero::TrainingEngine::ShardTensor> canonicalShard(
+      const std::vector<zero::TrainingEngine::ShardTensor>& local) const;
+  using RangeReader =
+      std::function<void(size_t offset, size_t size, const std::string& name, float* out)>;
+  // A reader of canonical ranges served as the engine's local ones.
+  RangeReader localRangeReader(RangeReader canonical) const;
+  std::vector<zero::ParamInfo> canonicalParams() const { return canonical_; }
 
   // The startup log: the grid, then per rank its data index and tensor shard (heads, MLP
   // columns, vocabulary rows).

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/checkpoint/checkpoint.h"
+#include "runtime/checkpoint/safetensors.h"
 #include "runtime/config/plan_loader.h"
 #include "runtime/engine/trainer.h"
 #include "runtime/tensor/ops.h"
@@ -18,6 +20,7 @@
 
 using namespace ds;
 using namespace ds::runtime;
+using ds::test::TempDir;
 
 namespace {
 
@@ -36,7 +39,7 @@ struct RunOut {
   std::vector<float> params;  // the whole model's fp32 parameters at the end (canonical layout)
 };
 
-RunOut runTensor(const Plan& base, int world, int tensor) {
+RunOut runTensor(const Plan& base, int world, int tensor, const std::string& resume = "") {
   std::vector<RunOut> perRank(static_cast<size_t>(world));
   test::withRanks(world, [&](int rank, comm::ProcessGroup* group) {
     Plan plan = base;
@@ -47,6 +50,7 @@ RunOut runTensor(const Plan& base, int world, int tensor) {
         (base.deepspeed.gradientAccumulationSteps * plan.dataParallel());
     TrainerOptions opts;
     opts.out = nullptr;
+    opts.resume = resume;
     Trainer trainer(plan, group, opts);
     const auto& summary = trainer.run();
     RunOut& out = perRank[static_cast<size_t>(rank)];
@@ -96,13 +100,30 @@ void checkClose(const RunOut& got, const RunOut& want, double rel, double weight
   const double evals = worstRel(got.evals, want.evals);
   const double norms = worstRel(got.norms, want.norms);
   const double params = worstWeight(got.params, want.params);
-  INFO(what << ": worst relative loss difference " << losses << ", eval " << evals
-            << ", grad norm " << norms << ", weights " << params << " (allowed " << rel << ", "
-            << weights << " for the weights)");
+  INFO(what << ": worst relative loss difference " << losses << ", eval " << evals << ", grad norm "
+            << norms << ", weights " << params << " (allowed " << rel << ", " << weights
+            << " for the weights)");
   CHECK(losses <= rel);
   CHECK(evals <= rel);
   CHECK(norms <= 10 * rel);
   CHECK(params <= weights);
+}
+
+// The exported single file's tensors, concatenated in the manifest's (the model's) order.
+std::vector<float> exportedParams(const std::string& root, const std::string& tag,
+                                  const std::string& outPath) {
+  exportConsolidated(root, tag, outPath);
+  const auto reader = CheckpointReader::open(root, tag);
+  ckpt::SafetensorsReader file(outPath);
+  std::vector<float> flat;
+  for (const auto& info : reader->info().params) {
+    const auto* entry = file.find(info.name);
+    REQUIRE(entry != nullptr);
+    std::vector<float> values(entry->numel);
+    file.readF32(*entry, 0, values.size(), values.data());
+    flat.insert(flat.end(), values.begin(), values.end());
+  }
+  return flat;
 }
 
 }  // namespace
@@ -139,8 +160,7 @@ TEST_CASE("trainer: bf16 tensor 2 matches one bf16 rank", "[multirank]") {
 // fp16 from a loss scale of 2^30: the first steps' scaled gradients overflow; the inf check sums
 // over the tensor group, so every rank skips the same steps and halves its scale at the same
 // time, as one rank does.
-TEST_CASE("trainer: fp16 tensor ranks skip the same overflowing steps as one rank",
-          "[multirank]") {
+TEST_CASE("trainer: fp16 tensor ranks skip the same overflowing steps as one rank", "[multirank]") {
   Plan plan = tensorPlan();
   plan.deepspeed.fp16.enabled = true;
   plan.deepspeed.fp16.initialScalePower = 30;
@@ -199,4 +219,52 @@ TEST_CASE("trainer: tensor refusals name the layout, the numbers and the plan", 
   vocab.model.vocabSize = 30;
   vocab.model.paddedVocab = 30;
   CHECK_THAT(refuse(vocab, 4, 4), Catch::Contains("vocabulary") && Catch::Contains("30"));
+}
+
+// Checkpoints hold the canonical (unsplit) layout whatever T (tensor_run.h): resuming at the
+// saving layout continues bitwise, a T=2 x D=2 checkpoint resumes at T=1 and a T=1 one at T=2 on
+// the same trajectory within the tolerance above, and the T=2 run's export has the T=1 format
+// (the same tensors and shapes) and the run's final weights.
+TEST_CASE("trainer: tensor checkpoints resume bitwise and move between T=2 and T=1",
+          "[multirank]") {
+  TempDir two, one, out;
+  Plan plan = tensorPlan();
+  plan.train.steps = 12;
+  plan.train.checkpointDir = two.path();
+  plan.train.checkpointEvery = 6;
+  plan.deepspeed.zero.stage = 1;
+  const RunOut full = runTensor(plan, 4, 2);  // T=2 x D=2, ZeRO 1
+  REQUIRE(full.losses.size() == 12);
+  const std::vector<double> tail(full.losses.begin() + 6, full.losses.end());
+  const auto exported2 =
+      exportedParams(two.path(), "global_step12", out.path() + "/t2.safetensors");
+  CHECK(exported2 == full.params);
+
+  const RunOut again = runTensor(plan, 4, 2, "global_step6");
+  CHECK(again.losses == tail);
+  CHECK(again.params == full.params);
+  CHECK(worstRel(runTensor(plan, 2, 2, "global_step6").losses, tail) <= 1e-5);  // T=2, D=1
+  const RunOut resumedAtOne = runTensor(plan, 1, 1, "global_step6");            // T=2 -> T=1
+  CHECK(worstRel(resumedAtOne.losses, tail) <= 1e-5);
+
+  Plan fromOne = plan;  // T=1 checkpoint, T=2 resume
+  fromOne.train.checkpointDir = one.path();
+  const RunOut oneFull = runTensor(fromOne, 1, 1);
+  CHECK(worstRel(oneFull.losses, full.losses) <= 1e-5);
+  const auto exported1 =
+      exportedParams(one.path(), "global_step12", out.path() + "/t1.safetensors");
+  const std::vector<double> oneTail(oneFull.losses.begin() + 6, oneFull.losses.end());
+  CHECK(worstRel(runTensor(fromOne, 2, 2, "global_step6").losses, oneTail) <= 1e-5);
+  CHECK(worstRel(runTensor(fromOne, 4, 2, "global_step6").losses, oneTail) <= 1e-5);
+
+  REQUIRE(exported1.size() == exported2.size());
+  CHECK(worstWeight(exported2, exported1) <= 1e-4);
+
+  TempDir zero0Dir;  // ZeRO 0: every data rank holds the whole optimizer state; saved once
+  Plan zero0 = plan;
+  zero0.deepspeed.zero.stage = 0;
+  zero0.train.checkpointDir = zero0Dir.path();
+  const RunOut zero0Full = runTensor(zero0, 4, 2);
+  const std::vector<double> zero0Tail(zero0Full.losses.begin() + 6, zero0Full.losses.end());
+  CHECK(worstRel(runTensor(zero0, 1, 1, "global_step6").losses, zero0Tail) <= 1e-5);
 }
