@@ -475,7 +475,7 @@ const RunSummary& Trainer::run() {
     logLine(fmt::format(
         "dsrt train: {} ({} params, {} block(s)), {} rank(s), ZeRO stage {}, {}, "
         "global batch {} x {} tokens, {} steps from step {}",
-        plan_.model.kind, model_->numParamsTotal(), model_->numBlocks(), world_, summary_.zeroStage,
+        plan_.model.kind, summary_.numParams, model_->numBlocks(), world_, summary_.zeroStage,
         summary_.dtype, plan_.deepspeed.trainBatchSize, plan_.model.seqLen, total, step_));
   }
   reportMemory();
