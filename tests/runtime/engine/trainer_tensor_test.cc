@@ -147,6 +147,17 @@ TEST_CASE("trainer: tensor 2 and tensor 2 x data 2 give one rank's losses and we
   checkClose(runTensor(zero1, 4, 2), one, 1e-5, 1e-4, "T=2 x D=2, ZeRO 1");
 }
 
+// Activation checkpointing: backward recomputes each layer's forward, allreduces included (every
+// tensor rank recomputes the same layers in the same order), and gives the same gradients.
+TEST_CASE("trainer: tensor 2 with activation checkpointing gives one rank's losses",
+          "[multirank]") {
+  Plan plan = tensorPlan();
+  plan.train.steps = 8;
+  plan.deepspeed.activationCheckpointing = true;
+  const RunOut one = runTensor(plan, 1, 1);
+  checkClose(runTensor(plan, 2, 2), one, 1e-5, 1e-4, "T=2, activation checkpointing");
+}
+
 // bf16: the ranks read bf16 copies of fp32 masters that receive the same gradient sums in another
 // order, so a rounding step of a 16-bit weight can differ; the band as the pipeline and ZeRO
 // stage comparisons in bf16 (1e-2 relative on the losses).
