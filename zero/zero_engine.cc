@@ -248,13 +248,19 @@ void ZeroEngine::Impl::announceLocal(size_t offset, size_t count) {
 }
 
 std::vector<std::pair<size_t, size_t>> ZeroEngine::Impl::localSkip() const {
+  std::vector<std::pair<size_t, size_t>> skips = normScope.skipRanges;
+  if (normScope.skipBegin < normScope.skipEnd)
+    skips.emplace_back(normScope.skipBegin, normScope.skipEnd);
+  std::sort(skips.begin(), skips.end());
   std::vector<std::pair<size_t, size_t>> out;
   for (const auto& range : stage->ranges()) {
-    const size_t begin = std::max(normScope.skipBegin, range.flatOffset);
-    const size_t end = std::min(normScope.skipEnd, range.flatOffset + range.size);
-    if (begin < end)
-      out.emplace_back(range.localOffset + (begin - range.flatOffset),
-                       range.localOffset + (end - range.flatOffset));
+    for (const auto& [skipBegin, skipEnd] : skips) {
+      const size_t begin = std::max(skipBegin, range.flatOffset);
+      const size_t end = std::min(skipEnd, range.flatOffset + range.size);
+      if (begin < end)
+        out.emplace_back(range.localOffset + (begin - range.flatOffset),
+                         range.localOffset + (end - range.flatOffset));
+    }
   }
   return out;
 }

@@ -131,9 +131,12 @@ class ZeroEngine final : public TrainingEngine {
   // gradients, leaving out flat [skipBegin, skipEnd) (a tied parameter another stage counts), goes
   // through acrossStages, which must return the whole model's, the same on every stage. Unset
   // (the default): the engine's own group only.
+  // Tensor parallelism (runtime/engine/tensor_run.h) uses the same scope over the tensor group,
+  // leaving out skipRanges (the replicated parameters another tensor rank counts).
   struct NormScope {
     std::function<double(double)> acrossStages;
     size_t skipBegin = 0, skipEnd = 0;
+    std::vector<std::pair<size_t, size_t>> skipRanges;  // more flat [begin, end), any order
   };
   void setNormScope(NormScope scope);
 

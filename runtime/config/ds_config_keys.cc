@@ -96,7 +96,7 @@ const std::vector<DsKeyRule> kRules = {
     {"hybrid_engine.enabled", kOnly, "false", "the RLHF hybrid engine is not implemented"},
     {"hybrid_engine", kNo, nullptr, "used only when hybrid_engine.enabled is true"},
     {"tensor_parallel.autotp_size", kOnly, "1",
-     "tensor parallelism is not implemented (data parallelism only)"},
+     "DeepSpeed's AutoTP is not implemented; use the plan's parallel.tensor (Megatron split)"},
     {"tensor_parallel", kNo, nullptr, "used only with tensor_parallel.autotp_size > 1"},
     {"compression_training", kRef, nullptr,
      "model compression (quantization, pruning, layer reduction) is not implemented"},

@@ -29,11 +29,6 @@ std::unique_ptr<comm::ProcessGroup> axisGroup(comm::ProcessGroup* world,
 }  // namespace
 
 void checkPipelineTrainer(const Plan& plan, bool onDevice) {
-  if (plan.parallel.tensor > 1)
-    throw ConfigError(
-        fmt::format("{}: parallel.tensor = {}: tensor parallelism is not run yet "
-                    "(issue 17); give tensor 1",
-                    plan.source, plan.parallel.tensor));
   const int stages = plan.parallel.pipeline;
   if (stages <= 1) return;
   checkPipelineTraining(plan.source, plan.parallel, plan.deepspeed.zero.stage,

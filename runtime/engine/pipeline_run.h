@@ -106,8 +106,8 @@ class PipelineRun {
   std::vector<Batch> micro_;
 };
 
-// Throws ConfigError unless this trainer can run the plan's layout: tensor 1, and with pipeline
-// > 1 the plan checks (checkPipelineTraining), a GPT, host compute (no device), no compressed
+// Throws ConfigError unless this trainer can run the plan's layout: with pipeline > 1 the plan
+// checks (checkPipelineTraining), a GPT, host compute (no device), no compressed
 // optimizer.
 void checkPipelineTrainer(const Plan& plan, bool onDevice);
 

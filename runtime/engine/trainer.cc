@@ -22,8 +22,10 @@
 #include "runtime/engine/pipeline_run.h"
 #include "runtime/engine/preflight.h"
 #include "runtime/engine/run_report.h"
+#include "runtime/engine/tensor_run.h"
 #include "runtime/engine/train_semantics.h"
 #include "runtime/engine/training_device.h"
+#include "runtime/model/gpt2.h"
 #include "runtime/model/ops_model.h"
 #include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"
@@ -95,7 +97,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     logLine(fmt::format("device: {}; {}", device.why, device.info.summary()));
   }
   checkPipelineTrainer(plan_, ops_ != nullptr);  // before anything is allocated
-  if (auto tp = appliedThreadPolicy()) {         // dsrt train applied it (train_command.cc)
+  checkTensorTrainer(plan_, ops_ != nullptr);
+  if (auto tp = appliedThreadPolicy()) {  // dsrt train applied it (train_command.cc)
     summary_.threads = tp->threads;
     summary_.threadPolicy = describeThreadPolicy(*tp);
     const auto from = knobString(knobs::kBlasCoreFrom);
@@ -111,7 +114,14 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   if (fp16)
     logLine(fp16NativeCompute ? "fp16: native (fp16 weights and activations, fp32 accumulation)"
                               : "fp16: emulated (fp32 kernels on fp16-rounded weights)");
-  model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
+  if (plan_.parallel.tensor > 1) {  // this rank's shard; the whole model (validated) for init
+    canonicalModel_ = makeModel(mc);
+    tensor_ = std::make_unique<TensorRun>(plan_, canonicalModel_->params(), group_);
+    model_ = std::make_unique<Gpt2Model>(mc, tensor_->modelTensor());
+    tensor_->setLocalParams(model_->params());
+  } else {
+    model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
+  }
 
   zero::ZeroOptions z = plan_.deepspeed.zero;
   z.compute = mc.compute;
@@ -157,6 +167,11 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     eng_ = std::make_unique<zero::ZeroEngine>(pipe_->localParams(), pipe_->numLocalBlocks(),
                                               pipe_->dataGroup(), z, plan_.deepspeed.optimizer);
     logLine(pipe_->describe());
+  } else if (tensor_) {  // the data-parallel engine over this rank's shards
+    eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(),
+                                              tensor_->dataGroup(), z, plan_.deepspeed.optimizer);
+    tensor_->bind(static_cast<zero::ZeroEngine&>(*eng_));
+    logLine(tensor_->describe(mc));
   } else {
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_,
                                               z, plan_.deepspeed.optimizer);
@@ -168,7 +183,9 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   // way the engine reads only the ranges it keeps (partitioned construction, zero.Init): at stage
   // 3 no rank ever holds the full model.
   // (A pipeline stage's engine reads its parameters' ranges of the whole model's flat space.)
+  // (A tensor-parallel rank's engine reads the canonical model's ranges, scattered to its shards.)
   auto setParams = [this](zero::TrainingEngine::ParamSource source) {
+    if (tensor_) source = tensor_->localSource(std::move(source));
     eng_->setParamsFrom(pipe_ ? pipe_->localSource(std::move(source)) : std::move(source));
   };
   if (!plan_.initFrom.empty() && opts_.resume.empty()) {
@@ -177,7 +194,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
         [&weights](size_t offset, size_t size, float* out) { weights.read(offset, size, out); });
     logLine(fmt::format("initialized from llm.c checkpoint {}", plan_.initFrom));
   } else {
-    setParams([m = model_.get(), seed = plan_.train.seed](size_t offset, size_t size, float* out) {
+    const Model* whole = canonicalModel_ ? canonicalModel_.get() : model_.get();
+    setParams([m = whole, seed = plan_.train.seed](size_t offset, size_t size, float* out) {
       m->initParamRange(out, offset, size, seed);
     });
   }
@@ -212,8 +230,9 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   lo.seqLen = plan_.model.seqLen;
   lo.microBatch = int(plan_.deepspeed.microBatchPerGpu);
   // Every pipeline stage of one data index reads the same micro-batches.
-  const int dataRanks = pipe_ ? pipe_->dataSize() : world_;
-  lo.rank = pipe_ ? pipe_->dataRank() : rank_;
+  // So does every tensor rank of one data index.
+  const int dataRanks = pipe_ ? pipe_->dataSize() : tensor_ ? tensor_->dataSize() : world_;
+  lo.rank = pipe_ ? pipe_->dataRank() : tensor_ ? tensor_->dataRank() : rank_;
   lo.world = dataRanks;
   lo.seed = plan_.train.seed;
   loader_ = std::make_unique<DataLoader>(corpora_.train, lo);
@@ -233,7 +252,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   summary_.zeroStage = z.stage;
   summary_.dtype = plan_.deepspeed.bf16 ? "bf16" : plan_.deepspeed.fp16.enabled ? "fp16" : "fp32";
   summary_.modelKind = plan_.model.kind;
-  summary_.numParams = model_->numParamsTotal();
+  summary_.numParams =
+      canonicalModel_ ? canonicalModel_->numParamsTotal() : model_->numParamsTotal();
   summary_.tokensPerStep = plan_.deepspeed.trainBatchSize * plan_.model.seqLen;
   summary_.entropyFloor = corpora_.entropyFloor;
   summary_.flopsPerToken = model_->flopsPerToken();
@@ -308,6 +328,7 @@ void Trainer::reportOutputs() {
 
 std::vector<float> Trainer::fullParams() {
   if (pipe_) return pipe_->fullParams(*eng_, model_->numParamsTotal());
+  if (tensor_) return tensor_->fullParams(*eng_);
   std::vector<float> flat(eng_->numel());
   eng_->getParams(flat.data());
   return flat;
@@ -454,7 +475,7 @@ const RunSummary& Trainer::run() {
     logLine(fmt::format(
         "dsrt train: {} ({} params, {} block(s)), {} rank(s), ZeRO stage {}, {}, "
         "global batch {} x {} tokens, {} steps from step {}",
-        plan_.model.kind, model_->numParamsTotal(), model_->numBlocks(), world_, summary_.zeroStage,
+        plan_.model.kind, summary_.numParams, model_->numBlocks(), world_, summary_.zeroStage,
         summary_.dtype, plan_.deepspeed.trainBatchSize, plan_.model.seqLen, total, step_));
   }
   reportMemory();

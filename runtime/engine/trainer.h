@@ -37,6 +37,7 @@ class ProcessGroup;
 namespace ds::runtime {
 
 class PipelineRun;
+class TensorRun;
 
 struct TrainerOptions {
   std::FILE* out = stdout;  // step / eval lines (rank 0); nullptr: silent
@@ -115,6 +116,10 @@ class Trainer {
   std::unique_ptr<Fp16Hooks> fp16Hooks_;  // fp16 mode: around hooks_ (fp16_hooks.h)
   // parallel.pipeline > 1: this rank's stage, its subgroups and reductions (pipeline_run.h).
   std::unique_ptr<PipelineRun> pipe_;
+  // parallel.tensor > 1: this rank's tensor and data subgroups, the canonical <-> shard maps and
+  // the norm scope (tensor_run.h); model_ is then this rank's shard of the GPT.
+  std::unique_ptr<TensorRun> tensor_;
+  std::unique_ptr<Model> canonicalModel_;  // tensor > 1: the whole model (no weights): init
   // The pipelined trainStep's forward/backward and step (trainer_pipeline.cc); fills rec's
   // timings and returns the step's mean loss (the same on every rank).
   double pipelineStep(StepRecord& rec, zero::StepResult& res, double lr, double scale);

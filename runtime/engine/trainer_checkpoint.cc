@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/engine/pipeline_run.h"
+#include "runtime/engine/tensor_run.h"
 #include "runtime/engine/trainer.h"
 
 namespace ds::runtime {
@@ -90,7 +91,10 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
   std::vector<float> full = fullParams();  // collective at stages 1-3
   // In the whole model's flat space at any layout (a pipeline stage's ranges translated), so a
   // checkpoint loads at any pipeline size, ZeRO stage and world size.
-  auto shard = pipe_ ? pipe_->modelShard(eng_->optimizerShard()) : eng_->optimizerShard();
+  // Tensor parallel: the canonical (unsplit) layout, written whole by rank 0 (tensor_run.h).
+  auto shard = pipe_     ? pipe_->modelShard(eng_->optimizerShard())
+               : tensor_ ? tensor_->canonicalShard(eng_->optimizerShard())
+                         : eng_->optimizerShard();
   SaveRequest req;
   req.dir = root;
   req.tag = tag;
@@ -100,7 +104,7 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
   req.step = step_;
   req.dtype = plan_.deepspeed.bf16 ? "bf16" : "fp32";
   req.planHash = planHash(plan_);
-  req.params = &model_->params();
+  req.params = canonicalModel_ ? &canonicalModel_->params() : &model_->params();
   req.fullParams = rank_ == 0 ? full.data() : nullptr;
   for (const auto& t : shard) req.optimizer.push_back({t.name, t.offset, t.size, t.data.data()});
   if (rank_ == 0) {
@@ -110,6 +114,7 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
                          {"global_samples", samples_},
                          {"train_batch_size", plan_.deepspeed.trainBatchSize},
                          {"parallel_pipeline", plan_.parallel.pipeline},  // informational
+                         {"parallel_tensor", plan_.parallel.tensor},
                          {"plan_identity", nlohmann::json::object()},
                          {"loss_scaler",
                           {{"cur_scale", s.curScale},
@@ -141,16 +146,19 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
         fmt::format("checkpoint {}: client state is not JSON: {}", info.dir, e.what()));
   }
   checkPlanHash(plan_, info, cs);
-  const auto& params = model_->params();
+  const auto& params = canonicalModel_ ? canonicalModel_->params() : model_->params();
   reader->checkParams(params);
   zero::TrainingEngine::ParamSource source = [&reader](size_t offset, size_t size, float* out) {
     reader->readModelRange(offset, size, out);  // this rank's ranges only (stage 3: its shard)
   };
+  if (tensor_) source = tensor_->localSource(std::move(source));
   eng_->setParamsFrom(pipe_ ? pipe_->localSource(std::move(source)) : std::move(source));
   if (mirror_) mirror_->invalidate();
   const int64_t optSteps = cs.value("optimizer_steps", info.step);
-  eng_->loadOptimizerState(
-      pipe_ ? pipe_->localRangeReader(reader->rangeReader()) : reader->rangeReader(), optSteps);
+  eng_->loadOptimizerState(pipe_     ? pipe_->localRangeReader(reader->rangeReader())
+                           : tensor_ ? tensor_->localRangeReader(reader->rangeReader())
+                                     : reader->rangeReader(),
+                           optSteps);
 
   step_ = cs.value("global_step", info.step);
   samples_ = cs.value("global_samples", step_ * plan_.deepspeed.trainBatchSize);
@@ -174,10 +182,12 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
   }
   summary_.firstStep = step_;
   const int savedPipeline = cs.value("parallel_pipeline", 1);
+  const int savedTensor = cs.value("parallel_tensor", 1);
   logLine(fmt::format(
       "resumed from {} (step {}, saved by {} rank(s){} at ZeRO stage {}, {})", info.dir, step_,
       info.worldSize,
-      savedPipeline > 1 ? fmt::format(" in {} pipeline stages", savedPipeline) : std::string(),
+      (savedPipeline > 1 ? fmt::format(" in {} pipeline stages", savedPipeline) : std::string()) +
+          (savedTensor > 1 ? fmt::format(" over {} tensor ranks", savedTensor) : std::string()),
       info.zeroStage, info.dtype));
 }
 

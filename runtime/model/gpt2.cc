@@ -11,6 +11,7 @@
 #include "runtime/model/batch_check.h"
 #include "runtime/model/gpt2_layout.h"
 #include "runtime/model/param_init.h"
+#include "runtime/model/tensor_shard.h"
 #include "runtime/tensor/attention.h"
 #include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/cross_entropy.h"
@@ -58,15 +59,37 @@ struct Gpt2Model::HeadActs {
   float *lnf, *mean, *rstd, *probs;
 };
 
-Gpt2Model::Gpt2Model(const ModelConfig& cfg)
+Gpt2Model::Gpt2Model(const ModelConfig& cfg) : Gpt2Model(cfg, TensorParallel{}) {}
+
+Gpt2Model::Gpt2Model(const ModelConfig& cfg, TensorParallel tp)
     : cfg_(cfg),
+      tp_(tp),
       V_(cfg.vocabSize),
       Vp_(cfg.paddedVocab > 0 ? cfg.paddedVocab : cfg.vocabSize),
       access_(&params_, cfg.compute, kSlots),
       bf16_(cfg.compute == DType::kBF16),
       ckpt_(cfg.activationCheckpointing) {
   const int64_t L = cfg.nLayer, C = cfg.nEmbd;
+  const int ranks = std::max(tp_.size, 1);
+  if (tp_.rank < 0 || tp_.rank >= ranks)
+    throw ConfigError(fmt::format("gpt2: tensor rank {} outside [0, {})", tp_.rank, ranks));
+  if (cfg.nHead % ranks != 0)
+    throw ConfigError(fmt::format(
+        "model.gpt.n_head ({}) does not split over parallel.tensor {}: attention heads are the "
+        "unit of the tensor split; pick a tensor size that divides n_head",
+        cfg.nHead, ranks));
+  heads_ = cfg.nHead / ranks;
+  attC_ = cfg.nEmbd / cfg.nHead * heads_;
+  mlpC_ = 4 * cfg.nEmbd / ranks;
+  wteRows_ = Vp_ / ranks;
+  vocabBegin_ = int64_t{tp_.rank} * wteRows_;
+  vocabCols_ = static_cast<int>(std::clamp<int64_t>(V_ - vocabBegin_, 0, wteRows_));
   auto add = [&](std::string name, std::vector<int64_t> shape, std::vector<int> blocks) {
+    if (ranks > 1) {  // this rank's shard (checks that the split divides, naming the numbers)
+      const TensorShard shard = gpt2TensorShard(name, shape, ranks);
+      shape = shape.size() == 1 ? std::vector<int64_t>{shard.localRows()}
+                                : std::vector<int64_t>{shard.localRows(), shard.localCols()};
+    }
     zero::ParamInfo info;
     info.name = std::move(name);
     info.numel = 1;
@@ -90,6 +113,20 @@ Gpt2Model::Gpt2Model(const ModelConfig& cfg)
 }
 
 void Gpt2Model::initParams(float* flat, uint64_t seed) const {
+  if (tp_.enabled()) {  // the single-rank model's values, scattered (holds the whole model once)
+    const Gpt2Model whole(cfg_);
+    std::vector<float> canonical(whole.numParamsTotal());
+    whole.initParams(canonical.data(), seed);
+    size_t src = 0, dst = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const zero::ParamInfo& info = whole.params()[i];
+      gpt2TensorShard(info.name, info.shape, tp_.size)
+          .scatter(canonical.data() + src, flat + dst, tp_.rank);
+      src += info.numel;
+      dst += params_[i].numel;
+    }
+    return;
+  }
   const float residualStd = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.nLayer));
   size_t off = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -121,6 +158,10 @@ void Gpt2Model::initParams(float* flat, uint64_t seed) const {
 // initParams's choices for one parameter (kept side by side with it: the two must agree bit for
 // bit, tests/runtime/model/param_init_test.cc checks random sub-ranges).
 ParamInitRule Gpt2Model::initRule(size_t param) const {
+  if (tp_.enabled())
+    throw InternalError(
+        "gpt2: initRule of a tensor-parallel shard: the rules describe the whole model; "
+        "initialise a shard with initParams or scatter the whole model's (tensor_shard.h)");
   const float residualStd = 0.02f / std::sqrt(2.0f * static_cast<float>(cfg_.nLayer));
   const zero::ParamInfo& info = params_.at(param);
   const std::string& n = info.name;
@@ -142,13 +183,14 @@ ParamInitRule Gpt2Model::initRule(size_t param) const {
 }
 
 void Gpt2Model::allocate(int B, int T) {
-  const size_t BT = static_cast<size_t>(B) * T, C = cfg_.nEmbd, NH = cfg_.nHead;
+  const size_t BT = static_cast<size_t>(B) * T, C = cfg_.nEmbd;
   const DType store = bf16_ ? DType::kBF16 : DType::kF32;
-  const std::vector<size_t> lsz = {BT * C, BT,     BT, 3 * BT * C, B * NH * T * T, BT * C,
-                                   BT * C, BT * C, BT, BT,         4 * BT * C,     4 * BT * C};
+  const size_t AC = attC_, NHl = heads_, MC = mlpC_;  // this rank's widths (the whole at T 1)
+  const std::vector<size_t> lsz = {BT * C, BT,     BT, 3 * BT * AC, B * NHl * T * T, BT * AC,
+                                   BT * C, BT * C, BT, BT,          BT * MC,         BT * MC};
   const std::vector<bool> lkeep = {false, true,  true, false, false, false,
                                    false, false, true, true,  false, false};
-  const std::vector<size_t> hsz = {BT * C, BT, BT, BT * V_};
+  const std::vector<size_t> hsz = {BT * C, BT, BT, BT * static_cast<size_t>(vocabCols_)};
   const std::vector<bool> hkeep = {false, true, true, false};
   resid_.resize(cfg_.nLayer + 1);
   for (ActSet& r : resid_) r.layout({BT * C}, {false}, store);
@@ -172,12 +214,12 @@ void Gpt2Model::allocate(int B, int T) {
   sizeTo(tmp_, BT * C);
   sizeTo(dres_, BT * C);
   sizeTo(dln_, BT * C);
-  sizeTo(dqkv_, 3 * BT * C);
-  sizeTo(datty_, BT * C);
-  sizeTo(dfch_, 4 * BT * C);
-  sizeTo(dfchGelu_, 4 * BT * C);
+  sizeTo(dqkv_, 3 * BT * AC);
+  sizeTo(datty_, BT * AC);
+  sizeTo(dfch_, BT * MC);
+  sizeTo(dfchGelu_, BT * MC);
   sizeTo(dtt_, static_cast<size_t>(T) * T);
-  sizeTo(dlogits_, BT * V_);
+  sizeTo(dlogits_, BT * static_cast<size_t>(vocabCols_));
   B_ = B;
   T_ = T;
 }
@@ -209,16 +251,10 @@ float Gpt2Model::forward(const int32_t* inputs, const int32_t* targets, int B, i
   allocate(B, T);
   tokens_.assign(inputs, inputs + BT);
   targets_.assign(targets, targets + BT);
-  const int L = cfg_.nLayer, C = cfg_.nEmbd;
+  const int L = cfg_.nLayer;
 
   hooks.beforeForward(0);
-  {
-    const float* wte = access_.value(p, 0, kSlotWte, 0);
-    const float* wpe = access_.value(p, 1, kSlotWpe, 0);
-    float* x0 = residOutBuffer(0);
-    encoderForward(x0, tokens_.data(), wte, wpe, B, T, C);
-    commitResid(0, x0);
-  }
+  embedForward(p);
   hooks.afterForward(0);
   for (int l = 0; l < L; ++l) {
     hooks.beforeForward(l + 1);
@@ -232,33 +268,67 @@ float Gpt2Model::forward(const int32_t* inputs, const int32_t* targets, int B, i
   return valid_ > 0 ? static_cast<float>(sum / valid_) : 0.0f;
 }
 
+void Gpt2Model::embedForward(zero::ParamTable& p) {
+  const float* wte = access_.value(p, 0, kSlotWte, 0);
+  const float* wpe = access_.value(p, 1, kSlotWpe, 0);
+  float* x0 = residOutBuffer(0);
+  if (tp_.enabled()) {
+    tensorEmbeddingForward(tp_, x0, tokens_.data(), wte, wpe, B_, T_, cfg_.nEmbd, vocabBegin_,
+                           wteRows_);
+  } else {
+    encoderForward(x0, tokens_.data(), wte, wpe, B_, T_, cfg_.nEmbd);
+  }
+  commitResid(0, x0);
+}
+
+void Gpt2Model::embedBackward(zero::ParamTable& p) {
+  if (tp_.enabled()) {
+    tensorEmbeddingBackward(access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(),
+                            tokens_.data(), B_, T_, cfg_.nEmbd, vocabBegin_, wteRows_);
+  } else {
+    encoderBackward(access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(), tokens_.data(), B_,
+                    T_, cfg_.nEmbd);
+  }
+}
+
 void Gpt2Model::layerForward(int l, zero::ParamTable& p, bool recompute) {
-  const int B = B_, T = T_, C = cfg_.nEmbd, NH = cfg_.nHead, blk = l + 1;
+  const int B = B_, T = T_, C = cfg_.nEmbd, blk = l + 1;
   const int BT = B * T;
   const bool direct = !bf16_ && !ckpt_;
   auto w = [&](int kind) { return access_.value(p, layerParam(kind, l), kind, blk); };
   // bf16 mode on AVX512-BF16: linear layers read the bf16 weights directly (matmul_bf16.h).
   const bool native = bf16_ && bf16LinearNative();
-  auto linear = [&](float* o, const float* in, int kw, int kb, int cin, int cout) {
+  // Row-parallel (attproj, fcproj) under tensor parallelism: the partial products summed over
+  // the tensor group, then the (replicated) bias added once.
+  auto linear = [&](float* o, const float* in, int kw, int kb, int cin, int cout,
+                    bool rowParallel = false) {
+    const bool split = rowParallel && tp_.enabled();
+    const float* bias = split ? nullptr : w(kb);
     if (native) {
-      matmulForwardBf16(o, in, value16(p, params_, layerParam(kw, l), blk), w(kb), BT, cin, cout);
+      matmulForwardBf16(o, in, value16(p, params_, layerParam(kw, l), blk), bias, BT, cin, cout);
     } else {
-      matmulForward(o, in, w(kw), w(kb), BT, cin, cout);
+      matmulForward(o, in, w(kw), bias, BT, cin, cout);
     }
+    if (!split) return;
+    tensorAllreduce(tp_, o, static_cast<size_t>(BT) * cout, kLayerNames[kw]);
+    const float* rowBias = w(kb);
+#pragma omp parallel for schedule(static)
+    for (long row = 0; row < long(BT); ++row)
+      for (int col = 0; col < cout; ++col) o[size_t(row) * cout + col] += rowBias[col];
   };
   const float* x = residIn(l);
   LayerActs a = layerView(direct ? layer_[l] : layerWork_);
   float* out = recompute ? xout_.data() : residOutBuffer(l + 1);
 
   layernormForward(a.ln1, a.ln1Mean, a.ln1Rstd, x, w(kLn1w), w(kLn1b), BT, C);
-  linear(a.qkv, a.ln1, kQkvw, kQkvb, C, 3 * C);
-  attentionForward(a.atty, a.att, a.qkv, B, T, C, NH);
-  linear(tmp_.data(), a.atty, kAttprojw, kAttprojb, C, C);
+  linear(a.qkv, a.ln1, kQkvw, kQkvb, C, 3 * attC_);
+  attentionForward(a.atty, a.att, a.qkv, B, T, attC_, heads_);
+  linear(tmp_.data(), a.atty, kAttprojw, kAttprojb, attC_, C, true);
   residualForward(a.res2, x, tmp_.data(), static_cast<size_t>(BT) * C);
   layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, w(kLn2w), w(kLn2b), BT, C);
-  linear(a.fch, a.ln2, kFcw, kFcb, C, 4 * C);
-  geluForward(a.fchGelu, a.fch, static_cast<size_t>(BT) * 4 * C);
-  linear(tmp_.data(), a.fchGelu, kFcprojw, kFcprojb, 4 * C, C);
+  linear(a.fch, a.ln2, kFcw, kFcb, C, mlpC_);
+  geluForward(a.fchGelu, a.fch, static_cast<size_t>(BT) * mlpC_);
+  linear(tmp_.data(), a.fchGelu, kFcprojw, kFcprojb, mlpC_, C, true);
   residualForward(out, a.res2, tmp_.data(), static_cast<size_t>(BT) * C);
 
   if (recompute) return;  // backward rounds (bf16) and uses layerWork_; resid_ is kept
@@ -278,12 +348,16 @@ double Gpt2Model::headForward(zero::ParamTable& p, bool recompute) {
   const float* x = residIn(L);
   HeadActs h = headView(direct ? head_ : headWork_);
   layernormForward(h.lnf, h.mean, h.rstd, x, lnfw, lnfb, BT, C);
-  if (native) {
-    matmulForwardBf16(h.probs, h.lnf, value16(p, params_, 0, blk), nullptr, BT, C, V_);
-  } else {
-    matmulForward(h.probs, h.lnf, wte, nullptr, BT, C, V_);
+  // Tensor parallel: this rank's real vocabulary rows only (vocabCols_ = V_ at T 1).
+  if (vocabCols_ > 0 && native) {
+    matmulForwardBf16(h.probs, h.lnf, value16(p, params_, 0, blk), nullptr, BT, C, vocabCols_);
+  } else if (vocabCols_ > 0) {
+    matmulForward(h.probs, h.lnf, wte, nullptr, BT, C, vocabCols_);
   }
-  double sum = softmaxCrossEntropyForward(h.probs, targets_.data(), BT, V_, &valid_);
+  double sum = tp_.enabled()
+                   ? tensorCrossEntropyForward(tp_, h.probs, targets_.data(), BT, vocabCols_,
+                                               vocabBegin_, &valid_)
+                   : softmaxCrossEntropyForward(h.probs, targets_.data(), BT, V_, &valid_);
   if (!recompute && !direct && !ckpt_) {
     for (int f = 0; f < kHeadFields; ++f) head_.save(f, headWork_.f32(f));
   }
@@ -291,7 +365,7 @@ double Gpt2Model::headForward(zero::ParamTable& p, bool recompute) {
 }
 
 const float* Gpt2Model::probabilities() {
-  if (!haveForward_ || bf16_ || ckpt_) return nullptr;
+  if (!haveForward_ || bf16_ || ckpt_ || tp_.enabled()) return nullptr;
   return head_.f32(fProbs);
 }
 
@@ -308,8 +382,7 @@ void Gpt2Model::backward(float lossScale, zero::ParamTable& p, zero::BlockHooks&
     hooks.afterBackward(l + 1);
   }
   hooks.beforeBackward(0);
-  encoderBackward(access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(), tokens_.data(), B_,
-                  T_, cfg_.nEmbd);
+  embedBackward(p);
   hooks.afterBackward(0);
 }
 
@@ -336,21 +409,27 @@ void Gpt2Model::headBackward(float lossScale, zero::ParamTable& p) {
   const float* lnfw = access_.value(p, iLnfw, kSlotLnfw, blk);
   const float* x = residIn(L);
   float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
-  softmaxCrossEntropyBackward(dlogits_.data(), h.probs, targets_.data(), BT, V_, scale);
-  zero(dln_);
-  if (native) {
-    matmulBackwardBf16(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf,
-                       value16(p, params_, 0, blk), BT, C, V_);
+  if (tp_.enabled()) {
+    tensorCrossEntropyBackward(dlogits_.data(), h.probs, targets_.data(), BT, vocabCols_,
+                               vocabBegin_, scale);
   } else {
-    matmulBackward(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf, wte, BT,
-                   C, V_);
+    softmaxCrossEntropyBackward(dlogits_.data(), h.probs, targets_.data(), BT, V_, scale);
   }
+  zero(dln_);
+  if (vocabCols_ > 0 && native) {
+    matmulBackwardBf16(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf,
+                       value16(p, params_, 0, blk), BT, C, vocabCols_);
+  } else if (vocabCols_ > 0) {
+    matmulBackward(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf, wte, BT,
+                   C, vocabCols_);
+  }
+  tensorAllreduce(tp_, dln_.data(), dln_.size(), "the head's input gradient");
   layernormBackward(dres_.data(), access_.grad(p, iLnfw, blk), access_.grad(p, iLnfb, blk),
                     dln_.data(), x, lnfw, h.mean, h.rstd, BT, C);
 }
 
 void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
-  const int B = B_, T = T_, C = cfg_.nEmbd, NH = cfg_.nHead, blk = l + 1, BT = B * T;
+  const int B = B_, T = T_, C = cfg_.nEmbd, blk = l + 1, BT = B * T;
   LayerActs a{};
   if (!bf16_ && !ckpt_) {
     a = layerView(layer_[l]);
@@ -385,20 +464,25 @@ void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
 
   // dres_ holds d(out). out = res2 + fcproj(gelu(fc(ln2(res2)))).
   zero(dfchGelu_);
-  linearBack(dfchGelu_.data(), dres_.data(), a.fchGelu, kFcprojw, kFcprojb, 4 * C, C);
+  // Tensor parallel: the row-parallel layers' input gradients are local; the column-parallel
+  // layers' (fc, qkv) are partial sums, reduced over the tensor group before the LayerNorm.
+  linearBack(dfchGelu_.data(), dres_.data(), a.fchGelu, kFcprojw, kFcprojb, mlpC_, C);
   zero(dfch_);
-  geluBackward(dfch_.data(), a.fch, dfchGelu_.data(), 4 * BTC);
+  geluBackward(dfch_.data(), a.fch, dfchGelu_.data(), static_cast<size_t>(BT) * mlpC_);
   zero(dln_);
-  linearBack(dln_.data(), dfch_.data(), a.ln2, kFcw, kFcb, C, 4 * C);
+  linearBack(dln_.data(), dfch_.data(), a.ln2, kFcw, kFcb, C, mlpC_);
+  if (!tp_.testSkipFcInputGradAllreduce)
+    tensorAllreduce(tp_, dln_.data(), BTC, "fc's input gradient");
   layernormBackward(dres_.data(), g(kLn2w), g(kLn2b), dln_.data(), a.res2, w(kLn2w), a.ln2Mean,
                     a.ln2Rstd, BT, C);
   // dres_ now holds d(res2). res2 = x + attproj(attention(qkv(ln1(x)))).
   zero(datty_);
-  linearBack(datty_.data(), dres_.data(), a.atty, kAttprojw, kAttprojb, C, C);
+  linearBack(datty_.data(), dres_.data(), a.atty, kAttprojw, kAttprojb, attC_, C);
   zero(dqkv_);
-  attentionBackward(dqkv_.data(), dtt_.data(), datty_.data(), a.qkv, a.att, B, T, C, NH);
+  attentionBackward(dqkv_.data(), dtt_.data(), datty_.data(), a.qkv, a.att, B, T, attC_, heads_);
   zero(dln_);
-  linearBack(dln_.data(), dqkv_.data(), a.ln1, kQkvw, kQkvb, C, 3 * C);
+  linearBack(dln_.data(), dqkv_.data(), a.ln1, kQkvw, kQkvb, C, 3 * attC_);
+  tensorAllreduce(tp_, dln_.data(), BTC, "qkv's input gradient");
   layernormBackward(dres_.data(), g(kLn1w), g(kLn1b), dln_.data(), x, w(kLn1w), a.ln1Mean,
                     a.ln1Rstd, BT, C);
   // dres_ now holds d(x), the gradient of the previous block's output.
@@ -422,11 +506,7 @@ float Gpt2Model::forwardBlocks(int first, int last, const int32_t* inputs, const
   rangeLast_ = last;
   if (first == 0) {
     hooks.beforeForward(0);
-    const float* wte = access_.value(p, 0, kSlotWte, 0);
-    const float* wpe = access_.value(p, 1, kSlotWpe, 0);
-    float* x0 = residOutBuffer(0);
-    encoderForward(x0, tokens_.data(), wte, wpe, B, T, cfg_.nEmbd);
-    commitResid(0, x0);
+    embedForward(p);
     hooks.afterForward(0);
   } else {
     commitResid(first - 1, input);
@@ -465,8 +545,7 @@ void Gpt2Model::backwardBlocks(float lossScale, const float* dOut, zero::ParamTa
   }
   if (rangeFirst_ > 0) return;
   hooks.beforeBackward(0);
-  encoderBackward(access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(), tokens_.data(), B_,
-                  T_, cfg_.nEmbd);
+  embedBackward(p);
   hooks.afterBackward(0);
 }
 

@@ -3,11 +3,16 @@
 // in llm.c's flat order; blocks 0 = embeddings, 1..L = layers, L+1 = final LN + head + loss.
 // Activations: the residual stream (every block's input) is always held; a layer's internals are
 // held too unless activation checkpointing is on, in which case backward recomputes them.
+// Tensor parallelism (gpt2_tensor.h): with a TensorParallel of size T the parameters are this
+// rank's shards (local shapes from gpt2TensorShard, same names and order), attention runs on
+// nHead/T heads, the MLP on 4*nEmbd/T columns, the head on this rank's vocabulary rows; the
+// loss and the residual stream are the same on every tensor rank.
 #pragma once
 
 #include <vector>
 
 #include "runtime/model/act_set.h"
+#include "runtime/model/gpt2_tensor.h"
 #include "runtime/model/model.h"
 #include "runtime/model/param_access.h"
 
@@ -16,9 +21,13 @@ namespace ds::runtime {
 class Gpt2Model : public Model {
  public:
   explicit Gpt2Model(const ModelConfig& cfg);  // cfg already validated by makeModel
+  // This rank's shard of the model split over tp.size tensor ranks (ConfigError naming the
+  // parameter and the numbers when a split does not divide: tensor_shard.h).
+  Gpt2Model(const ModelConfig& cfg, TensorParallel tp);
 
   const std::vector<zero::ParamInfo>& params() const override { return params_; }
   int numBlocks() const override { return cfg_.nLayer + 2; }
+  // Tensor parallel: this rank's shards of the single-rank initialisation (the same values).
   void initParams(float* flat, uint64_t seed) const override;
   ParamInitRule initRule(size_t param) const override;
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T, zero::ParamTable& p,
@@ -63,9 +72,17 @@ class Gpt2Model : public Model {
   void layerBackward(int l, zero::ParamTable& p);
   double headForward(zero::ParamTable& p, bool recompute);
   void headBackward(float lossScale, zero::ParamTable& p);
+  void embedForward(zero::ParamTable& p);
+  void embedBackward(zero::ParamTable& p);
 
   ModelConfig cfg_;
+  TensorParallel tp_;
   int V_, Vp_;
+  // Per tensor rank (the whole model at size 1): attention width and heads, MLP width, the
+  // vocabulary rows [vocabBegin_, vocabBegin_ + wteRows_) of wte and the first vocabCols_ of
+  // them that are real tokens (the rest padding: no logits).
+  int attC_, heads_, mlpC_, wteRows_, vocabCols_;
+  int64_t vocabBegin_ = 0;
   std::vector<zero::ParamInfo> params_;
   ParamAccess access_;
   bool bf16_, ckpt_;

@@ -119,6 +119,43 @@ TEST_CASE("e2e: dsrun --num_gpus 2 train at parallel.pipeline=2 prints one proce
   }
 }
 
+// Tensor parallelism through the binaries (docs/plan.md "Tensor parallelism"): 2 processes
+// holding half the heads, MLP columns and vocabulary rows each of a 4-block GPT print the startup
+// shards and the same step and validation losses (4 decimals) as one `dsrt train` process; the
+// checkpoint they write is the canonical one, which `dsrt train --resume` continues at 1 process.
+TEST_CASE("e2e: dsrun --num_gpus 2 train at parallel.tensor=2 prints one process's losses",
+          "[e2e]") {
+  TempDir dir, single;
+  const std::string sets =
+      " --set model.gpt.n_layer=4 --set train.steps=12 --set train.log_every=4 --set "
+      "train.eval_every=12 --set train.device=cpu ";
+  std::string split, one;
+  const int rc = runCommand(trainCmd(dir.path(), "--set parallel.tensor=2" + sets), &split,
+                            std::chrono::seconds(180));
+  INFO(split);
+  REQUIRE(rc == 0);
+  CHECK(split.find("rank 1: data 0 tensor 1: heads [2, 4) of 4, MLP columns [128, 256) of 256, "
+                   "vocabulary rows [32, 64) of 64") != std::string::npos);
+  const int rcOne =
+      runCommand(bin("dsrt") + " train --set train.checkpoint.dir=" + single.path() + sets, &one,
+                 std::chrono::seconds(180));
+  INFO(one);
+  REQUIRE(rcOne == 0);
+  for (const char* key : {" 4/12 | loss ", " 12/12 | loss ", "val loss "}) {
+    INFO(key);
+    CHECK(!lossAt(one, key).empty());
+    CHECK(lossAt(split, key) == lossAt(one, key));
+  }
+  std::string resumed;  // the T=2 checkpoint at one process: 4 more steps
+  const int rcResume = runCommand(bin("dsrt") + " train --set train.checkpoint.dir=" + dir.path() +
+                                      sets + " --set train.steps=16 --resume latest",
+                                  &resumed, std::chrono::seconds(180));
+  INFO(resumed);
+  CHECK(rcResume == 0);
+  CHECK(resumed.find("over 2 tensor ranks") != std::string::npos);
+  CHECK(resumed.find(" 16/16 | loss ") != std::string::npos);
+}
+
 namespace {
 
 // Whether `dir` holds a checkpoint tag (global_stepN, possibly being saved) newer than `saved`.

@@ -92,9 +92,12 @@ TEST_CASE("parallel grid: the plan block", "[unit]") {
              Contains("plan.yaml") && Contains("world size 6") && Contains("pipeline 2"));
   CHECK_THAT(planError("parallel: {tensor: 3}\n", 3), Contains("attention heads"));
   CHECK_THAT(planError("parallel: {tensor: 2, pipelines: 2}\n", 4), Contains("pipelines"));
-  // A valid layout is refused as not yet run by the engine, naming the grid.
-  CHECK_THAT(planError("parallel: {tensor: 2}\n", 4),
-             Contains("data 2 x pipeline 1 x tensor 2") && Contains("not run"));
+  // Tensor parallelism alone runs (tensor_run.h); with pipeline > 1 the valid layout is refused
+  // as not yet run by the engine, naming the grid.
+  CHECK(planError("parallel: {tensor: 2}\n", 4) == "(no error)");
+  CHECK_THAT(planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
+                       {"deepspeed.gradient_accumulation_steps=2"}),
+             Contains("data 1 x pipeline 2 x tensor 2") && Contains("together"));
 }
 
 // Pipeline parallelism runs (pipeline_run.h): the batch triangle is resolved over the data axis
