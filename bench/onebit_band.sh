@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The loss band of 1-bit Adam and 0/1 Adam on the default plan (issue 18 item 4): the built-in
-# plan (`dsrt train` with no file: 2-layer GPT, synthetic chain, 300 steps, WarmupCosineLR) on
-# 2 local ranks with AdamW, OneBitAdam and ZeroOneAdam, each compressed optimizer at a warm-up of
-# FREEZES steps (freeze_step / var_freeze_step); every other setting as the plan has it. Prints
-# the val loss at the last eval and the final train loss of every run, and each run's relative
-# difference in val loss from AdamW's: the band.
+# The loss band of 1-bit Adam, 0/1 Adam and 1-bit LAMB on the default plan (issue 18 item 4): the
+# built-in plan (`dsrt train` with no file: 2-layer GPT, synthetic chain, 300 steps,
+# WarmupCosineLR) on 2 local ranks with AdamW, OneBitAdam and ZeroOneAdam, and with Lamb
+# (bias_correction false: exactly OneBitLamb's warm-up) and OneBitLamb, each compressed optimizer
+# at a warm-up of FREEZES steps (freeze_step / var_freeze_step); every other setting as the plan
+# has it. Prints the val loss at the last eval and the final train loss of every run, and each
+# run's relative difference in val loss from AdamW's and (the Lamb runs) from Lamb's: the bands.
 # Usage: bench/onebit_band.sh [BUILD_DIR] [OUT_FILE]   env: FREEZES ("20 60"), RANKS (2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,10 +17,11 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 port=$((29800 + RANDOM % 100))
 
-# run NAME OPTIMIZER [KEY=VALUE]: one default-plan run; prints "NAME val_loss final_loss".
+# run NAME OPTIMIZER [KEY=VALUE...]: one default-plan run; prints "NAME val_loss final_loss".
 run() {
-  local name=$1 type=$2 extra=()
-  [ -n "${3:-}" ] && extra=(--set "deepspeed.optimizer.params.$3")
+  local name=$1 type=$2 extra=() kv
+  shift 2
+  for kv in "$@"; do extra+=(--set "deepspeed.optimizer.params.$kv"); done
   port=$((port + 1))
   "$B/dsrun" --num_gpus "$RANKS" --master_port "$port" "$B/dsrt" train \
     --set deepspeed.optimizer.type="$type" "${extra[@]}" --summary "$TMP/$name.json" \
@@ -38,10 +40,22 @@ run() {
       run "onebit_freeze$f" OneBitAdam "freeze_step=$f"
       run "zeroone_varfreeze$f" ZeroOneAdam "var_freeze_step=$f"
     done
+    run lamb Lamb bias_correction=false
+    for f in $FREEZES; do
+      run "onebitlamb_freeze$f" OneBitLamb "freeze_step=$f"
+    done
   )
   echo "$rows" | awk 'NR == 1 { base = $2 }
-    { printf "%-22s val loss %.5f  final train loss %.5f  val vs AdamW %+.3f%%\n", $1, $2, $3,
-        100 * ($2 - base) / base
-      d = ($2 - base) / base; if (d < 0) d = -d; if (NR > 1 && d > worst) worst = d }
-    END { printf "band: the compressed optimizers val loss within %.3f%% of AdamW\x27s\n", 100 * worst }'
+    $1 == "lamb" { lamb = $2 }
+    { d = ($2 - base) / base
+      printf "%-22s val loss %.5f  final train loss %.5f  val vs AdamW %+.3f%%", $1, $2, $3, 100 * d
+      if ($1 ~ /^onebitlamb/) {
+        l = ($2 - lamb) / lamb; printf "  vs Lamb %+.3f%%", 100 * l
+        if (l < 0) l = -l; if (l > worstLamb) worstLamb = l
+        if (d < 0) d = -d; if (d > worstLambAdam) worstLambAdam = d
+      } else if (NR > 1 && $1 != "lamb") { if (d < 0) d = -d; if (d > worst) worst = d }
+      printf "\n" }
+    END { printf "band: OneBitAdam and ZeroOneAdam val loss within %.3f%% of AdamW\x27s\n", 100 * worst
+          printf "band: OneBitLamb val loss within %.3f%% of Lamb\x27s (bias_correction false), %.3f%% of AdamW\x27s\n",
+            100 * worstLamb, 100 * worstLambAdam }'
 } | tee "$OUT"
