@@ -19,6 +19,39 @@ void checkPositive(int64_t value, const char* key, const std::string& type) {
         fmt::format("optimizer.params.{}: {} needs an integer >= 1 (got {})", key, type, value));
 }
 
+// The elementwise kernels, cloned for AVX-512 and AVX2 (picked at load time; neither implies FMA,
+// so every clone rounds exactly as the baseline does).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void momentumKernel(
+    size_t begin, size_t end, const float* grads, float gradScale, float beta1, float beta2,
+    float* expAvg, float* expAvgSq) {
+  const float keep1 = 1.f - beta1, keep2 = 1.f - beta2;
+  if (!expAvgSq) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i)
+      expAvg[i] = expAvg[i] * beta1 + grads[i] * gradScale * keep1;
+    return;
+  }
+#pragma omp simd
+  for (size_t i = begin; i < end; ++i) {
+    const float grad = grads[i] * gradScale;
+    expAvg[i] = expAvg[i] * beta1 + grad * keep1;
+    expAvgSq[i] = expAvgSq[i] * beta2 + grad * grad * keep2;
+  }
+}
+
+// p += decoupled * p ; p += stepSize * m / (sqrt(v) * bc2RsqrtInv + eps): AdamW's form.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void updateKernel(
+    size_t begin, size_t end, float decoupled, float bc2RsqrtInv, float stepSize, float eps,
+    float* params, const float* expAvg, const float* expAvgSq) {
+#pragma omp simd
+  for (size_t i = begin; i < end; ++i) {
+    const float denom = std::sqrt(expAvgSq[i]) * bc2RsqrtInv + eps;
+    float param = params[i];
+    param = param + param * decoupled;
+    params[i] = param + (expAvg[i] / denom) * stepSize;
+  }
+}
+
 size_t total(const std::vector<size_t>& sizes) {
   size_t sum = 0;
   for (size_t size : sizes) sum += size;
@@ -98,13 +131,7 @@ void CompressedAdam::forEachRunIn(size_t first, size_t last, Fn visit) const {
 // over [begin, end) in the calling thread.
 void CompressedAdam::momentumRange(size_t begin, size_t end, const float* grads, float gradScale,
                                    float* expAvg, float* expAvgSq) const {
-  const float beta1 = opt_.beta1, beta2 = opt_.beta2, keep1 = 1.f - beta1, keep2 = 1.f - beta2;
-#pragma omp simd
-  for (size_t i = begin; i < end; ++i) {
-    const float grad = grads[i] * gradScale;
-    expAvg[i] = expAvg[i] * beta1 + grad * keep1;
-    if (expAvgSq) expAvgSq[i] = expAvgSq[i] * beta2 + grad * grad * keep2;
-  }
+  momentumKernel(begin, end, grads, gradScale, opt_.beta1, opt_.beta2, expAvg, expAvgSq);
 }
 
 void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq) {
@@ -120,14 +147,8 @@ void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg
 // [begin, end) in the calling thread.
 void CompressedAdam::updateRange(size_t begin, size_t end, bool decay, const Coeffs& coeff,
                                  float* params, const float* expAvg, const float* expAvgSq) const {
-  const float eps = opt_.eps, decoupled = decay ? coeff.decoupled : 0.f;
-#pragma omp simd
-  for (size_t i = begin; i < end; ++i) {
-    const float denom = std::sqrt(expAvgSq[i]) * coeff.bc2RsqrtInv + eps;
-    float param = params[i];
-    param = param + param * decoupled;
-    params[i] = param + (expAvg[i] / denom) * coeff.stepSize;
-  }
+  updateKernel(begin, end, decay ? coeff.decoupled : 0.f, coeff.bc2RsqrtInv, coeff.stepSize,
+               opt_.eps, params, expAvg, expAvgSq);
 }
 
 void CompressedAdam::applyUpdate(const Coeffs& coeff, float* params, const float* expAvg,
@@ -155,8 +176,8 @@ void CompressedAdam::step(int64_t stepNo, const float* grads, float gradScale, f
       momentumRange(begin, end, grads, gradScale, expAvg, nullptr);
     };
     hooks.after = [&](size_t begin, size_t end) {
-      forEachRunIn(begin, end, [&](size_t from, size_t to, bool decay) {
-        updateRange(from, to, decay, coeff, params, expAvg, expAvgSq);
+      forEachRunIn(begin, end, [&](size_t from, size_t upto, bool decay) {
+        updateRange(from, upto, decay, coeff, params, expAvg, expAvgSq);
       });
     };
     allreduce_.run(expAvg, hooks);
