@@ -47,9 +47,7 @@ void checkKey(bool valid, const char* key, const std::string& expected, double v
 
 OneBitLamb::OneBitLamb(const OptimizerOptions& options, comm::ProcessGroup* group,
                        std::vector<OptimizerPartition::Segment> params)
-    : opt_(options),
-      params_(std::move(params)),
-      allreduce_(group, [&] {
+    : opt_(options), params_(std::move(params)), allreduce_(group, [&] {
         size_t sum = 0;
         for (const auto& param : params_) sum += param.size;
         count_ = sum;
@@ -57,8 +55,9 @@ OneBitLamb::OneBitLamb(const OptimizerOptions& options, comm::ProcessGroup* grou
       }()) {
   DS_CHECK(opt_.type == "OneBitLamb", "OneBitLamb for optimizer type {}", opt_.type);
   if (opt_.freezeStep < 1)
-    throw ConfigError(fmt::format(
-        "optimizer.params.freeze_step: OneBitLamb needs an integer >= 1 (got {})", opt_.freezeStep));
+    throw ConfigError(
+        fmt::format("optimizer.params.freeze_step: OneBitLamb needs an integer >= 1 (got {})",
+                    opt_.freezeStep));
   checkKey(opt_.coeffBeta >= 0 && opt_.coeffBeta < 1, "coeff_beta", "a number in [0, 1)",
            opt_.coeffBeta);
   checkKey(opt_.factorMin > 0, "factor_min", "a number > 0", opt_.factorMin);
@@ -80,20 +79,25 @@ void OneBitLamb::step(int64_t stepNo, const float* grads, float gradScale, float
 }
 
 // Plain LAMB per parameter (independent: in parallel over parameters).
-void OneBitLamb::warmupStep(int64_t stepNo, const float* grads, float gradScale,
-                            float learningRate, float* params, float* expAvg, float* expAvgSq) {
+void OneBitLamb::warmupStep(int64_t stepNo, const float* grads, float gradScale, float learningRate,
+                            float* params, float* expAvg, float* expAvgSq) {
   const double keepCoeff = 1.0 - double(opt_.coeffBeta);
 #pragma omp parallel for schedule(dynamic)
   for (long index = 0; index < long(params_.size()); ++index) {
     const auto& param = params_[size_t(index)];
     if (param.size == 0) continue;
-    const LambConfig config{learningRate,  opt_.beta1,    opt_.beta2,
-                            opt_.eps,      param.decay ? opt_.weightDecay : 0.f,
-                            opt_.maxCoeff, opt_.minCoeff, /*biasCorrection=*/false,
+    const LambConfig config{learningRate,
+                            opt_.beta1,
+                            opt_.beta2,
+                            opt_.eps,
+                            param.decay ? opt_.weightDecay : 0.f,
+                            opt_.maxCoeff,
+                            opt_.minCoeff,
+                            /*biasCorrection=*/false,
                             /*epsInsideSqrt=*/false};
     const size_t off = param.offset;
-    const float ratio = lambStep(config, stepNo, gradScale, params + off, grads + off,
-                                 expAvg + off, expAvgSq + off, param.size);
+    const float ratio = lambStep(config, stepNo, gradScale, params + off, grads + off, expAvg + off,
+                                 expAvgSq + off, param.size);
     Coeffs& coeff = coeffs_[size_t(index)];
     if (ratio != 1.f)
       coeff.freeze = float(double(opt_.coeffBeta) * coeff.freeze + keepCoeff * double(ratio));
@@ -121,13 +125,11 @@ void OneBitLamb::setScaling(const float* expAvg) {
   }
   const double united = counted ? sum / double(counted) : 1.0;
   for (size_t index = 0; index < params_.size(); ++index)
-    coeffs_[index].scaling =
-        rms[index] > 0 && united > 0 ? float(united / rms[index]) : 1.f;
+    coeffs_[index].scaling = rms[index] > 0 && united > 0 ? float(united / rms[index]) : 1.f;
   scaled_ = true;
 }
 
-double OneBitLamb::factorOf(size_t index, double prelimSq, double updateSq,
-                            double ratioMax) const {
+double OneBitLamb::factorOf(size_t index, double prelimSq, double updateSq, double ratioMax) const {
   double factor = ratioMax;
   if (params_[index].decay && opt_.weightDecay > 0.f) {
     const double updateNorm = std::sqrt(updateSq);

@@ -37,8 +37,8 @@ class OneBitLamb final : public CompressedOptimizer {
 
   bool exactGradients(int64_t stepNo) const override { return stepNo <= opt_.freezeStep; }
   bool plainAdam(int64_t /*stepNo*/) const override { return false; }
-  void step(int64_t stepNo, const float* grads, float gradScale, float learningRate,
-            float* params, float* expAvg, float* expAvgSq) override;
+  void step(int64_t stepNo, const float* grads, float gradScale, float learningRate, float* params,
+            float* expAvg, float* expAvgSq) override;
   void finishStep(int64_t /*stepNo*/, const float* /*params*/) override {}
   void restore(int64_t stepsDone, const float* params) override;
   uint64_t bytesSent() const override { return allreduce_.bytesSent(); }

@@ -116,12 +116,12 @@ struct Reference {
       }
       float coeff = 1.f;
       if (weightSq != 0 && updateSq != 0)
-        coeff = std::min(std::max(float(std::sqrt(weightSq)) / float(std::sqrt(updateSq)),
-                                  opt.minCoeff),
-                         opt.maxCoeff);
+        coeff = std::min(
+            std::max(float(std::sqrt(weightSq)) / float(std::sqrt(updateSq)), opt.minCoeff),
+            opt.maxCoeff);
       if (coeff != 1.f)
-        freeze[index] = float(double(opt.coeffBeta) * freeze[index] +
-                              (1.0 - double(opt.coeffBeta)) * coeff);
+        freeze[index] =
+            float(double(opt.coeffBeta) * freeze[index] + (1.0 - double(opt.coeffBeta)) * coeff);
       applied[index] = coeff;
       for (size_t i = param.offset; i < param.offset + param.size; ++i) {
         const float update = moment[i] / (std::sqrt(variance[i]) + opt.eps) + decay * weights[i];
@@ -184,8 +184,8 @@ struct Reference {
     for (size_t rank = 0; rank < size_t(world); ++rank)
       for (size_t index = 0; index < params.size(); ++index)
         for (size_t i = params[index].offset; i < params[index].offset + params[index].size; ++i)
-          local[rank][i] = (moment[i] * opt.beta1 + grads[rank][i] * (1 - opt.beta1)) *
-                           scaling[index];
+          local[rank][i] =
+              (moment[i] * opt.beta1 + grads[rank][i] * (1 - opt.beta1)) * scaling[index];
     const std::vector<float> average = compressedAverage(local);
     for (size_t index = 0; index < params.size(); ++index) {
       const auto& param = params[index];
@@ -302,8 +302,8 @@ TEST_CASE("onebit lamb: the compressed steps are DeepSpeed's math, every rank al
       CHECK(results[size_t(rank)].fresh == results[0].fresh);
     }
     // One flat segment: (padded / world / 8 + 4) bytes to each peer, twice per compressed step.
-    CHECK(results[0].bytes ==
-          uint64_t(steps - freeze) * 2 * uint64_t(world - 1) * (ref.padded / size_t(world) / 8 + 4));
+    CHECK(results[0].bytes == uint64_t(steps - freeze) * 2 * uint64_t(world - 1) *
+                                  (ref.padded / size_t(world) / 8 + 4));
     checkClose(results[0].weights, ref.weights, "weights");
     checkClose(results[0].moment, ref.moment, "exp_avg");
     checkClose(results[0].fresh, ref.fresh, "exp_avg_sq_fresh");
@@ -332,9 +332,9 @@ TEST_CASE("onebit lamb: Lamb exactly through freeze_step, then 1-bit momentum wi
   for (int world : {2, 3}) {
     INFO("world " << world);
     const int steps = 40, freeze = 10;
-    auto runs = test::runZeroJobs(model, world,
-                                  {job(lamb(), steps), job(oneBitLamb(freeze), steps),
-                                   job(oneBitLamb(steps), steps)});
+    auto runs = test::runZeroJobs(
+        model, world,
+        {job(lamb(), steps), job(oneBitLamb(freeze), steps), job(oneBitLamb(steps), steps)});
     const auto &plain = runs[0], &onebit = runs[1], &warm = runs[2];
     CHECK(warm.losses == plain.losses);  // freeze_step >= steps: our Lamb, bitwise
     CHECK(warm.params == plain.params);
@@ -375,8 +375,7 @@ TEST_CASE("onebit lamb: checkpointed states round-trip; a warm-up resume continu
       for (const auto& tensor : shard) {
         auto& values = saved[tensor.name];
         values.resize(psi, 0.f);
-        std::memcpy(values.data() + tensor.offset, tensor.data.data(),
-                    tensor.size * sizeof(float));
+        std::memcpy(values.data() + tensor.offset, tensor.data.data(), tensor.size * sizeof(float));
       }
     };
     test::runZeroJobs(model, world, {first});
@@ -396,8 +395,7 @@ TEST_CASE("onebit lamb: checkpointed states round-trip; a warm-up resume continu
       for (const auto& tensor : engine.optimizerShard()) {
         auto& values = reloaded[tensor.name];
         values.resize(psi, 0.f);
-        std::memcpy(values.data() + tensor.offset, tensor.data.data(),
-                    tensor.size * sizeof(float));
+        std::memcpy(values.data() + tensor.offset, tensor.data.data(), tensor.size * sizeof(float));
       }
     };
     auto rest = test::runZeroJobs(model, world, {resumed})[0];
