@@ -159,13 +159,14 @@ CompressedAllreduce::CompressedAllreduce(ProcessGroup* group, std::vector<size_t
   }
   if (world_ == 1) return;
   messageBytes_ = chunk_ / 8 + 4 * segments_.size();
-  work_.assign(padded_, 0.f);
   workerError_.assign(padded_, 0.f);
   serverError_.assign(chunk_, 0.f);
-  server_.assign(chunk_, 0.f);
-  bits_.assign(padded_ / 8, 0);
   sendBuf_.assign(size_t(world_) * messageBytes_, 0);
   recvBuf_.assign(size_t(world_) * messageBytes_, 0);
+  for (size_t s = 0; s < segments_.size(); ++s)
+    for (size_t begin = 0; begin < segments_[s].chunk; begin += kBlockElems)
+      blocks_.push_back({s, begin, std::min(segments_[s].chunk, begin + kBlockElems)});
+  partial_.assign(blocks_.size() * size_t(world_), 0.0);
 }
 
 void CompressedAllreduce::resetErrors() {
@@ -216,55 +217,172 @@ void CompressedAllreduce::exchange(const std::vector<uint8_t>& out, std::vector<
   for (auto& work : works) work->wait();
 }
 
-void CompressedAllreduce::run(float* buf) {
-  if (world_ == 1) return;
-  ++calls_;
+std::pair<size_t, size_t> CompressedAllreduce::callerRange(const Block& block, size_t peer) const {
+  const Segment& seg = segments_[block.segment];
+  const size_t first = peer * seg.chunk + block.begin, last = peer * seg.chunk + block.end;
+  if (first >= seg.size) return {0, 0};
+  return {seg.offset + first, seg.offset + std::min(last, seg.size)};
+}
+
+namespace {
+
+// x[k] for the eight elements of byte `byte` of a block: the caller's value (0 past its end)
+// plus the error.
+inline void compensated(const float* values, size_t valid, const float* error, float* out) {
+  if (valid == 8) {
+    for (size_t k = 0; k < 8; ++k) out[k] = values[k] + error[k];
+    return;
+  }
+  for (size_t k = 0; k < 8; ++k) out[k] = (k < valid ? values[k] : 0.f) + error[k];
+}
+
+// The eight lane sums added in a fixed order.
+inline double laneSum(const double* lanes) {
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
+// The sign byte of x and the new error x - (+-scale), elementwise (vectorizes).
+inline uint8_t packWithError(const float* x, float scale, float* error) {
+  for (size_t k = 0; k < 8; ++k) error[k] = x[k] - (x[k] >= 0.f ? scale : -scale);
+  return signByte(x);
+}
+
+}  // namespace
+
+// Phase 1 on this rank: pass A (the hooks' before, then the sums of squares of buf + error per
+// block), the scales, pass B (the signs straight into each peer's message, the new error).
+void CompressedAllreduce::compressWorker(float* buf, const Hooks& hooks) {
+  const size_t world = size_t(world_), items = blocks_.size() * world;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long item = 0; item < long(items); ++item) {
+    const Block& block = blocks_[size_t(item) / world];
+    const size_t peer = size_t(item) % world;
+    const Segment& seg = segments_[block.segment];
+    const auto [from, to] = callerRange(block, peer);
+    if (hooks.before && from < to) hooks.before(from, to);
+    const size_t first = peer * seg.chunk + block.begin;
+    const float* error = workerError_.data() + seg.paddedOffset + first;
+    double lanes[8] = {};  // one sum per lane: no serial dependency, vectorizes
+    for (size_t i = 0; i < block.end - block.begin; i += 8) {
+      float x[8];
+      const size_t at = first + i, valid = at < seg.size ? std::min<size_t>(8, seg.size - at) : 0;
+      compensated(buf + seg.offset + (valid ? at : 0), valid, error + i, x);
+      for (size_t k = 0; k < 8; ++k) lanes[k] += double(x[k]) * double(x[k]);
+    }
+    partial_[size_t(item)] = laneSum(lanes);
+  }
+  std::vector<float> scales(segments_.size(), 0.f);
+  std::vector<double> sums(segments_.size(), 0.0);
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    for (size_t peer = 0; peer < world; ++peer)
+      sums[blocks_[b].segment] += partial_[b * world + peer];
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    if (segments_[s].padded) scales[s] = float(std::sqrt(sums[s] / double(segments_[s].padded)));
+    for (size_t peer = 0; peer < world; ++peer) setScale(sendBuf_, peer, s, scales[s]);
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long item = 0; item < long(items); ++item) {
+    const Block& block = blocks_[size_t(item) / world];
+    const size_t peer = size_t(item) % world;
+    const Segment& seg = segments_[block.segment];
+    const size_t first = peer * seg.chunk + block.begin;
+    float* error = workerError_.data() + seg.paddedOffset + first;
+    uint8_t* bits = sendBuf_.data() + peer * messageBytes_ + seg.byteOffset + block.begin / 8;
+    const float scale = scales[block.segment];
+    for (size_t i = 0; i < block.end - block.begin; i += 8) {
+      float x[8];
+      const size_t at = first + i, valid = at < seg.size ? std::min<size_t>(8, seg.size - at) : 0;
+      compensated(buf + seg.offset + (valid ? at : 0), valid, error + i, x);
+      bits[i / 8] = packWithError(x, scale, error + i);
+    }
+  }
+}
+
+// Server: this rank's chunk of every tensor is the average of the workers' estimates (in rank
+// order) plus the server error, compressed again; computed twice from the received bits (for
+// the scale, then for the signs) rather than stored.
+void CompressedAllreduce::compressServer() {
   const size_t world = size_t(world_);
-  // Phase 1: per tensor one scale over the compensated values, signs cut into server chunks.
-  std::fill(work_.begin(), work_.end(), 0.f);
-  for (size_t s = 0; s < segments_.size(); ++s) {
-    const Segment& seg = segments_[s];
-    std::memcpy(work_.data() + seg.paddedOffset, buf + seg.offset, seg.size * sizeof(float));
-    const float scale = compressWithFeedback(work_.data() + seg.paddedOffset,
-                                             workerError_.data() + seg.paddedOffset, seg.padded,
-                                             bits_.data() + seg.paddedOffset / 8);
+  std::vector<uint32_t> peerScale(world * segments_.size());  // scale / world as bits, per peer
+  for (size_t peer = 0; peer < world; ++peer)
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      const float scale = scaleAt(recvBuf_, peer, s) * (1.f / float(world));
+      std::memcpy(&peerScale[peer * segments_.size() + s], &scale, 4);
+    }
+  // x[0..8) of byte `byte` of segment seg's chunk.
+  auto serverValues = [&](const Segment& seg, size_t segIndex, size_t byte, float* x) {
+    for (size_t k = 0; k < 8; ++k) x[k] = 0.f;
     for (size_t peer = 0; peer < world; ++peer) {
-      std::memcpy(sendBuf_.data() + peer * messageBytes_ + seg.byteOffset,
-                  bits_.data() + (seg.paddedOffset + peer * seg.chunk) / 8, seg.chunk / 8);
-      setScale(sendBuf_, peer, s, scale);
+      const uint32_t* mask =
+          kSignMasks.mask[recvBuf_[peer * messageBytes_ + seg.byteOffset + byte]];
+      const uint32_t scaleBits = peerScale[peer * segments_.size() + segIndex];
+      for (size_t k = 0; k < 8; ++k) x[k] += flipped(scaleBits, mask[k]);
     }
+    const float* error = serverError_.data() + seg.chunkOffset + byte * 8;
+    for (size_t k = 0; k < 8; ++k) x[k] += error[k];
+  };
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long b = 0; b < long(blocks_.size()); ++b) {
+    const Block& block = blocks_[size_t(b)];
+    const Segment& seg = segments_[block.segment];
+    double lanes[8] = {};
+    for (size_t i = block.begin; i < block.end; i += 8) {
+      float x[8];
+      serverValues(seg, block.segment, i / 8, x);
+      for (size_t k = 0; k < 8; ++k) lanes[k] += double(x[k]) * double(x[k]);
+    }
+    partial_[size_t(b)] = laneSum(lanes);
   }
-  exchange(sendBuf_, recvBuf_, /*perPeerChunk=*/true, kTagWorker);
-  // Server: the average of the workers' estimates of this rank's chunks, in rank order,
-  // compensated and compressed again (one scale per chunk).
-  std::fill(server_.begin(), server_.end(), 0.f);
-  for (size_t peer = 0; peer < world; ++peer)
-    for (size_t s = 0; s < segments_.size(); ++s) {
-      const Segment& seg = segments_[s];
-      unpackSignsAdd(recvBuf_.data() + peer * messageBytes_ + seg.byteOffset, seg.chunk,
-                     scaleAt(recvBuf_, peer, s) * (1.f / float(world)),
-                     server_.data() + seg.chunkOffset);
-    }
+  std::vector<float> scales(segments_.size(), 0.f);
+  std::vector<double> sums(segments_.size(), 0.0);
+  for (size_t b = 0; b < blocks_.size(); ++b) sums[blocks_[b].segment] += partial_[b];
   for (size_t s = 0; s < segments_.size(); ++s) {
-    const Segment& seg = segments_[s];
-    setScale(sendBuf_, 0, s,
-             compressWithFeedback(server_.data() + seg.chunkOffset,
-                                  serverError_.data() + seg.chunkOffset, seg.chunk,
-                                  sendBuf_.data() + seg.byteOffset));
+    if (segments_[s].chunk) scales[s] = float(std::sqrt(sums[s] / double(segments_[s].chunk)));
+    setScale(sendBuf_, 0, s, scales[s]);
   }
-  // Phase 2: every server's chunks to everyone; chunk i of a tensor comes from rank i.
-  exchange(sendBuf_, recvBuf_, /*perPeerChunk=*/false, kTagServer);
-  for (size_t peer = 0; peer < world; ++peer)
-    for (size_t s = 0; s < segments_.size(); ++s) {
-      const Segment& seg = segments_[s];
-      const size_t begin = peer * seg.chunk;
-      if (begin >= seg.size) continue;
-      const size_t take = std::min(seg.chunk, seg.size - begin);
-      float* chunk = work_.data() + seg.paddedOffset + begin;  // scratch: phase 1 is done with it
-      unpackSigns(recvBuf_.data() + peer * messageBytes_ + seg.byteOffset, seg.chunk,
-                  scaleAt(recvBuf_, peer, s), chunk);
-      std::memcpy(buf + seg.offset + begin, chunk, take * sizeof(float));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long b = 0; b < long(blocks_.size()); ++b) {
+    const Block& block = blocks_[size_t(b)];
+    const Segment& seg = segments_[block.segment];
+    for (size_t i = block.begin; i < block.end; i += 8) {
+      float x[8];
+      serverValues(seg, block.segment, i / 8, x);
+      sendBuf_[seg.byteOffset + i / 8] =
+          packWithError(x, scales[block.segment], serverError_.data() + seg.chunkOffset + i);
     }
+  }
+}
+
+// Every server's chunks (chunk p of a tensor comes from rank p) decoded straight into buf, block
+// by block, each followed by the hooks' after.
+void CompressedAllreduce::decode(float* buf, const Hooks& hooks) {
+  const size_t world = size_t(world_), items = blocks_.size() * world;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long item = 0; item < long(items); ++item) {
+    const Block& block = blocks_[size_t(item) / world];
+    const size_t peer = size_t(item) % world;
+    const auto [from, to] = callerRange(block, peer);
+    if (from >= to) continue;
+    const Segment& seg = segments_[block.segment];
+    const uint8_t* bits = recvBuf_.data() + peer * messageBytes_ + seg.byteOffset + block.begin / 8;
+    unpackSigns(bits, to - from, scaleAt(recvBuf_, peer, block.segment), buf + from);
+    if (hooks.after) hooks.after(from, to);
+  }
+}
+
+void CompressedAllreduce::run(float* buf, const Hooks& hooks) {
+  if (world_ == 1) {  // nothing to average; the hooks still run
+    if (hooks.before && count_) hooks.before(0, count_);
+    if (hooks.after && count_) hooks.after(0, count_);
+    return;
+  }
+  ++calls_;
+  compressWorker(buf, hooks);
+  exchange(sendBuf_, recvBuf_, /*perPeerChunk=*/true, kTagWorker);
+  compressServer();
+  exchange(sendBuf_, recvBuf_, /*perPeerChunk=*/false, kTagServer);
+  decode(buf, hooks);
 }
 
 }  // namespace ds::comm

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace ds::comm {
@@ -37,12 +38,24 @@ class CompressedAllreduce {
   // server chunk is whole bytes; all tensors travel in one message per peer and phase.
   CompressedAllreduce(ProcessGroup* group, std::vector<size_t> segments);
 
+  // Optional work fused into run()'s passes over buf, block by block (blocks of at most
+  // kBlockElems, never across a tensor; called from several threads at once for disjoint
+  // blocks, every element exactly once): before(begin, end) just before buf[begin, end) is first
+  // read (e.g. the momentum update that produces it); after(begin, end) once buf[begin, end)
+  // holds the average (e.g. the parameter update that consumes it). The block stays in cache.
+  struct Hooks {
+    std::function<void(size_t begin, size_t end)> before, after;
+  };
+  static constexpr size_t kBlockElems = size_t(1) << 15;
+
   // buf[0..count) := the 1-bit estimate of the average over ranks of buf (blocking; collective).
   // Phase 1: each rank compensates every tensor with its worker error and sends the packed signs
   // of chunk j of each (plus the tensor's scale) to rank j; phase 2: rank j averages the chunks
   // it received (sign * scale / world, in rank order) plus its server error, compresses that once
-  // more and sends the result (signs and one scale per chunk) to every rank.
-  void run(float* buf);
+  // more and sends the result (signs and one scale per chunk) to every rank. Each compression is
+  // two passes over its values (the sum of squares, then the signs and the new error), threaded
+  // over blocks; the scales' sums add the blocks' partial sums in a fixed order.
+  void run(float* buf, const Hooks& hooks = {});
 
   void resetErrors();  // zero both error buffers (0/1 Adam at its variance freeze; a load)
 
@@ -68,8 +81,18 @@ class CompressedAllreduce {
     size_t offset = 0, size = 0, paddedOffset = 0, padded = 0, chunk = 0;
     size_t chunkOffset = 0, byteOffset = 0;
   };
+  // A piece of every server chunk of one tensor: elements [begin, end) of the chunk (multiples
+  // of 8 but the chunk's end). Phase 1 and the decoding visit it once per peer's chunk.
+  struct Block {
+    size_t segment = 0, begin = 0, end = 0;
+  };
   void exchange(const std::vector<uint8_t>& out, std::vector<uint8_t>& in, bool perPeerChunk,
                 int tag);
+  void compressWorker(float* buf, const Hooks& hooks);
+  void compressServer();
+  void decode(float* buf, const Hooks& hooks);
+  // The caller's range [begin, end) of block `block` in peer `peer`'s chunk (empty: padding).
+  std::pair<size_t, size_t> callerRange(const Block& block, size_t peer) const;
   float scaleAt(const std::vector<uint8_t>& buf, size_t peer, size_t segment) const;
   void setScale(std::vector<uint8_t>& buf, size_t peer, size_t segment, float scale) const;
 
@@ -78,8 +101,10 @@ class CompressedAllreduce {
   std::vector<Segment> segments_;
   size_t count_ = 0, padded_ = 0, chunk_ = 0;
   size_t messageBytes_ = 0;  // per peer: every tensor's chunk signs, then one scale per tensor
-  std::vector<float> work_, workerError_, serverError_, server_;
-  std::vector<uint8_t> bits_, sendBuf_, recvBuf_;
+  std::vector<Block> blocks_;
+  std::vector<double> partial_;  // per (block, peer): sums of squares of the current pass
+  std::vector<float> workerError_, serverError_;
+  std::vector<uint8_t> sendBuf_, recvBuf_;
   uint64_t bytesSent_ = 0, calls_ = 0;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +17,39 @@ void checkPositive(int64_t value, const char* key, const std::string& type) {
   if (value < 1)
     throw ConfigError(
         fmt::format("optimizer.params.{}: {} needs an integer >= 1 (got {})", key, type, value));
+}
+
+// The elementwise kernels, cloned for AVX-512 and AVX2 (picked at load time; neither implies FMA,
+// so every clone rounds exactly as the baseline does).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void momentumKernel(
+    size_t begin, size_t end, const float* grads, float gradScale, float beta1, float beta2,
+    float* expAvg, float* expAvgSq) {
+  const float keep1 = 1.f - beta1, keep2 = 1.f - beta2;
+  if (!expAvgSq) {
+#pragma omp simd
+    for (size_t i = begin; i < end; ++i)
+      expAvg[i] = expAvg[i] * beta1 + grads[i] * gradScale * keep1;
+    return;
+  }
+#pragma omp simd
+  for (size_t i = begin; i < end; ++i) {
+    const float grad = grads[i] * gradScale;
+    expAvg[i] = expAvg[i] * beta1 + grad * keep1;
+    expAvgSq[i] = expAvgSq[i] * beta2 + grad * grad * keep2;
+  }
+}
+
+// p += decoupled * p ; p += stepSize * m / (sqrt(v) * bc2RsqrtInv + eps): AdamW's form.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void updateKernel(
+    size_t begin, size_t end, float decoupled, float bc2RsqrtInv, float stepSize, float eps,
+    float* params, const float* expAvg, const float* expAvgSq) {
+#pragma omp simd
+  for (size_t i = begin; i < end; ++i) {
+    const float denom = std::sqrt(expAvgSq[i]) * bc2RsqrtInv + eps;
+    float param = params[i];
+    param = param + param * decoupled;
+    params[i] = param + (expAvg[i] / denom) * stepSize;
+  }
 }
 
 size_t total(const std::vector<size_t>& sizes) {
@@ -78,29 +112,54 @@ void CompressedAdam::forEachRun(Fn visit) const {
   if (pos < count_) visit(pos, count_, false);
 }
 
-// m = beta1 m + (1 - beta1) g (and v likewise when expAvgSq is given), g = grads * gradScale.
-void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq) {
-  const float beta1 = opt_.beta1, beta2 = opt_.beta2, keep1 = 1.f - beta1, keep2 = 1.f - beta2;
-#pragma omp parallel for simd schedule(static)
-  for (long i = 0; i < long(count_); ++i) {
-    const float grad = grads[i] * gradScale;
-    expAvg[i] = expAvg[i] * beta1 + grad * keep1;
-    if (expAvgSq) expAvgSq[i] = expAvgSq[i] * beta2 + grad * grad * keep2;
+// fn(begin, end, decay) over [first, last), split where weight decay starts or stops.
+template <class Fn>
+void CompressedAdam::forEachRunIn(size_t first, size_t last, Fn visit) const {
+  auto run = std::upper_bound(decayRuns_.begin(), decayRuns_.end(), first,
+                              [](size_t pos, const auto& item) { return pos < item.end; });
+  size_t pos = first;
+  for (; pos < last && run != decayRuns_.end() && run->begin < last; ++run) {
+    if (pos < run->begin) visit(pos, run->begin, false);
+    const size_t begin = std::max(pos, run->begin), end = std::min(last, run->end);
+    visit(begin, end, true);
+    pos = end;
   }
+  if (pos < last) visit(pos, last, false);
 }
 
-// p += -lr*wd*p (decay runs) ; p += stepSize * m / (sqrt(v)/sqrt(bc2) + eps): AdamW's form.
+// m = beta1 m + (1 - beta1) g (and v likewise when expAvgSq is given), g = grads * gradScale,
+// over [begin, end) in the calling thread.
+void CompressedAdam::momentumRange(size_t begin, size_t end, const float* grads, float gradScale,
+                                   float* expAvg, float* expAvgSq) const {
+  momentumKernel(begin, end, grads, gradScale, opt_.beta1, opt_.beta2, expAvg, expAvgSq);
+}
+
+void CompressedAdam::momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq) {
+  constexpr long kPiece = 1L << 15;
+  const long pieces = (long(count_) + kPiece - 1) / kPiece;
+#pragma omp parallel for schedule(static)
+  for (long piece = 0; piece < pieces; ++piece)
+    momentumRange(size_t(piece * kPiece), std::min(count_, size_t((piece + 1) * kPiece)), grads,
+                  gradScale, expAvg, expAvgSq);
+}
+
+// p += -lr*wd*p (when decay) ; p += stepSize * m / (sqrt(v)/sqrt(bc2) + eps): AdamW's form, over
+// [begin, end) in the calling thread.
+void CompressedAdam::updateRange(size_t begin, size_t end, bool decay, const Coeffs& coeff,
+                                 float* params, const float* expAvg, const float* expAvgSq) const {
+  updateKernel(begin, end, decay ? coeff.decoupled : 0.f, coeff.bc2RsqrtInv, coeff.stepSize,
+               opt_.eps, params, expAvg, expAvgSq);
+}
+
 void CompressedAdam::applyUpdate(const Coeffs& coeff, float* params, const float* expAvg,
                                  const float* expAvgSq) {
-  const float eps = opt_.eps;
   forEachRun([&](size_t begin, size_t end, bool decay) {
-    const float decoupled = decay ? coeff.decoupled : 0.f;
-#pragma omp parallel for simd schedule(static)
-    for (long i = long(begin); i < long(end); ++i) {
-      const float denom = std::sqrt(expAvgSq[i]) * coeff.bc2RsqrtInv + eps;
-      float param = params[i];
-      param = param + param * decoupled;
-      params[i] = param + (expAvg[i] / denom) * coeff.stepSize;
+    constexpr size_t kPiece = size_t(1) << 15;
+    const long pieces = long((end - begin + kPiece - 1) / kPiece);
+#pragma omp parallel for schedule(static)
+    for (long piece = 0; piece < pieces; ++piece) {
+      const size_t from = begin + size_t(piece) * kPiece;
+      updateRange(from, std::min(end, from + kPiece), decay, coeff, params, expAvg, expAvgSq);
     }
   });
 }
@@ -109,9 +168,19 @@ void CompressedAdam::step(int64_t stepNo, const float* grads, float gradScale, f
                           float* params, float* expAvg, float* expAvgSq) {
   DS_CHECK(!plainAdam(stepNo), "{} step {} is plain Adam", opt_.type, stepNo);
   if (!zeroOne_) {  // 1-bit Adam after freeze_step: local momentum, 1-bit averaged
-    momentum(grads, gradScale, expAvg, nullptr);
-    allreduce_.run(expAvg);
-    applyUpdate(coeffs(stepNo, varSteps_, learningRate), params, expAvg, expAvgSq);
+    // Fused into the allreduce's passes, block by block while the block is in cache: the
+    // momentum update before its compression, the parameter update after its decoding.
+    const Coeffs coeff = coeffs(stepNo, varSteps_, learningRate);
+    comm::CompressedAllreduce::Hooks hooks;
+    hooks.before = [&](size_t begin, size_t end) {
+      momentumRange(begin, end, grads, gradScale, expAvg, nullptr);
+    };
+    hooks.after = [&](size_t begin, size_t end) {
+      forEachRunIn(begin, end, [&](size_t from, size_t upto, bool decay) {
+        updateRange(from, upto, decay, coeff, params, expAvg, expAvgSq);
+      });
+    };
+    allreduce_.run(expAvg, hooks);
     return;
   }
   if (!frozen_ && exactGradients(stepNo)) {  // a variance step after 1-bit steps

@@ -25,34 +25,27 @@
 #include <vector>
 
 #include "comm/compressed_allreduce.h"
-#include "zero/optimizer_partition.h"
-#include "zero/zero_options.h"
+#include "zero/compressed_optimizer.h"
 
 namespace ds::zero {
 
-class CompressedAdam {
+class CompressedAdam final : public CompressedOptimizer {
  public:
   // segments: parameter sizes in flat order (each compressed with its own scales); decayRuns:
   // the local runs weight decay applies to (empty: everywhere).
   CompressedAdam(const OptimizerOptions& options, comm::ProcessGroup* group,
                  std::vector<size_t> segments, std::vector<OptimizerPartition::Run> decayRuns);
 
-  // Whether step stepNo (1-based) takes the exactly allreduced gradients (else each rank's own).
-  bool exactGradients(int64_t stepNo) const;
-  // Whether step stepNo is plain Adam(W) with step count stepNo (the engine runs it in
-  // OptimizerPartition).
-  bool plainAdam(int64_t stepNo) const;
-  // Step stepNo (not plainAdam) over the fp32 master: grads * gradScale are the averaged gradients
-  // when exactGradients(t), else this rank's own. Collective when it communicates.
+  // See CompressedOptimizer. finishStep advances the schedule (0/1 Adam keeps params as the
+  // anchor of its first local steps); restore also clears the local-step state.
+  bool exactGradients(int64_t stepNo) const override;
+  bool plainAdam(int64_t stepNo) const override;
   void step(int64_t stepNo, const float* grads, float gradScale, float learningRate, float* params,
-            float* expAvg, float* expAvgSq);
-  // After every taken step stepNo (plain ones included): advance the schedule. params: the updated
-  // fp32 master (0/1 Adam keeps it as the anchor of its first local steps).
-  void finishStep(int64_t stepNo, const float* params);
-  // A load at stepsDone: replay the schedule, clear errors and local-step state.
-  void restore(int64_t stepsDone, const float* params);
+            float* expAvg, float* expAvgSq) override;
+  void finishStep(int64_t stepNo, const float* params) override;
+  void restore(int64_t stepsDone, const float* params) override;
 
-  uint64_t bytesSent() const { return allreduce_.bytesSent(); }
+  uint64_t bytesSent() const override { return allreduce_.bytesSent(); }
   uint64_t compressedCalls() const { return allreduce_.calls(); }
   const comm::CompressedAllreduce& allreduce() const { return allreduce_; }
 
@@ -62,7 +55,13 @@ class CompressedAdam {
   };
   Coeffs coeffs(int64_t stepNo, int64_t varSteps, float learningRate) const;
   void momentum(const float* grads, float gradScale, float* expAvg, float* expAvgSq);
+  void momentumRange(size_t begin, size_t end, const float* grads, float gradScale, float* expAvg,
+                     float* expAvgSq) const;
   void applyUpdate(const Coeffs& coeff, float* params, const float* expAvg, const float* expAvgSq);
+  void updateRange(size_t begin, size_t end, bool decay, const Coeffs& coeff, float* params,
+                   const float* expAvg, const float* expAvgSq) const;
+  template <class Fn>
+  void forEachRunIn(size_t first, size_t last, Fn visit) const;
   void localSync(float* params, float* expAvg, const float* expAvgSq, int64_t stepNo);
   template <class Fn>
   void forEachRun(Fn visit) const;

@@ -14,11 +14,11 @@
 #include "core/log.h"
 #include "zero/blocked_stage.h"
 #include "zero/bucket_queue.h"
+#include "zero/compressed_optimizer.h"
 #include "zero/dp_comm.h"
 #include "zero/engine_trace.h"
 #include "zero/flat_partitioned_stage.h"
 #include "zero/grad_check.h"
-#include "zero/onebit_adam.h"
 #include "zero/optimizer_partition.h"
 #include "zero/param_index.h"
 #include "zero/replicated_stage.h"
@@ -45,8 +45,9 @@ std::unique_ptr<Stage> makeStage(const StageContext& ctx) {
   }
 }
 
-// OneBitAdam / ZeroOneAdam keep Adam's states and take their plain steps as AdamW (DeepSpeed's
-// onebit optimizers decay decoupled: update += wd * p).
+// OneBitAdam / ZeroOneAdam / OneBitLamb keep Adam's states (fp32, exp_avg, exp_avg_sq); the Adams
+// take their plain steps as AdamW (DeepSpeed's onebit optimizers decay decoupled: update += wd *
+// p); OneBitLamb runs every step itself.
 OptimizerOptions partitionOptions(OptimizerOptions options) {
   if (options.compressed()) {
     options.type = "AdamW";
@@ -118,24 +119,20 @@ struct ZeroEngine::Impl {
         stage->localSize(), partitionOptions(optimizerOptions), options.offloadOptimizer,
         options.subGroupSize, alias, comm.rank());
     optimizer->setDecayRuns(decayRuns(index, stage->ranges()));
+    std::vector<OptimizerPartition::Segment> segments;  // every parameter whole (stage 0)
+    for (size_t param = 0; param < index.count(); ++param)
+      segments.push_back({index.offset(param), index.param(param).numel, index.param(param).decay});
     if (optimizerOptions.compressed()) {
-      std::vector<size_t> sizes;
-      for (size_t param = 0; param < index.count(); ++param)
-        sizes.push_back(index.param(param).numel);
       replicated = dynamic_cast<ReplicatedStage*>(stage.get());
       DS_CHECK(replicated != nullptr && stage->localSize() == index.numel());
-      compressed = std::make_unique<CompressedAdam>(optimizerOptions, group, std::move(sizes),
-                                                    decayRuns(index, stage->ranges()));
+      compressed = makeCompressedOptimizer(optimizerOptions, group, segments,
+                                           decayRuns(index, stage->ranges()));
     }
     if (optimizerOptions.type == "Lamb") {
       // The trust ratio is per parameter: only stage 0 holds every parameter whole.
       if (options.stage != 0)
         throw ConfigError("optimizer.type Lamb: needs zero_optimization.stage 0 (stage is " +
                           std::to_string(options.stage) + ")");
-      std::vector<OptimizerPartition::Segment> segments;
-      for (size_t param = 0; param < index.count(); ++param)
-        segments.push_back(
-            {index.offset(param), index.param(param).numel, index.param(param).decay});
       optimizer->setSegments(std::move(segments));
     }
   }
@@ -177,8 +174,8 @@ struct ZeroEngine::Impl {
   BucketQueue buckets;
   std::unique_ptr<Stage> stage;
   std::unique_ptr<OptimizerPartition> optimizer;
-  ReplicatedStage* replicated = nullptr;       // stage 0's, for the compressed optimizers
-  std::unique_ptr<CompressedAdam> compressed;  // OneBitAdam / ZeroOneAdam
+  ReplicatedStage* replicated = nullptr;            // stage 0's, for the compressed optimizers
+  std::unique_ptr<CompressedOptimizer> compressed;  // OneBitAdam / ZeroOneAdam / OneBitLamb
   int64_t steps = 0;
   // Whether this step's gradients stay on each rank (a compressed optimizer's 1-bit step).
   bool localGradients() const { return compressed && !compressed->exactGradients(steps + 1); }
@@ -406,6 +403,8 @@ std::vector<ZeroEngine::ShardTensor> ZeroEngine::optimizerShard() const {
       engine.optimizer->read(state, range.localOffset, range.size, tensor.data.data());
       shard.push_back(std::move(tensor));
     }
+  if (engine.compressed)
+    for (auto& tensor : engine.compressed->extraStates()) shard.push_back(std::move(tensor));
   return shard;
 }
 
@@ -423,7 +422,10 @@ void ZeroEngine::loadOptimizerState(
     }
   engine.steps = stepCount;
   engine.loadModelFromMaster();
-  if (engine.compressed) engine.compressed->restore(stepCount, engine.optimizer->stateData(0));
+  if (engine.compressed) {
+    engine.compressed->loadExtraStates(readRange);
+    engine.compressed->restore(stepCount, engine.optimizer->stateData(0));
+  }
 }
 
 }  // namespace ds::zero

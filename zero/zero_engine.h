@@ -112,7 +112,8 @@ class ZeroEngine final : public TrainingEngine {
   PipelineState pipeline() const;
   // Whether stage-3 parameter p's allgather has been issued (in flight or gathered).
   bool gatherIssued(size_t param) const;
-  // OneBitAdam / ZeroOneAdam: bytes this rank sent in compressed allreduces so far (else 0).
+  // OneBitAdam / ZeroOneAdam / OneBitLamb: bytes this rank sent in compressed allreduces so far
+  // (else 0).
   uint64_t compressedBytesSent() const;
 
   // ZeRO-Offload's overlap of the optimizer with the parameter copies: inside step(), `ready`

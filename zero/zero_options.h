@@ -71,7 +71,8 @@ struct ZeroOptions {
 
 // optimizer {type, params}
 struct OptimizerOptions {
-  std::string type = "AdamW";  // type: Adam | AdamW | SGD | Lamb | OneBitAdam | ZeroOneAdam
+  // type: Adam | AdamW | SGD | Lamb | OneBitAdam | ZeroOneAdam | OneBitLamb
+  std::string type = "AdamW";
   // params: lr, betas, eps, weight_decay, momentum
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weightDecay = 0.f, momentum = 0.f;
   bool adamwMode = true;       // adam_w_mode: Adam is L2 (false) unless type == "AdamW"
@@ -79,15 +80,23 @@ struct OptimizerOptions {
   // Lamb (DeepSpeed's FusedLamb): trust ratio clamp and where eps goes
   float maxCoeff = 10.f, minCoeff = 0.01f;  // max_coeff, min_coeff
   bool epsInsideSqrt = false;               // eps_inside_sqrt
-  // OneBitAdam / ZeroOneAdam (zero/onebit_adam.h; DeepSpeed's defaults)
-  int64_t freezeStep = 100000;      // freeze_step: exact Adam steps before 1-bit momentum
+  // OneBitAdam / ZeroOneAdam / OneBitLamb (zero/onebit_adam.h, zero/onebit_lamb.h; DeepSpeed's
+  // defaults)
+  int64_t freezeStep = 100000;      // freeze_step: exact steps before 1-bit momentum
   int64_t varFreezeStep = 100000;   // var_freeze_step: last step that may update the variance
   int64_t varUpdateScaler = 16;     // var_update_scaler: variance updates per interval doubling
   int64_t localStepScaler = 32678;  // local_step_scaler: steps per local-interval doubling
   int64_t localStepClipper = 16;    // local_step_clipper: largest local-step interval
   bool cudaAware = false;           // cuda_aware (MPI only; host buffers here: no effect)
   std::string commBackendName = "nccl";  // comm_backend_name: nccl | mpi | gloo (the job's group)
-  bool compressed() const { return type == "OneBitAdam" || type == "ZeroOneAdam"; }
+  // OneBitLamb: the frozen trust ratio's average and the factor rules of its compressed steps
+  float coeffBeta = 0.9f;        // coeff_beta: EMA of the warm-up's trust ratios
+  float factorMax = 4.f;         // factor_max: largest scaling of the frozen coefficient
+  float factorMin = 0.5f;        // factor_min: smallest scaling
+  float factorThreshold = 0.1f;  // factor_threshold: largest relative change per step
+  bool compressed() const {
+    return type == "OneBitAdam" || type == "ZeroOneAdam" || type == "OneBitLamb";
+  }
 };
 
 // AsyncFile options for the aio block (AioOptions zeros keep AsyncFile's defaults).

@@ -28,17 +28,39 @@ std::string lowered(std::string s) {
 }
 
 // DeepSpeed's optimizers that dsrun does not implement (refused with the ones it has).
-const std::vector<std::string> kOtherOptimizers = {
-    "OneBitLamb", "Adagrad", "Lion", "MuAdam", "MuAdamW", "MuSGD", "Muon", "AdamW8bit", "Adam8bit"};
-const char* const kImplemented = "use Adam, AdamW, Lamb, SGD, OneBitAdam or ZeroOneAdam";
+const std::vector<std::string> kOtherOptimizers = {"Adagrad", "Lion", "MuAdam",    "MuAdamW",
+                                                   "MuSGD",   "Muon", "AdamW8bit", "Adam8bit"};
+const char* const kImplemented =
+    "use Adam, AdamW, Lamb, SGD, OneBitAdam, ZeroOneAdam or OneBitLamb";
 
-// OneBitAdam / ZeroOneAdam (DeepSpeed's runtime/fp16/onebit/{adam,zoadam}.py): their own keys.
+// OneBitLamb's own keys (DeepSpeed's runtime/fp16/onebit/lamb.py).
+void readOneBitLambParams(NodeReader& p, zero::OptimizerOptions& opt) {
+  opt.freezeStep = p.getInt("freeze_step", 100000, 1);
+  opt.maxCoeff = float(p.getDouble("max_coeff", 10.0, 0.0));
+  opt.minCoeff = float(p.getDouble("min_coeff", 0.01, 0.0));
+  if (opt.minCoeff > opt.maxCoeff) p.fail("min_coeff", "must be <= max_coeff");
+  const double coeffBeta = p.getDouble("coeff_beta", 0.9, 0.0);
+  if (coeffBeta >= 1.0) p.fail("coeff_beta", "must be in [0, 1)");
+  opt.coeffBeta = float(coeffBeta);
+  opt.factorMax = float(p.getDouble("factor_max", 4.0, 0.0));
+  opt.factorMin = float(p.getDouble("factor_min", 0.5, 0.0));
+  if (opt.factorMin <= 0.f) p.fail("factor_min", "must be > 0");
+  if (opt.factorMin > opt.factorMax) p.fail("factor_min", "must be <= factor_max");
+  const double threshold = p.getDouble("factor_threshold", 0.1, 0.0);
+  if (threshold >= 1.0) p.fail("factor_threshold", "must be in [0, 1)");
+  opt.factorThreshold = float(threshold);
+}
+
+// OneBitAdam / ZeroOneAdam / OneBitLamb (DeepSpeed's runtime/fp16/onebit/{adam,zoadam,lamb}.py):
+// their own keys.
 void readCompressedParams(NodeReader& p, zero::OptimizerOptions& opt) {
   opt.adamwMode = true;  // update += weight_decay * p: decoupled
   // DeepSpeed accepts eps_inside_sqrt here but never applies it; so do we.
   p.accept("eps_inside_sqrt");
   if (opt.type == "OneBitAdam") {
     opt.freezeStep = p.getInt("freeze_step", 100000, 1);
+  } else if (opt.type == "OneBitLamb") {
+    readOneBitLambParams(p, opt);
   } else {
     opt.varFreezeStep = p.getInt("var_freeze_step", 100000, 1);
     opt.varUpdateScaler = p.getInt("var_update_scaler", 16, 1);
@@ -84,8 +106,9 @@ void readOptimizer(NodeReader& ds, DsConfig& c) {
   for (const auto& other : kOtherOptimizers)
     if (lowered(type) == lowered(other))
       o->fail("type", "'" + type + "' is not implemented; " + kImplemented);
-  opt.type = o->getEnum("type", "AdamW",
-                        {"Adam", "AdamW", "SGD", "Lamb", "OneBitAdam", "ZeroOneAdam"}, true);
+  opt.type =
+      o->getEnum("type", "AdamW",
+                 {"Adam", "AdamW", "SGD", "Lamb", "OneBitAdam", "ZeroOneAdam", "OneBitLamb"}, true);
   auto p = o->child("params");
   if (p) {
     opt.lr = float(p->getDouble("lr", 1e-3, 0.0));
@@ -437,6 +460,14 @@ std::string dsConfigToJson(const DsConfig& c) {
                            {"bias_correction", o.biasCorrection}};
   if (o.type == "OneBitAdam") {
     params["freeze_step"] = o.freezeStep;
+  } else if (o.type == "OneBitLamb") {
+    params["freeze_step"] = o.freezeStep;
+    params["max_coeff"] = o.maxCoeff;
+    params["min_coeff"] = o.minCoeff;
+    params["coeff_beta"] = o.coeffBeta;
+    params["factor_max"] = o.factorMax;
+    params["factor_min"] = o.factorMin;
+    params["factor_threshold"] = o.factorThreshold;
   } else if (o.type == "ZeroOneAdam") {
     params["var_freeze_step"] = o.varFreezeStep;
     params["var_update_scaler"] = o.varUpdateScaler;

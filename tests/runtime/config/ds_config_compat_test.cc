@@ -207,9 +207,53 @@ TEST_CASE("ds_config: Lamb with DeepSpeed's parameters; refused above stage 0", 
         kDir +
             "lamb.json:6:16: deepspeed.optimizer: Lamb needs zero_optimization.stage 0 (stage is "
             "1): its trust ratio is per parameter, and stages 1-3 split parameters across ranks");
-  CHECK(errorOf("lamb.json", 1, {"deepspeed.optimizer.type=OneBitLamb"}) ==
-        "--set deepspeed.optimizer.type: 'OneBitLamb' is not implemented; use Adam, AdamW, Lamb, "
-        "SGD, OneBitAdam or ZeroOneAdam");
+  CHECK(errorOf("lamb.json", 1, {"deepspeed.optimizer.type=Lion"}) ==
+        "--set deepspeed.optimizer.type: 'Lion' is not implemented; use Adam, AdamW, Lamb, "
+        "SGD, OneBitAdam, ZeroOneAdam or OneBitLamb");
+}
+
+TEST_CASE("ds_config: OneBitLamb with DeepSpeed's parameters; bad ones refused", "[unit]") {
+  Plan p = load("onebit_lamb.json");
+  const auto& o = p.deepspeed.optimizer;
+  CHECK(o.type == "OneBitLamb");
+  CHECK(o.compressed());
+  CHECK(o.freezeStep == 1000);
+  CHECK(o.lr == Approx(11e-3));
+  CHECK(o.maxCoeff == Approx(0.3));
+  CHECK(o.minCoeff == Approx(0.01));
+  CHECK(o.coeffBeta == Approx(0.9));
+  CHECK(o.factorMax == Approx(4.0));
+  CHECK(o.factorMin == Approx(0.5));
+  CHECK(o.factorThreshold == Approx(0.1));
+  CHECK(o.commBackendName == "nccl");
+  CHECK_FALSE(o.cudaAware);
+  CHECK_FALSE(o.biasCorrection);
+  const std::string set = "--set deepspeed.optimizer.params.";
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.freeze_step=0"}) ==
+        set + "freeze_step: must be >= 1, got 0");
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.freeze_step=ten"}) ==
+        set + "freeze_step: expected an integer, got 'ten'");
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.coeff_beta=1"}) ==
+        set + "coeff_beta: must be in [0, 1)");
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.factor_min=0"}) ==
+        set + "factor_min: must be > 0");
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.factor_min=5"}) ==
+        set + "factor_min: must be <= factor_max");
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.factor_threshold=1.5"}) ==
+        set + "factor_threshold: must be in [0, 1)");
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.min_coeff=0.5"}) ==
+        set + "min_coeff: must be <= max_coeff");
+  // ZeroOneAdam's keys are not OneBitLamb's.
+  CHECK(errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.var_freeze_step=10"})
+            .find("deepspeed.optimizer.params.var_freeze_step") != std::string::npos);
+  CHECK(errorOf("onebit_lamb.json", 2, {"deepspeed.zero_optimization.stage=2"}) ==
+        kDir +
+            "onebit_lamb.json:5:16: deepspeed.optimizer: OneBitLamb needs zero_optimization.stage "
+            "0 (stage is 2), as in DeepSpeed: its momentum is averaged whole by a compressed "
+            "allreduce");
+  CHECK(
+      errorOf("onebit_lamb.json", 1, {"deepspeed.optimizer.params.amsgrad=true"}).find("amsgrad") !=
+      std::string::npos);
 }
 
 TEST_CASE("ds_config: OneBitAdam and ZeroOneAdam with DeepSpeed's parameters; bad ones refused",

@@ -117,7 +117,7 @@ TEST_CASE("plan: errors name the key path and file:line:col", "[unit]") {
   CHECK_THAT(errorOf("model: [1, 2\n"), Contains("plan.yaml:"));
   y = std::string(kMini) + "  optimizer: {type: Adamax}\n";
   CHECK_THAT(errorOf(y), Contains("deepspeed.optimizer.type: expected one of Adam, AdamW, SGD, "
-                                  "Lamb, OneBitAdam, ZeroOneAdam, got 'Adamax'"));
+                                  "Lamb, OneBitAdam, ZeroOneAdam, OneBitLamb, got 'Adamax'"));
   y = std::string(kMini) + "  zero_optimization: {stage: 2, offload_param: {device: cpu}}\n";
   CHECK_THAT(errorOf(y), Contains("offload_param is only supported with ZeRO stage 3"));
   y = std::string(kMini) + "  zero_optimization: {stage: 3, offload_optimizer: {device: nvme}}\n";

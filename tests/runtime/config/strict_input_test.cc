@@ -128,7 +128,7 @@ TEST_CASE("strict input: bad --set values are reported against --set", "[unit]")
              Catch::Matchers::StartsWith("--set deepspeed.a: unknown key"));
   CHECK(loadError("", {"deepspeed={optimizer: {type: Foo}}"}) ==
         "--set deepspeed.optimizer.type: expected one of Adam, AdamW, SGD, Lamb, OneBitAdam, "
-        "ZeroOneAdam, got 'Foo'");
+        "ZeroOneAdam, OneBitLamb, got 'Foo'");
   CHECK(loadError("", {"train={steps: x}"}) == "--set train.steps: expected an integer, got 'x'");
   // The batch triangle: a --set value that breaks it names --set, a file's value the file.
   CHECK_THAT(loadError(plan, {"deepspeed.train_batch_size=7"}, 2),
