@@ -14,6 +14,7 @@
 #include "runtime/inference/tensor_parallel.h"
 #include "runtime/model/gpt2_layout.h"
 #include "runtime/tensor/bf16_convert.h"
+#include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/elementwise.h"
 #include "runtime/tensor/gemv.h"
 #include "runtime/tensor/layernorm.h"
@@ -27,6 +28,10 @@ namespace {
 using namespace gpt2;  // LayerKind: per-layer parameter kinds in Gpt2Model's (llm.c's) order
 
 size_t sz(int v) { return static_cast<size_t>(v); }
+
+// bf16 rows up to which gemv beats the native gemm (bench_inference_bench, GPT-2 124M shapes).
+constexpr int kGemvRowsAmx = 4;
+constexpr int kGemvRowsAvx512Bf16 = 4;
 
 }  // namespace
 
@@ -78,11 +83,17 @@ void Decoder::linear(float* out, const float* in, int kw, int kb, int layer, int
     tpAllreduce(opts_.group, out, sz(n) * sz(cout), kw == kAttprojw ? "attproj" : "fcproj");
 }
 
+int gemvRowsBf16Auto() {
+  if (!bf16LinearNative()) return 16;
+  return bf16GemmAutoPath() == Bf16GemmPath::kAmx ? kGemvRowsAmx : kGemvRowsAvx512Bf16;
+}
+
 void Decoder::product(float* out, const float* in, const float* w32, const bf16* w16,
                       const float* bias, int n, int cin, int cout) {
+  const int gemvRowsBf16 = opts_.gemvMaxRowsBf16 >= 0 ? opts_.gemvMaxRowsBf16 : gemvRowsBf16Auto();
   if (m_.dtype() == DType::kF32 && n <= opts_.gemvMaxRows) {
     gemvForward(out, in, w32, bias, n, cin, cout);
-  } else if (m_.dtype() == DType::kBF16 && n <= opts_.gemvMaxRowsBf16) {
+  } else if (m_.dtype() == DType::kBF16 && n <= gemvRowsBf16) {
     gemvForwardBf16(out, in, w16, bias, n, cin, cout);
   } else if (m_.dtype() == DType::kF32) {
     matmulForward(out, in, w32, bias, n, cin, cout);

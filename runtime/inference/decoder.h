@@ -24,13 +24,19 @@ namespace ds::runtime {
 
 // Where a linear product leaves the weight-streaming gemv (runtime/tensor/gemv.h) for a gemm: at
 // most this many rows use gemv (weights read once from memory, each 4-row group reused from L1 by
-// every row), more use sgemm (fp32) or the bf16 linear path. bf16 reaches further because its gemm
-// path widens the whole matrix per call. 0 turns gemv off (A/B measurements).
+// every row), more use sgemm (fp32) or the bf16 linear path. 0 turns gemv off (A/B measurements).
+// bf16 default (-1): by the bf16 linear path (gemvRowsBf16Auto): the widen path widens the whole
+// matrix per call, so gemv reaches 16 rows there; the native gemm (AMX or AVX512-BF16) reads the
+// bf16 weights in place or packs them once per call and beats gemv's fp32 FMAs from a few rows on
+// (a 16-row decode step on gemv was compute bound at ~30 GFLOP/s).
 struct DecoderOptions {
   int gemvMaxRows = 4;
-  int gemvMaxRowsBf16 = 16;
+  int gemvMaxRowsBf16 = -1;
   comm::ProcessGroup* group = nullptr;  // the tensor-parallel ranks (needed when sharded)
 };
+
+// The bf16 gemv row limit DecoderOptions' -1 stands for, from the process's bf16 linear path.
+int gemvRowsBf16Auto();
 
 class Decoder {
  public:

@@ -78,7 +78,7 @@ Bf16LinearTiming measureBf16Linear() {
   // bf16 weights, or widening the weights (ParamAccess does it per block entry) plus sgemm.
   auto native = [&] {
     gemmBf16(M, N, K, f32Operand(inp.data(), K, 1), bf16Operand(w.data(), K, 1), out.data(), N,
-             0.0f, Bf16GemmPath::kNative);
+             0.0f, Bf16GemmPath::kAuto);
   };
   auto widen = [&] {
     bf16ToF32(wf.data(), w.data(), wf.size());
@@ -103,12 +103,14 @@ Bf16Linear bf16LinearChoice() {
       return *timed;
     });
     if (timed) {
-      DS_LOG_INFO("tensor",
-                  "bf16 linear layers: {} (forward 256x768x768, min of 5: native bf16 gemm {:.3f} "
-                  "ms = {:.1f} GFLOP/s, widen+sgemm {:.3f} ms = {:.1f} GFLOP/s; {}=native|widen "
-                  "forces a path)",
-                  bf16LinearName(c), timed->native * 1e3, kProbeFlop / timed->native / 1e9,
-                  timed->widen * 1e3, kProbeFlop / timed->widen / 1e9, knobs::kBf16Linear.name);
+      DS_LOG_INFO(
+          "tensor",
+          "bf16 linear layers: {} (forward 256x768x768, min of 5: native bf16 gemm ({}) "
+          "{:.3f} ms = {:.1f} GFLOP/s, widen+sgemm {:.3f} ms = {:.1f} GFLOP/s; {}=native|widen "
+          "forces a path)",
+          bf16LinearName(c), bf16GemmPathName(bf16GemmAutoPath()), timed->native * 1e3,
+          kProbeFlop / timed->native / 1e9, timed->widen * 1e3, kProbeFlop / timed->widen / 1e9,
+          knobs::kBf16Linear.name);
     } else {
       DS_LOG_DEBUG("tensor", "bf16 linear layers: {} ({})", bf16LinearName(c),
                    available ? "forced by DS_BF16_LINEAR" : "no AVX512-BF16");
