@@ -29,9 +29,11 @@ using namespace gpt2;  // LayerKind: per-layer parameter kinds in Gpt2Model's (l
 
 size_t sz(int v) { return static_cast<size_t>(v); }
 
-// bf16 rows up to which gemv beats the native gemm (bench_inference_bench, GPT-2 124M shapes).
-constexpr int kGemvRowsAmx = 4;
-constexpr int kGemvRowsAvx512Bf16 = 4;
+// bf16 rows up to which gemv runs (bench_inference_bench, GPT-2 124M shapes). AMX reads the bf16
+// weights in place and beat gemv from batch 1 on (gemv off 0.72-0.88x the step time, loaded
+// machine); the AVX512-BF16 gemm packs every weight per call, so gemv keeps 16 rows there.
+constexpr int kGemvRowsAmx = 0;
+constexpr int kGemvRowsOther = 16;
 
 }  // namespace
 
@@ -84,8 +86,8 @@ void Decoder::linear(float* out, const float* in, int kw, int kb, int layer, int
 }
 
 int gemvRowsBf16Auto() {
-  if (!bf16LinearNative()) return 16;
-  return bf16GemmAutoPath() == Bf16GemmPath::kAmx ? kGemvRowsAmx : kGemvRowsAvx512Bf16;
+  return bf16LinearNative() && bf16GemmAutoPath() == Bf16GemmPath::kAmx ? kGemvRowsAmx
+                                                                        : kGemvRowsOther;
 }
 
 void Decoder::product(float* out, const float* in, const float* w32, const bf16* w16,

@@ -25,10 +25,10 @@ namespace ds::runtime {
 // Where a linear product leaves the weight-streaming gemv (runtime/tensor/gemv.h) for a gemm: at
 // most this many rows use gemv (weights read once from memory, each 4-row group reused from L1 by
 // every row), more use sgemm (fp32) or the bf16 linear path. 0 turns gemv off (A/B measurements).
-// bf16 default (-1): by the bf16 linear path (gemvRowsBf16Auto): the widen path widens the whole
-// matrix per call, so gemv reaches 16 rows there; the native gemm (AMX or AVX512-BF16) reads the
-// bf16 weights in place or packs them once per call and beats gemv's fp32 FMAs from a few rows on
-// (a 16-row decode step on gemv was compute bound at ~30 GFLOP/s).
+// bf16 default (-1): by the bf16 linear path (gemvRowsBf16Auto): where the native gemm runs on AMX
+// (weights read in place by the tiles) gemv is off: AMX beat it from batch 1 on, and a 16-row
+// decode step on gemv was compute bound on fp32 FMAs (~30 GFLOP/s). Elsewhere (widen: the whole
+// matrix widened per call; AVX512-BF16: every weight packed per call) gemv reaches 16 rows.
 struct DecoderOptions {
   int gemvMaxRows = 4;
   int gemvMaxRowsBf16 = -1;
