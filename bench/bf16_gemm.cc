@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/bf16_gemm.h"
+#include "runtime/tensor/blas_core.h"
 #include "runtime/tensor/threads.h"
 
 using namespace ds;
@@ -99,6 +100,7 @@ double runOnce(Kind kind, int method, int rows, int C, int OC, Buffers& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  reexecForBlasCore(argv);  // sgemm columns on the OpenBLAS kernels dsrt runs (blas_core.h)
   int reps = 5;
   std::vector<int> rowsList = {256, 512, 1024, 2048}, threadList = {1, 2};
   for (int i = 1; i < argc; ++i) {

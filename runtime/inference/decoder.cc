@@ -92,10 +92,11 @@ int gemvRowsBf16Auto() {
 
 void Decoder::product(float* out, const float* in, const float* w32, const bf16* w16,
                       const float* bias, int n, int cin, int cout) {
-  const int gemvRowsBf16 = opts_.gemvMaxRowsBf16 >= 0 ? opts_.gemvMaxRowsBf16 : gemvRowsBf16Auto();
-  if (m_.dtype() == DType::kF32 && n <= opts_.gemvMaxRows) {
+  const bool isBf16 = m_.dtype() == DType::kBF16;
+  if (!isBf16 && n <= opts_.gemvMaxRows) {
     gemvForward(out, in, w32, bias, n, cin, cout);
-  } else if (m_.dtype() == DType::kBF16 && n <= gemvRowsBf16) {
+  } else if (isBf16 &&
+             n <= (opts_.gemvMaxRowsBf16 >= 0 ? opts_.gemvMaxRowsBf16 : gemvRowsBf16Auto())) {
     gemvForwardBf16(out, in, w16, bias, n, cin, cout);
   } else if (m_.dtype() == DType::kF32) {
     matmulForward(out, in, w32, bias, n, cin, cout);
