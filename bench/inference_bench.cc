@@ -14,7 +14,8 @@
 //              per step (every matrix incl. the tied head once, the vectors, one wpe row), and
 //              the bandwidth limit = those bytes / the read bandwidth;
 //   prefill:   one --prefill token prompt, tokens/s and GFLOP/s against the sgemm peak.
-// Also times batch 1 with gemv off (sgemm path, --ab) to show what the gemv kernels bring.
+// Also times batch 1 with gemv off (the gemm path, --ab) and with gemv forced on, to show what the
+// gemv kernels bring against the gemm the default may pick (bf16 on AMX: the gemm).
 // Under dsrun with WORLD_SIZE T > 1 (bench/inference_bench.sh runs it so): tensor-parallel decode
 // only, each rank holding its shard (runtime/inference/tensor_parallel.h) and all ranks making the
 // same calls; rank 0 prints "tp T" lines. No bandwidth or sgemm probe there (the 1-rank run of the
@@ -366,8 +367,11 @@ int main(int argc, char** argv) {
           dtype.c_str(), B, B / s, s * 1e3, bytes / s / 1e9, B == 1 ? 1.0 / (limit * s) : 0.0);
       if (B == 1 && ab) {
         const double t = decodeStep(m, 1, prompt, steps, reps, DecoderOptions{0, 0}, rng);
-        std::printf("  decode %s batch  1 gemm path (gemv off): %8.1f tokens/s (gemv %.2fx)\n",
-                    dtype.c_str(), 1 / t, t / s);
+        const double g = decodeStep(m, 1, prompt, steps, reps, DecoderOptions{4, 16}, rng);
+        std::printf(
+            "  decode %s batch  1 gemm path (gemv off): %8.1f tokens/s, gemv path %8.1f "
+            "tokens/s (gemv %.2fx the gemm path)\n",
+            dtype.c_str(), 1 / t, 1 / g, t / g);
       }
     }
     if (prefill > 0) {

@@ -14,6 +14,7 @@
 #include "runtime/inference/tensor_parallel.h"
 #include "runtime/model/gpt2_layout.h"
 #include "runtime/tensor/bf16_convert.h"
+#include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/elementwise.h"
 #include "runtime/tensor/gemv.h"
 #include "runtime/tensor/layernorm.h"
@@ -27,6 +28,12 @@ namespace {
 using namespace gpt2;  // LayerKind: per-layer parameter kinds in Gpt2Model's (llm.c's) order
 
 size_t sz(int v) { return static_cast<size_t>(v); }
+
+// bf16 rows up to which gemv runs (bench_inference_bench, GPT-2 124M shapes). AMX reads the bf16
+// weights in place and beat gemv from batch 1 on (gemv off 0.72-0.88x the step time, loaded
+// machine); the AVX512-BF16 gemm packs every weight per call, so gemv keeps 16 rows there.
+constexpr int kGemvRowsAmx = 0;
+constexpr int kGemvRowsOther = 16;
 
 }  // namespace
 
@@ -78,11 +85,18 @@ void Decoder::linear(float* out, const float* in, int kw, int kb, int layer, int
     tpAllreduce(opts_.group, out, sz(n) * sz(cout), kw == kAttprojw ? "attproj" : "fcproj");
 }
 
+int gemvRowsBf16Auto() {
+  return bf16LinearNative() && bf16GemmAutoPath() == Bf16GemmPath::kAmx ? kGemvRowsAmx
+                                                                        : kGemvRowsOther;
+}
+
 void Decoder::product(float* out, const float* in, const float* w32, const bf16* w16,
                       const float* bias, int n, int cin, int cout) {
-  if (m_.dtype() == DType::kF32 && n <= opts_.gemvMaxRows) {
+  const bool isBf16 = m_.dtype() == DType::kBF16;
+  if (!isBf16 && n <= opts_.gemvMaxRows) {
     gemvForward(out, in, w32, bias, n, cin, cout);
-  } else if (m_.dtype() == DType::kBF16 && n <= opts_.gemvMaxRowsBf16) {
+  } else if (isBf16 &&
+             n <= (opts_.gemvMaxRowsBf16 >= 0 ? opts_.gemvMaxRowsBf16 : gemvRowsBf16Auto())) {
     gemvForwardBf16(out, in, w16, bias, n, cin, cout);
   } else if (m_.dtype() == DType::kF32) {
     matmulForward(out, in, w32, bias, n, cin, cout);

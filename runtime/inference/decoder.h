@@ -24,13 +24,19 @@ namespace ds::runtime {
 
 // Where a linear product leaves the weight-streaming gemv (runtime/tensor/gemv.h) for a gemm: at
 // most this many rows use gemv (weights read once from memory, each 4-row group reused from L1 by
-// every row), more use sgemm (fp32) or the bf16 linear path. bf16 reaches further because its gemm
-// path widens the whole matrix per call. 0 turns gemv off (A/B measurements).
+// every row), more use sgemm (fp32) or the bf16 linear path. 0 turns gemv off (A/B measurements).
+// bf16 default (-1): by the bf16 linear path (gemvRowsBf16Auto): where the native gemm runs on AMX
+// (weights read in place by the tiles) gemv is off: AMX beat it from batch 1 on, and a 16-row
+// decode step on gemv was compute bound on fp32 FMAs (~30 GFLOP/s). Elsewhere (widen: the whole
+// matrix widened per call; AVX512-BF16: every weight packed per call) gemv reaches 16 rows.
 struct DecoderOptions {
   int gemvMaxRows = 4;
-  int gemvMaxRowsBf16 = 16;
+  int gemvMaxRowsBf16 = -1;
   comm::ProcessGroup* group = nullptr;  // the tensor-parallel ranks (needed when sharded)
 };
+
+// The bf16 gemv row limit DecoderOptions' -1 stands for, from the process's bf16 linear path.
+int gemvRowsBf16Auto();
 
 class Decoder {
  public:

@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/knobs.h"
+#include "runtime/tensor/bf16_gemm_amx.h"
 #include "runtime/tensor/bf16_gemm_kernel.h"
+#include "runtime/tensor/tensor_knobs.h"
 #include "runtime/tensor/threads.h"
 
 namespace ds::runtime {
@@ -150,6 +153,29 @@ bool bf16GemmNativeAvailable() {
   return has;
 }
 
+bool bf16GemmAmxAvailable() { return detail::bf16GemmAmxAvailable(); }
+
+const char* bf16GemmPathName(Bf16GemmPath path) {
+  switch (path) {
+    case Bf16GemmPath::kAuto: return "auto";
+    case Bf16GemmPath::kNative: return "avx512";
+    case Bf16GemmPath::kWiden: return "widen";
+    case Bf16GemmPath::kAmx: return "amx";
+  }
+  return "?";
+}
+
+Bf16GemmPath bf16GemmAutoPath() {
+  static const Bf16GemmPath path = [] {
+    const auto forced = knobChoice(knobs::kBf16Gemm);  // DS_BF16_GEMM
+    if (forced && *forced == "amx") return Bf16GemmPath::kAmx;
+    if (forced && *forced == "avx512") return Bf16GemmPath::kNative;
+    if (bf16GemmAmxAvailable()) return Bf16GemmPath::kAmx;
+    return bf16GemmNativeAvailable() ? Bf16GemmPath::kNative : Bf16GemmPath::kWiden;
+  }();
+  return path;
+}
+
 void gemmBf16(int M, int N, int K, GemmOperand A, GemmOperand B, float* C, long ldc, float beta,
               Bf16GemmPath path) {
   DS_CHECK(M >= 0 && N >= 0 && K >= 0, "gemmBf16: negative size M={} N={} K={}", M, N, K);
@@ -162,17 +188,21 @@ void gemmBf16(int M, int N, int K, GemmOperand A, GemmOperand B, float* C, long 
     }
     return;
   }
+  if (path == Bf16GemmPath::kAuto) path = bf16GemmAutoPath();
   if (path == Bf16GemmPath::kNative && !bf16GemmNativeAvailable()) {
     throw NotSupported(
         "gemmBf16: the native path needs AVX512-BF16 (vdpbf16ps), which this CPU "
         "does not report");
   }
-  const bool native =
-      path == Bf16GemmPath::kNative || (path == Bf16GemmPath::kAuto && bf16GemmNativeAvailable());
-  if (native) {
-    gemmNative(M, N, K, A, B, C, ldc, beta);
-  } else {
-    gemmWiden(M, N, K, A, B, C, ldc, beta);
+  if (path == Bf16GemmPath::kAmx && !bf16GemmAmxAvailable()) {
+    throw NotSupported(
+        "gemmBf16: the AMX path needs amx-tile and amx-bf16 in the CPU and the tile state "
+        "granted by Linux (arch_prctl ARCH_REQ_XCOMP_PERM), which this process does not have");
+  }
+  switch (path) {
+    case Bf16GemmPath::kAmx: detail::gemmAmx(M, N, K, A, B, C, ldc, beta); break;
+    case Bf16GemmPath::kNative: gemmNative(M, N, K, A, B, C, ldc, beta); break;
+    default: gemmWiden(M, N, K, A, B, C, ldc, beta); break;
   }
 }
 

@@ -53,7 +53,7 @@ std::optional<Bf16Linear> bf16LinearForced(const EnvMap& env) {
 }
 
 Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
-                            const std::function<Bf16LinearTiming()>& measure) {
+                            const std::function<Bf16LinearTiming()>& measure, bool amx) {
   const auto forced = bf16LinearForced(env);
   if (!nativeAvailable) {
     if (forced == Bf16Linear::kNative) {
@@ -63,6 +63,7 @@ Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
     return Bf16Linear::kWiden;
   }
   if (forced) return *forced;
+  if (amx) return Bf16Linear::kNative;
   return pickBf16Linear(measure());
 }
 
@@ -78,7 +79,7 @@ Bf16LinearTiming measureBf16Linear() {
   // bf16 weights, or widening the weights (ParamAccess does it per block entry) plus sgemm.
   auto native = [&] {
     gemmBf16(M, N, K, f32Operand(inp.data(), K, 1), bf16Operand(w.data(), K, 1), out.data(), N,
-             0.0f, Bf16GemmPath::kNative);
+             0.0f, Bf16GemmPath::kAuto);
   };
   auto widen = [&] {
     bf16ToF32(wf.data(), w.data(), wf.size());
@@ -98,17 +99,28 @@ Bf16Linear bf16LinearChoice() {
   static const Bf16Linear choice = [] {
     const bool available = bf16GemmNativeAvailable();
     std::optional<Bf16LinearTiming> timed;
-    const Bf16Linear c = decideBf16Linear(available, currentEnv(), [&] {
-      timed = measureBf16Linear();
-      return *timed;
-    });
+    const bool amx = available && bf16GemmAutoPath() == Bf16GemmPath::kAmx;
+    const Bf16Linear c = decideBf16Linear(
+        available, currentEnv(),
+        [&] {
+          timed = measureBf16Linear();
+          return *timed;
+        },
+        amx);
     if (timed) {
+      DS_LOG_INFO(
+          "tensor",
+          "bf16 linear layers: {} (forward 256x768x768, min of 5: native bf16 gemm ({}) "
+          "{:.3f} ms = {:.1f} GFLOP/s, widen+sgemm {:.3f} ms = {:.1f} GFLOP/s; {}=native|widen "
+          "forces a path)",
+          bf16LinearName(c), bf16GemmPathName(bf16GemmAutoPath()), timed->native * 1e3,
+          kProbeFlop / timed->native / 1e9, timed->widen * 1e3, kProbeFlop / timed->widen / 1e9,
+          knobs::kBf16Linear.name);
+    } else if (amx && c == Bf16Linear::kNative) {
       DS_LOG_INFO("tensor",
-                  "bf16 linear layers: {} (forward 256x768x768, min of 5: native bf16 gemm {:.3f} "
-                  "ms = {:.1f} GFLOP/s, widen+sgemm {:.3f} ms = {:.1f} GFLOP/s; {}=native|widen "
-                  "forces a path)",
-                  bf16LinearName(c), timed->native * 1e3, kProbeFlop / timed->native / 1e9,
-                  timed->widen * 1e3, kProbeFlop / timed->widen / 1e9, knobs::kBf16Linear.name);
+                  "bf16 linear layers: native on AMX tiles (not measured; {}=widen or "
+                  "DS_BF16_GEMM=avx512 change it)",
+                  knobs::kBf16Linear.name);
     } else {
       DS_LOG_DEBUG("tensor", "bf16 linear layers: {} ({})", bf16LinearName(c),
                    available ? "forced by DS_BF16_LINEAR" : "no AVX512-BF16");

@@ -36,9 +36,11 @@ Bf16Linear pickBf16Linear(const Bf16LinearTiming& t);
 // value is a ConfigError.
 std::optional<Bf16Linear> bf16LinearForced(const EnvMap& env);
 // The decision: widen without AVX512-BF16 (forcing native there is NotSupported); else the forced
-// path; else pickBf16Linear(measure()). measure runs only in that last case.
+// path; else native when the gemm runs on AMX (amx: its tiles do many times sgemm's FLOPs per
+// cycle, 197 vs 26 GFLOP/s on the probe; a probe on a loaded machine once picked widen); else
+// pickBf16Linear(measure()). measure runs only in that last case.
 Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
-                            const std::function<Bf16LinearTiming()>& measure);
+                            const std::function<Bf16LinearTiming()>& measure, bool amx = false);
 // Times both paths on M=256, K=N=768 (GPT-2 small attention projection): one warm-up and 5
 // interleaved reps each, about 20-50 ms in all on the current OpenMP/OpenBLAS threads.
 Bf16LinearTiming measureBf16Linear();

@@ -24,6 +24,19 @@ inline constexpr Knob kBf16Linear{
     .readBy = kReadByDsrt,
     .choices = "auto|native|widen"};
 
+// runtime/tensor/bf16_gemm.cc: read once per process, at the first bf16 gemm.
+inline constexpr Knob kBf16Gemm{
+    .name = "DS_BF16_GEMM",
+    .type = KnobType::kChoice,
+    .dflt = "auto",
+    .doc =
+        "The native bf16 gemm's kernel (the linear layers when DS_BF16_LINEAR picks native): "
+        "amx (AMX tiles; an error on a CPU without AMX or when Linux refuses the tile state), "
+        "avx512 (AVX512-BF16 vdpbf16ps) or auto (AMX where it can run, else AVX512-BF16). The "
+        "two kernels round differently (last bits). Empty counts as auto.",
+    .readBy = kReadByDsrt,
+    .choices = "auto|amx|avx512"};
+
 // runtime/tensor/cuda/attention_kernels.cu: read on every CudaOps attention call.
 inline constexpr Knob kCudaAttention{
     .name = "DS_CUDA_ATTENTION",
@@ -155,9 +168,9 @@ inline constexpr Knob kServeFaultKill{
     .readBy = kReadByDsrt};
 
 inline constexpr const Knob* kRuntimeKnobList[] = {
-    &kBf16Linear,         &kCudaAttention,    &kCudaGeluFusion, &kCudaLayernormBwd,
-    &kFp16Compute,        &kRestartAttempt,   &kFaultKill,      &kOffloadOverlap,
-    &kOffloadOverlapTile, &kOpenblasCoretype, &kBlasCoreFrom,   &kServeFaultKill};
+    &kBf16Linear,       &kBf16Gemm,       &kCudaAttention, &kCudaGeluFusion, &kCudaLayernormBwd,
+    &kFp16Compute,      &kRestartAttempt, &kFaultKill,     &kOffloadOverlap, &kOffloadOverlapTile,
+    &kOpenblasCoretype, &kBlasCoreFrom,   &kServeFaultKill};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs

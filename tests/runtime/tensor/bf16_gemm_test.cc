@@ -1,12 +1,14 @@
-// gemmBf16 (native AVX512-BF16 and widen+sgemm paths) against an fp64 reference on random inputs
-// at odd sizes (M, N, K not multiples of the 8x48 micro-tile, the 96x192 tile or the 256-wide k
-// block), every operand layout (row-major, transposed; fp32 or bf16 source), beta 0 and 1, ldc > N.
-// Tolerance: the inputs are rounded to bf16 (8-bit significands) and so are the reference's, each
-// product of two bf16 is exact in fp32 (16-bit significand), so the only error is fp32 summation of
-// K exact terms (plus C for beta 1) in some order: |err| <= gamma_{K+1} * (sum |a*b| + |C0|),
-// gamma_n = n*u/(1-n*u), u = 2^-24 (Higham, Thm 4.4 holds for any order; vdpbf16ps adds its two
-// exact products one at a time). A wrong rounding (truncating instead of nearest-even) or a lost
-// term breaks this bound by orders of magnitude.
+// gemmBf16 (AMX, native AVX512-BF16 and widen+sgemm paths) against an fp64 reference on random
+// inputs at odd sizes (M, N, K not multiples of the 8x48 micro-tile, the 96x192 tile or the
+// 256-wide k block), every operand layout (row-major, transposed; fp32 or bf16 source), beta 0 and
+// 1, ldc > N. Tolerance: the inputs are rounded to bf16 (8-bit significands) and so are the
+// reference's, each product of two bf16 is exact in fp32 (16-bit significand), so the only error is
+// fp32 summation of K exact terms (plus C for beta 1) in some order: |err| <= gamma_{K+1} * (sum
+// |a*b| + |C0|), gamma_n = n*u/(1-n*u), u = 2^-24 (Higham, Thm 4.4 holds for any order; vdpbf16ps
+// adds its two exact products one at a time). A wrong rounding (truncating instead of nearest-even)
+// or a lost term breaks this bound by orders of magnitude. AMX cases SKIP visibly on CPUs without
+// AMX (after checking that forcing it is refused); they add sizes at the 16-row/32-k tile edges and
+// the shapes (bf16 row-major B, K % 32 == 0) where B is read in place and C^T computed.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "core/error.h"
 #include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/threads.h"
+#include "tests/support/skip.h"
 
 using ds::runtime::Bf16GemmPath;
 using ds::runtime::GemmOperand;
@@ -90,12 +93,13 @@ double worstRatio(int M, int N, int K, bool aT, bool aBf, bool bT, bool bBf, flo
   return worst;
 }
 
-void checkPath(Bf16GemmPath path) {
-  struct Size {
-    int M, N, K;
-  };
-  const Size sizes[] = {{1, 1, 1},      {7, 5, 3},       {9, 49, 2},    {13, 50, 17},
-                        {37, 101, 129}, {101, 197, 601}, {3, 200, 1031}};
+struct Size {
+  int M, N, K;
+};
+const std::vector<Size> kSizes = {{1, 1, 1},      {7, 5, 3},       {9, 49, 2},    {13, 50, 17},
+                                  {37, 101, 129}, {101, 197, 601}, {3, 200, 1031}};
+
+void checkPath(Bf16GemmPath path, const std::vector<Size>& sizes = kSizes) {
   for (const Size& s : sizes) {
     for (int layout = 0; layout < 16; ++layout) {
       const bool aT = layout & 1, aBf = layout & 2, bT = layout & 4, bBf = layout & 8;
@@ -121,7 +125,53 @@ bool nativeOrRefused() {
   return false;
 }
 
+// True when this CPU runs the AMX path; otherwise checks that forcing it is refused naming AMX.
+bool amxOrRefused() {
+  if (ds::runtime::bf16GemmAmxAvailable()) return true;
+  REQUIRE_THROWS_WITH(ds::runtime::gemmBf16(1, 1, 1, {}, {}, nullptr, 1, 0.0f, Bf16GemmPath::kAmx),
+                      Catch::Matchers::Contains("AMX"));
+  return false;
+}
+
+// Row-independence and thread-count independence of one path at one operand layout.
+void checkBitwiseStable(Bf16GemmPath path, int M, int N, int K, bool bBf16) {
+  Src a = makeSrc(M, K, false, false, 3), b = makeSrc(N, K, false, bBf16, 4);
+  std::vector<float> c1(static_cast<size_t>(M) * N), c2(c1.size()), row(N);
+  const int saved = ds::runtime::computeThreads();
+  ds::runtime::setComputeThreads(1);
+  ds::runtime::gemmBf16(M, N, K, a.op, b.op, c1.data(), N, 0.0f, path);
+  ds::runtime::setComputeThreads(2);
+  ds::runtime::gemmBf16(M, N, K, a.op, b.op, c2.data(), N, 0.0f, path);
+  ds::runtime::setComputeThreads(saved);
+  REQUIRE(c1 == c2);
+  for (int m : {0, M / 2, M - 1}) {
+    GemmOperand one = a.op;
+    one.data = a.f.data() + static_cast<size_t>(m) * K;
+    ds::runtime::gemmBf16(1, N, K, one, b.op, row.data(), N, 0.0f, path);
+    INFO("row " << m);
+    REQUIRE(std::equal(row.begin(), row.end(), c1.begin() + static_cast<long>(m) * N));
+  }
+}
+
 }  // namespace
+
+TEST_CASE("bf16 gemm AMX path matches fp64 within the fp32 summation bound", "[unit]") {
+  if (!amxOrRefused()) DS_SKIP("CPU lacks AMX (or Linux refused the tile state)");
+  std::vector<Size> sizes = kSizes;
+  // Tile edges (16 rows, 32 k a step, 32 x 32 blocks) and B read in place (K % 32 == 0).
+  const std::vector<Size> more = {{16, 16, 32},   {17, 48, 64}, {33, 32, 96},  {5, 80, 32},
+                                  {40, 16, 320},  {31, 33, 63}, {64, 64, 33},  {2, 96, 768},
+                                  {70, 144, 160}, {129, 30, 1}, {48, 112, 31}, {19, 45, 96},
+                                  {21, 203, 128}};
+  sizes.insert(sizes.end(), more.begin(), more.end());
+  checkPath(Bf16GemmPath::kAmx, sizes);
+}
+
+TEST_CASE("bf16 gemm AMX results do not depend on thread count or on the other rows", "[unit]") {
+  if (!amxOrRefused()) DS_SKIP("CPU lacks AMX (or Linux refused the tile state)");
+  checkBitwiseStable(Bf16GemmPath::kAmx, 203, 211, 777, false);  // A and B packed
+  checkBitwiseStable(Bf16GemmPath::kAmx, 203, 211, 768, true);   // B read in place, C^T
+}
 
 TEST_CASE("bf16 gemm native AVX512-BF16 path matches fp64 within the fp32 summation bound",
           "[unit]") {

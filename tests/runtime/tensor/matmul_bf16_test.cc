@@ -145,6 +145,10 @@ TEST_CASE("bf16 linear decision: DS_BF16_LINEAR forces each path, auto measures"
   REQUIRE(decideBf16Linear(true, native, widenFaster) == Bf16Linear::kNative);
   REQUIRE(decideBf16Linear(true, widen, nativeFaster) == Bf16Linear::kWiden);
   REQUIRE(calls == 0);
+  // the gemm on AMX: native without measuring (auto), forcing still wins
+  REQUIRE(decideBf16Linear(true, {}, widenFaster, true) == Bf16Linear::kNative);
+  REQUIRE(decideBf16Linear(true, widen, nativeFaster, true) == Bf16Linear::kWiden);
+  REQUIRE(calls == 0);
   // no AVX512-BF16: widen without measuring; forcing native is NotSupported
   REQUIRE(decideBf16Linear(false, {}, nativeFaster) == Bf16Linear::kWiden);
   REQUIRE(decideBf16Linear(false, widen, nativeFaster) == Bf16Linear::kWiden);
