@@ -89,7 +89,7 @@ torch_row() {
         ttok=$(torch_row "$r" "$th" "$t" "$dt")
         awk -v t="$t" -v l="$lay" -v d="$dt" -v a="$tok" -v b="$ttok" -v g="$gf" -v p="$peak" \
           'BEGIN{printf "%s\t%s\t%s\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t%.2f\n", t, l, d, a, b, a / b, g, p, g / p}'
-        [[ $t == "${SHAPES%% *}" && $dt == fp32 ]] && echo "#   dsrt $lay: $policy"
+        if [[ $t == "${SHAPES%% *}" && $dt == fp32 ]]; then echo "#   dsrt $lay: $policy"; fi
       done
     done
   done
