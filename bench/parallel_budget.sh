@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The largest GPT each layout trains within a fixed memory budget per rank (issue 17 item 7, second
-# part): 2 local ranks, fp32, ZeRO 0, T=64, GPT-2 vocabulary, 2 steps, D=2 (data parallel) and
-# P=2 (pipeline), over ascending sizes. A size "fits" when dsrt trains it with
+# part): 2 local ranks, fp32, ZeRO 0, T=64, GPT-2 vocabulary (padded to 50304, so it splits over
+# tensor ranks), 2 steps, D=2 (data parallel), P=2 (pipeline) and T=2 (tensor), over ascending
+# sizes. A size "fits" when dsrt trains it with
 # train.memory_limit_mb = BUDGET_MIB (the preflight memory check refuses a table that cannot fit,
 # naming the numbers) and every rank's peak RSS (/usr/bin/time %M) stays within the budget.
 # Usage: bench/parallel_budget.sh [BUILD_DIR] [OUT_FILE]
-#   env: BUDGET_MIB (3072), SIZES ("12x768 16x1024 24x1024 20x1280 28x1280": layers x width)
+#   env: BUDGET_MIB (3072), SIZES ("12x768 16x1024 24x1024 20x1280 28x1280": layers x width),
+#        LAYOUTS ("D=2 P=2 T=2")
 # Not a test: one figure per layout, with the machine's load printed beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,23 +15,26 @@ B=$(realpath "${1:-build}")
 OUT=${2:-bench/results/parallel.txt}
 BUDGET_MIB=${BUDGET_MIB:-3072}
 SIZES=${SIZES:-"12x768 16x1024 24x1024 20x1280 28x1280"}
+LAYOUTS=${LAYOUTS:-"D=2 P=2 T=2"}
 [[ -x /usr/bin/time ]] || { echo "parallel_budget: needs /usr/bin/time" >&2; exit 2; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 port=$((29500 + RANDOM % 100))
 
-# run NAME LAYERS WIDTH PIPELINE: prints "params peak_MiB verdict".
+# run NAME LAYERS WIDTH PIPELINE TENSOR: prints "params peak_MiB verdict".
 run() {
-  local name=$1 layers=$2 width=$3 pipe=$4 rc=0
+  local name=$1 layers=$2 width=$3 pipe=$4 tensor=$5 rc=0
   port=$((port + 1))
   printf '#!/bin/bash\nexec /usr/bin/time -f %%M -o "%s.rss.$RANK" "$@"\n' "$TMP/$name" >"$TMP/rank.sh"
   chmod +x "$TMP/rank.sh"
   "$B/dsrun" --num_gpus 2 --master_port "$port" "$TMP/rank.sh" "$B/dsrt" train \
     --set model.gpt.n_layer="$layers" --set model.gpt.n_embd="$width" \
     --set model.gpt.n_head=$((width / 64)) --set model.gpt.seq_len=64 \
-    --set model.gpt.vocab_size=50257 --set deepspeed.train_micro_batch_size_per_gpu=1 \
+    --set model.gpt.vocab_size=50257 --set model.gpt.padded_vocab_size=50304 \
+    --set deepspeed.train_micro_batch_size_per_gpu=1 \
     --set deepspeed.gradient_accumulation_steps=2 \
-    --set deepspeed.train_batch_size=$((pipe == 2 ? 2 : 4)) --set parallel.pipeline="$pipe" \
+    --set deepspeed.train_batch_size=$((pipe * tensor == 2 ? 2 : 4)) \
+    --set parallel.pipeline="$pipe" --set parallel.tensor="$tensor" \
     --set deepspeed.zero_optimization.stage=0 --set train.steps=2 --set train.eval_every=0 \
     --set data.synthetic.val_tokens=0 --set train.memory_limit_mb="$BUDGET_MIB" \
     --summary "$TMP/$name.json" >"$TMP/$name.log" 2>&1 || rc=$?
@@ -55,16 +60,18 @@ run() {
   echo "# 2 ranks, fp32, ZeRO 0, T=64, 2 steps; fits = trained with train.memory_limit_mb=$BUDGET_MIB and every"
   echo "# rank's peak RSS <= $BUDGET_MIB MiB; refused = the preflight memory check stopped it before training."
   printf '%-9s %-7s %12s %9s  %s\n' size layout params peak_MiB verdict
-  declare -A best=([D=2]=- [P=2]=-)
+  declare -A best=([D=2]=- [P=2]=- [T=2]=-)
   for sz in $SIZES; do
     layers=${sz%x*} width=${sz#*x}
-    for layout in D=2 P=2; do
-      pipe=1; [[ $layout == P=2 ]] && pipe=2
-      read -r params peak verdict < <(run "${layout/=/}_$sz" "$layers" "$width" "$pipe")
+    for layout in $LAYOUTS; do
+      pipe=1 tensor=1
+      [[ $layout == P=2 ]] && pipe=2
+      [[ $layout == T=2 ]] && tensor=2
+      read -r params peak verdict < <(run "${layout/=/}_$sz" "$layers" "$width" "$pipe" "$tensor")
       printf '%-9s %-7s %12s %9s  %s\n' "$sz" "$layout" "$params" "$peak" "$verdict"
       [[ $verdict == fits ]] && best[$layout]="$sz ($params params)"
     done
   done
-  echo "# largest within $BUDGET_MIB MiB per rank: D=2 ${best[D=2]}; P=2 ${best[P=2]}"
+  echo "# largest within $BUDGET_MIB MiB per rank: D=2 ${best[D=2]}; P=2 ${best[P=2]}; T=2 ${best[T=2]}"
   echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee -a "$OUT"
