@@ -7,26 +7,10 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "runtime/engine/axis_group.h"
 #include "zero/dp_comm.h"
 
 namespace ds::runtime {
-
-namespace {
-
-// The subgroup of `world` holding this rank, out of every group of one axis (created in the same
-// order on every rank: creation is collective over `world`). Null when the groups have 1 rank.
-std::unique_ptr<comm::ProcessGroup> axisGroup(comm::ProcessGroup* world,
-                                              const std::vector<std::vector<int>>& groups) {
-  std::unique_ptr<comm::ProcessGroup> mine;
-  for (const auto& ranks : groups) {
-    if (ranks.size() <= 1) continue;
-    auto group = world->newSubgroup(ranks);
-    if (group) mine = std::move(group);
-  }
-  return mine;
-}
-
-}  // namespace
 
 void checkPipelineTrainer(const Plan& plan, bool onDevice) {
   const int stages = plan.parallel.pipeline;
