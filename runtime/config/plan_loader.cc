@@ -82,6 +82,10 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
     const YAML::Node& c = root;
     if (c["deepspeed_config"]) {
       NodeReader top(root, "", &ctx);
+      if (c["deepspeed_config"].IsMap())
+        top.fail("deepspeed_config",
+                 "a path to a DeepSpeed JSON file; for the keys inline, write them under "
+                 "`deepspeed:` instead");
       std::string file = top.getString("deepspeed_config", "");
       if (c["deepspeed"]) top.fail("deepspeed_config", "give either deepspeed or deepspeed_config");
       std::filesystem::path p(file);

@@ -87,7 +87,7 @@ std::string sanitizeUtf8(const std::string& s) {
 
 CompletionService::CompletionService(const CompletionServiceOptions& opts,
                                      const Tokenizer& tokenizer)
-    : opts_(opts), tokenizer_(tokenizer) {}
+    : opts_(opts), tokenizer_(tokenizer), started_(unixSeconds()) {}
 
 void CompletionService::attach(HttpServer& server, BatchScheduler& scheduler) {
   server_ = &server;
@@ -105,13 +105,24 @@ void CompletionService::onRequest(uint64_t conn, const HttpRequest& req, const s
     if (path == "/health") {
       if (req.method != "GET") throw HttpError(405, "/health takes GET");
       server_->send(conn, httpResponse(200, "application/json", "{\"status\":\"ok\"}\n"), true);
+    } else if (path == "/v1/models") {  // what OpenAI clients ask first: the one model served
+      if (req.method != "GET")
+        throw HttpError(405, fmt::format("/v1/models takes GET, not {}", req.method));
+      const ordered_json model = {{"id", opts_.modelName},
+                                  {"object", "model"},
+                                  {"created", started_},
+                                  {"owned_by", "dsrun"}};
+      const ordered_json list = {{"object", "list"}, {"data", ordered_json::array({model})}};
+      server_->send(conn, httpResponse(200, "application/json", dump(list) + "\n"), true);
     } else if (path == "/v1/completions") {
       if (req.method != "POST")
         throw HttpError(405, fmt::format("/v1/completions takes POST, not {}", req.method));
       submit(conn, req, peer);
     } else {
-      throw HttpError(404,
-                      fmt::format("no such endpoint {} (POST /v1/completions, GET /health)", path));
+      throw HttpError(
+          404,
+          fmt::format("no such endpoint {} (POST /v1/completions, GET /v1/models, GET /health)",
+                      path));
     }
   } catch (const HttpError& e) {
     DS_LOG_WARN("serve", "request {} from {}: {} {}", conn, peer, e.status(), e.what());

@@ -1,8 +1,8 @@
 // CompletionService: the application behind `dsrt serve`'s HttpServer. Routes POST
-// /v1/completions (and GET /health), turns a request into a BatchJob, and turns the scheduler's
-// events into the OpenAI-shaped answer: one JSON body, or server-sent events `data: {...}` ending
-// with `data: [DONE]`. Streamed text is cut only at UTF-8 character boundaries, so the chunks
-// concatenate to the non-streamed text. A client that goes away cancels its job.
+// /v1/completions (and GET /v1/models, GET /health), turns a request into a BatchJob, and turns the
+// scheduler's events into the OpenAI-shaped answer: one JSON body, or server-sent events `data:
+// {...}` ending with `data: [DONE]`. Streamed text is cut only at UTF-8 character boundaries, so
+// the chunks concatenate to the non-streamed text. A client that goes away cancels its job.
 // Thread-safety: onRequest/onDisconnect run on the I/O thread, onEvent and shutdown on the decode
 // thread; the per-request table is guarded by one mutex.
 #pragma once
@@ -59,6 +59,7 @@ class CompletionService : public HttpHandler {
 
   CompletionServiceOptions opts_;
   const Tokenizer& tokenizer_;
+  int64_t started_;  // unix seconds; "created" of the model in GET /v1/models
   HttpServer* server_ = nullptr;
   BatchScheduler* scheduler_ = nullptr;
   mutable std::mutex mu_;

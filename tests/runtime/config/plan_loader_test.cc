@@ -159,6 +159,13 @@ TEST_CASE("plan: deepspeed_config JSON file, errors point into it", "[unit]") {
   ds::test::writeFile(dir.file("plan3.yaml"),
                       "model:\n  mlp: {sizes: [16, 16]}\ndeepspeed_config: missing.json\n");
   CHECK_THROWS_WITH(loadPlan({dir.file("plan3.yaml"), {}, 1}), Contains("cannot read"));
+  // The keys inline under deepspeed_config (a DeepSpeed user's guess): pointed at `deepspeed:`.
+  ds::test::writeFile(
+      dir.file("plan4.yaml"),
+      "model:\n  mlp: {sizes: [16, 16]}\ndeepspeed_config: {train_batch_size: 8}\n");
+  CHECK_THROWS_WITH(loadPlan({dir.file("plan4.yaml"), {}, 1}),
+                    Contains("plan4.yaml:3:19: deepspeed_config: ") &&
+                        Contains("write them under `deepspeed:` instead"));
   // --set may name the JSON file itself; deepspeed.* overrides then apply on top of it.
   Plan q = loadPlan({dir.file("plan3.yaml"),
                      {"deepspeed.train_micro_batch_size_per_gpu=1", "deepspeed_config=ds.json"},

@@ -271,6 +271,16 @@ TEST_CASE("completion service over curl: 429 when the queue is full, 4xx for bad
   }
   const auto health = curlRequest(dir, port, "/health", "", "GET");
   CHECK(health.status == 200);
+  // GET /v1/models lists the one model served, as OpenAI clients expect on connect.
+  const auto models = curlRequest(dir, port, "/v1/models", "", "GET");
+  CHECK(models.status == 200);
+  const auto list = nlohmann::json::parse(models.body);
+  CHECK(list["object"] == "list");
+  REQUIRE(list["data"].size() == 1);
+  CHECK(list["data"][0]["object"] == "model");
+  CHECK(list["data"][0]["id"].get<std::string>().size() > 0);
+  const auto postModels = curlRequest(dir, port, "/v1/models", "{}", "POST");
+  CHECK(postModels.status == 405);
   CHECK(s.service.inFlight() == 0);
 }
 
