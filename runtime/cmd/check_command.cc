@@ -9,6 +9,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/rank_env.h"
+#include "runtime/cmd/deepspeed_args.h"
 #include "runtime/config/effective_config.h"
 #include "runtime/config/plan_loader.h"
 
@@ -33,6 +34,7 @@ int checkCommand(int argc, char** argv) {
   std::string plan;
   std::vector<std::string> overrides;
   int worldSize = 0;
+  DeepSpeedArgs deepspeed;
   CLI::App app{
       "dsrt check: validate a plan and its DeepSpeed config for a world size and print the "
       "effective config (every key, its value and its origin: default, plan, ds_config, --set, "
@@ -46,6 +48,7 @@ int checkCommand(int argc, char** argv) {
                  "data-parallel ranks to check the batch triangle for (default: WORLD_SIZE from "
                  "the environment, else 1)")
       ->check(CLI::Range(1, 1 << 24));
+  addDeepSpeedArgs(app, deepspeed);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -54,6 +57,7 @@ int checkCommand(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw ConfigError(fmt::format("dsrt check: {} (see dsrt check --help)", e.what()));
   }
+  applyDeepSpeedArgs(deepspeed, plan, overrides);
   if (worldSize == 0) worldSize = deriveRankEnv(currentEnv()).worldSize;
   return checkPlan(plan, overrides, worldSize);
 }

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/rank_env.h"
 #include "runtime/cmd/check_command.h"
+#include "runtime/cmd/deepspeed_args.h"
 #include "runtime/cmd/train_command.h"
 #include "runtime/config/plan_loader.h"
 #include "runtime/engine/fault_injection.h"
@@ -73,6 +74,7 @@ struct TrainArgs {
   std::string resume;
   std::string summary;
   bool check = false;
+  DeepSpeedArgs deepspeed;
 };
 
 // CLI11 exits only through us: parse errors become ConfigError (exit 2) with CLI11's message.
@@ -96,6 +98,7 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   app.add_option(
       "--summary", a.summary,
       "write the run summary JSON here (default: <train.checkpoint.dir>/run_summary.json)");
+  addDeepSpeedArgs(app, a.deepspeed);
   app.add_flag("--check", a.check,
                "validate the plan for this world size, print the effective config and exit "
                "(as dsrt check; nothing is trained or written)");
@@ -107,6 +110,7 @@ bool parseArgs(int argc, char** argv, TrainArgs& a) {
   } catch (const CLI::ParseError& e) {
     throw ConfigError(fmt::format("dsrt train: {} (see dsrt train --help)", e.what()));
   }
+  applyDeepSpeedArgs(a.deepspeed, a.plan, a.overrides);
   return true;
 }
 

@@ -87,7 +87,8 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
                  "a path to a DeepSpeed JSON file; for the keys inline, write them under "
                  "`deepspeed:` instead");
       std::string file = top.getString("deepspeed_config", "");
-      if (c["deepspeed"]) top.fail("deepspeed_config", "give either deepspeed or deepspeed_config");
+      if (c["deepspeed"] && !c["deepspeed"].IsNull())
+        top.fail("deepspeed_config", "give either deepspeed or deepspeed_config");
       std::filesystem::path p(file);
       if (p.is_relative()) p = std::filesystem::path(baseDir) / p;
       dsCtx.source = p.string();
@@ -95,6 +96,7 @@ Plan parsePlan(const std::string& yamlText, const std::string& name,
           parseYaml(readConfigFile(p.string(), name + ": deepspeed_config"), p.string(),
                     configFormatFor(p.string()), "DeepSpeed config keys");
       root.remove("deepspeed_config");
+      setPaths.erase("deepspeed");  // a `deepspeed=null` override made way for the file's keys
     }
   }
   setPaths.merge(applyOverrides(root, dsSets));

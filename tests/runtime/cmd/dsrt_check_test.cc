@@ -110,3 +110,51 @@ TEST_CASE("DeepSpeed-style configs train: Lamb, legacy cpu_offload with fp16, NV
     CHECK(std::stod(out.substr(last + 11)) < std::stod(out.substr(first + 7)));
   }
 }
+
+TEST_CASE("DeepSpeed's --deepspeed --deepspeed_config FILE name the config, relative to cwd",
+          "[unit]") {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("run"));
+  std::filesystem::copy_file(kData + "bfloat16_block.json", dir.file("run/my ds.json"));
+  const std::string plan = dir.file("plan.yaml");
+  writeFile(plan,
+            "model:\n  gpt: {n_layer: 1, n_head: 2, n_embd: 16, seq_len: 8, vocab_size: 32}\n");
+  std::string out;
+  // The file is found from the current folder (not the plan's), a space in its name included,
+  // and --set deepspeed.* still applies on top of it.
+  REQUIRE(runCommand("cd " + dir.file("run") + " && " + dsrt() + " train " + plan +
+                         " --deepspeed --deepspeed_config 'my ds.json' --check"
+                         " --set deepspeed.gradient_accumulation_steps=3",
+                     &out) == 0);
+  INFO(out);
+  CHECK(out.find("deepspeed.train_batch_size") != std::string::npos);
+  auto lineOf = [&](const std::string& key) {
+    const size_t at = out.find(key + " ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  CHECK_THAT(lineOf("deepspeed.train_batch_size"), Catch::Matches(".* 6 +derived"));  // 2 x 3 x 1
+  CHECK_THAT(lineOf("deepspeed.gradient_accumulation_steps"), Catch::Matches(".* 3 +--set"));
+  CHECK_THAT(lineOf("deepspeed.bf16.enabled"), Catch::Matches(".* true +ds_config.*"));
+  // Without a plan file the built-in plan's deepspeed block gives way to the file.
+  REQUIRE(runCommand("cd " + dir.file("run") + " && " + dsrt() +
+                         " train --deepspeed_config 'my ds.json' --check",
+                     &out) == 0);
+  CHECK_THAT(lineOf("deepspeed.bf16.enabled"), Catch::Matches(".* true +ds_config.*"));
+  CHECK_THAT(lineOf("deepspeed.gradient_accumulation_steps"), Catch::Matches(".* 2 +ds_config"));
+  // dsrun's check mode (dsrt check) takes them too, for the launch's world size.
+  REQUIRE(runCommand("cd " + dir.file("run") + " && " + dsrun() +
+                         " --num_gpus 2 train --deepspeed --deepspeed_config 'my ds.json' --check",
+                     &out) == 0);
+  CHECK_THAT(lineOf("deepspeed.train_batch_size"), Catch::Matches(".* 8 +derived"));  // 2 x 2 x 2
+  // A missing file is named; a plan that also has a deepspeed block is refused.
+  CHECK(runCommand("cd " + dir.path() + " && " + dsrt() + " train " + plan +
+                       " --deepspeed_config nope.json --check",
+                   &out) == 2);
+  CHECK(out.find(dir.file("nope.json")) != std::string::npos);
+  writeFile(plan,
+            "model:\n  gpt: {n_layer: 1, n_head: 2, n_embd: 16, seq_len: 8, vocab_size: "
+            "32}\ndeepspeed: {train_batch_size: 2}\n");
+  CHECK(runCommand(dsrt() + " train " + plan + " --deepspeed_config " + kData + "lamb.json --check",
+                   &out) == 2);
+  CHECK(out.find("give either deepspeed or deepspeed_config") != std::string::npos);
+}
