@@ -98,8 +98,8 @@ void TensorRun::setLocalParams(const std::vector<zero::ParamInfo>& local) {
 }
 
 bool TensorRun::replicated(size_t param) const {
-  return gpt2TensorShard(canonical_.at(param).name, canonical_[param].shape, grid_.tensor())
-             .kind == ShardKind::kReplicated;
+  return gpt2TensorShard(canonical_.at(param).name, canonical_[param].shape, grid_.tensor()).kind ==
+         ShardKind::kReplicated;
 }
 
 void TensorRun::bind(zero::ZeroEngine& engine) {
@@ -196,8 +196,8 @@ std::vector<float> TensorRun::gatherCanonical(std::vector<float> local) const {
   const std::vector<size_t> counts(size_t(grid_.tensor()), localNumel);
   try {
     tensor_
-        ->allgather(comm::view(local.data(), localNumel),
-                    comm::view(all.data(), all.size()), counts)
+        ->allgather(comm::view(local.data(), localNumel), comm::view(all.data(), all.size()),
+                    counts)
         ->wait();
   } catch (const Error& e) {
     throw CommError(

@@ -161,9 +161,10 @@ TEST_CASE("e2e: dsrun --num_gpus 2 train at parallel.tensor=2 prints one process
 // 2 stages of a 4-block GPT each split over 2 tensor ranks, print the grid and the same step and
 // validation losses (4 decimals) as one `dsrt train` process; their canonical checkpoint
 // continues at one process.
-TEST_CASE("e2e: dsrun --num_gpus 4 train at parallel.pipeline=2 x tensor=2 prints one "
-          "process's losses",
-          "[e2e]") {
+TEST_CASE(
+    "e2e: dsrun --num_gpus 4 train at parallel.pipeline=2 x tensor=2 prints one "
+    "process's losses",
+    "[e2e]") {
   TempDir dir, single;
   const std::string sets =
       " --set model.gpt.n_layer=4 --set deepspeed.gradient_accumulation_steps=2 --set "

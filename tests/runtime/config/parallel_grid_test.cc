@@ -98,10 +98,10 @@ TEST_CASE("parallel grid: the plan block", "[unit]") {
   CHECK(planError("parallel: {tensor: 2}\n", 4) == "(no error)");
   CHECK(planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
                   {"deepspeed.gradient_accumulation_steps=2"}) == "(no error)");
-  CHECK_THAT(planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
-                       {"deepspeed.gradient_accumulation_steps=2",
-                        "deepspeed.zero_optimization.stage=2"}),
-             Contains("stage 2") && Contains("pipeline"));
+  CHECK_THAT(
+      planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
+                {"deepspeed.gradient_accumulation_steps=2", "deepspeed.zero_optimization.stage=2"}),
+      Contains("stage 2") && Contains("pipeline"));
   CHECK_THAT(planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
                        {"deepspeed.gradient_accumulation_steps=1"}),
              Contains("gradient_accumulation_steps 1"));
