@@ -485,7 +485,11 @@ const RunSummary& Trainer::run() {
   }
   reportMemory();
   if (!ops_)
-    checkHostMemoryFit(group_, plan_, eng_->memory(), model_->numParamsTotal(), opts_.localSize);
+    checkHostMemoryFit(group_, plan_, eng_->memory(),
+                       pipe_ || tensor_ ? eng_->numel() : model_->numParamsTotal(), opts_.localSize,
+                       pipe_     ? pipe_->dataSize()
+                       : tensor_ ? tensor_->dataSize()
+                                 : 0);
   std::string lastCkpt;
   while (step_ < total) {
     maybeFaultKill(opts_.faultKill, FaultPoint::kStep, rank_, step_ + 1);

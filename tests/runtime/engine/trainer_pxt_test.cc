@@ -9,10 +9,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "runtime/checkpoint/checkpoint.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/engine/trainer.h"
+#include "runtime/tensor/ops.h"
 #include "tests/runtime/engine/engine_fixtures.h"
 
 using namespace ds;
@@ -170,6 +175,17 @@ TEST_CASE("trainer: pipeline 2 x tensor 2 gives one rank's losses, norms and wei
   checkClose(runGrid(interleaved, kGrid), one, 1e-5, 1e-4, "P=2 x T=2, interleaved (2 chunks)");
 }
 
+// Activation checkpointing: each stage's backward recomputes its layers' forward, the tensor
+// group's allreduces included, in the same order on every tensor rank of the stage.
+TEST_CASE("trainer: pipeline 2 x tensor 2 with activation checkpointing gives one rank's losses",
+          "[multirank]") {
+  Plan plan = gridPlan();
+  plan.train.steps = 8;
+  plan.deepspeed.activationCheckpointing = true;
+  const RunOut one = runGrid(plan, kOne);
+  checkClose(runGrid(plan, kGrid), one, 1e-5, 1e-4, "P=2 x T=2, activation checkpointing");
+}
+
 // A check that can fail: without the tied wte's gradient sum the first stage's copy learns from
 // the embedding only and the last stage's from the head only, and the losses leave one rank's.
 TEST_CASE("trainer: pipeline 2 x tensor 2 without the tied wte sum leaves one rank's losses",
@@ -209,6 +225,50 @@ TEST_CASE("trainer: fp16 pipeline 2 x tensor 2 ranks skip the same steps as one 
   CHECK(grid.skipped == one.skipped);
   CHECK(grid.scales == one.scales);
   CHECK(worstRel(grid.losses, one.losses) <= 1e-4);
+}
+
+// What P x T still cannot run is refused before any rank trains, naming the numbers.
+TEST_CASE("trainer: pipeline 2 x tensor 2 refusals name the layout and the numbers",
+          "[multirank]") {
+  auto refuse = [](Plan plan, bool onOps = false) {
+    plan.worldSize = 4;
+    plan.parallel.pipeline = 2;
+    plan.parallel.tensor = 2;
+    plan.deepspeed.microBatchPerGpu =
+        plan.deepspeed.trainBatchSize /
+        (plan.deepspeed.gradientAccumulationSteps * plan.dataParallel());
+    std::string message = "(no ConfigError)";
+    std::mutex mutex;
+    test::withRanks(4, [&](int rank, comm::ProcessGroup* group) {
+      TrainerOptions opts;
+      opts.out = nullptr;
+      auto ops = onOps ? makeCpuOps() : nullptr;  // the device path over the CPU ops
+      opts.ops = ops.get();
+      try {
+        Trainer trainer(plan, group, opts);
+      } catch (const ConfigError& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (rank == 0) message = e.what();
+      }
+    });
+    return message;
+  };
+  for (int stage : {2, 3}) {
+    Plan plan = gridPlan();
+    plan.deepspeed.zero.stage = stage;
+    CHECK_THAT(refuse(plan), Catch::Contains(fmt::format("zero_optimization.stage {}", stage)) &&
+                                 Catch::Contains("parallel.pipeline = 2"));
+  }
+  CHECK_THAT(refuse(gridPlan(), /*onOps=*/true),
+             Catch::Contains("host engine only") && Catch::Contains("train.device: cpu"));
+  Plan onebit = gridPlan();
+  onebit.deepspeed.optimizer.type = "OneBitAdam";
+  CHECK_THAT(refuse(onebit), Catch::Contains("OneBitAdam"));
+  Plan mlp = test::mlpPlan(1, 0, 2, 2);
+  CHECK_THAT(refuse(mlp), Catch::Contains("model mlp"));
+  Plan fewMicro = gridPlan();
+  fewMicro.deepspeed.gradientAccumulationSteps = 1;
+  CHECK_THAT(refuse(fewMicro), Catch::Contains("gradient_accumulation_steps 1"));
 }
 
 // Checkpoints hold the canonical layout at any (P, T, D): a P=2 x T=2 checkpoint resumes bitwise
