@@ -1,7 +1,7 @@
-// TensorRun: what the Trainer adds for a plan with parallel.tensor = T > 1 (pipeline 1; issue 17
-// items 3 and 4): the grid's tensor and data subgroups of the job's group, this rank's place in
-// the Megatron split (Gpt2Model with a TensorParallel: gpt2_tensor.h), and what keeps the grid in
-// step:
+// TensorRun: what the Trainer adds for a plan with parallel.tensor = T > 1 (issue 17 items 3 and
+// 4; with pipeline > 1 too, PipelineRun builds the stage on top of it: pipeline_run.h): the grid's
+// tensor and data subgroups of the job's group, this rank's place in the Megatron split (Gpt2Model
+// with a TensorParallel: gpt2_tensor.h), and what keeps the grid in step:
 //   - the engine is a ZeroEngine over the DATA group whose flat space is this rank's shards in
 //     model order (local shapes from tensor_shard.h), stage 0 or 1;
 //   - the gradient norm (clipping) and the inf/nan check sum over the tensor group with the
@@ -105,7 +105,6 @@ class TensorRun {
 // Throws ConfigError unless this trainer can run the plan's tensor layout (no-op at tensor 1):
 // a GPT, host compute (no device), ZeRO stage 0 or 1, no compressed (1-bit) optimizer. With
 // pipeline > 1 too (P x T), PipelineRun holds the stage and this the tensor split (pipeline_run.h).
-
 void checkTensorTrainer(const Plan& plan, bool onDevice);
 
 }  // namespace ds::runtime
