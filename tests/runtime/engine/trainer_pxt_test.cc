@@ -227,6 +227,27 @@ TEST_CASE("trainer: fp16 pipeline 2 x tensor 2 ranks skip the same steps as one 
   CHECK(worstRel(grid.losses, one.losses) <= 1e-4);
 }
 
+// The third axis: P=2 x T=2 x D=2 on 8 rank threads with ZeRO 1 (each stage's engine partitions
+// its shards' optimizer states over the data group) gives one rank's losses, and its checkpoint
+// (optimizer states assembled over data, pipeline and tensor) resumes at one rank on the same
+// trajectory.
+TEST_CASE("trainer: pipeline 2 x tensor 2 x data 2 at ZeRO 1 gives one rank's losses",
+          "[multirank]") {
+  TempDir dir;
+  Plan plan = gridPlan();
+  plan.train.steps = 8;
+  plan.train.checkpointDir = dir.path();
+  plan.train.checkpointEvery = 4;
+  plan.deepspeed.zero.stage = 1;
+  const RunOut full = runGrid(plan, {8, 2, 2});
+  Plan single = plan;
+  single.train.checkpointDir.clear();
+  checkClose(full, runGrid(single, kOne), 1e-5, 1e-4, "P=2 x T=2 x D=2, ZeRO 1");
+  const std::vector<double> tail(full.losses.begin() + 4, full.losses.end());
+  CHECK(worstRel(runGrid(plan, kOne, "global_step4").losses, tail) <= 1e-5);
+  CHECK(runGrid(plan, {8, 2, 2}, "global_step4").losses == tail);
+}
+
 // What P x T still cannot run is refused before any rank trains, naming the numbers.
 TEST_CASE("trainer: pipeline 2 x tensor 2 refusals name the layout and the numbers",
           "[multirank]") {
