@@ -186,12 +186,6 @@ ParallelPlan readParallel(NodeReader& r, const ModelConfig& model, int worldSize
                                          "(model.gpt.n_layer)",
                                          fmt::join(p.stageLayers, ", "), sum, model.nLayer));
   }
-  if (p.tensor > 1 && p.pipeline > 1)
-    r.fail("tensor",
-           fmt::format("the layout data {} x pipeline {} x tensor {} is valid, but the engine "
-                       "does not run pipeline and tensor parallelism together yet (issue 17); "
-                       "give pipeline 1 or tensor 1 (each alone runs)",
-                       grid->data(), p.pipeline, p.tensor));
   return p;
 }
 

@@ -78,7 +78,9 @@ std::string suggestions(const MemoryFitInput& in, size_t budget) {
   for (const Setting& s : kSettings) {
     if (s.stage < in.zero.stage) continue;
     const size_t need =
-        formulaStates(s, in.numParams, in.world, in.zero.compute) + buffers + in.activationBytes;
+        formulaStates(s, in.numParams, in.partitionWorld > 0 ? in.partitionWorld : in.world,
+                      in.zero.compute) +
+        buffers + in.activationBytes;
     if (need <= budget)
       fits.push_back(fmt::format("{} (about {:.0f} MiB)", settingName(s), mib(need)));
     if (fits.size() == 2) break;
@@ -153,7 +155,7 @@ void checkMemoryFit(const MemoryFitInput& in) {
 }
 
 void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero::MemoryReport& mine,
-                        size_t numParams, int localSize) {
+                        size_t numParams, int localSize, int partitionWorld) {
   MemoryFitInput in;
   size_t largest = 0;
   in.table = largestOverRanks(group, mine, &largest);
@@ -172,6 +174,7 @@ void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero:
   in.residentBytes = size_t(double(std::max(-cells[1], 0.f)) * 1048576.0);
   in.numParams = numParams;
   in.world = group ? group->size() : 1;
+  in.partitionWorld = partitionWorld;
   in.zero = plan.deepspeed.zero;
   in.zero.compute = cfg.compute;
   checkMemoryFit(in);

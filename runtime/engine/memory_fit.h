@@ -38,6 +38,9 @@ struct MemoryFitInput {
   size_t availableBytes = 0;  // memory this rank may still allocate; 0 = unknown (not checked)
   size_t residentBytes = 0;   // what the rank already holds (part of the table already)
   size_t numParams = 0;       // Psi
+  // The ranks the ZeRO formula partitions over (pipeline / tensor: the data group; 0 = world)
+  // and, with it, numParams is this rank's engine's parameters.
+  int partitionWorld = 0;
   int world = 1;
   zero::ZeroOptions zero;  // stage, offload devices, compute dtype
 };
@@ -48,8 +51,11 @@ void checkMemoryFit(const MemoryFitInput& in);
 
 // The trainer's check on a host (CPU) run: the largest table over the group, the plan's limit,
 // the activation estimate for the micro-batch, the smallest MemAvailable / localSize over the
-// ranks. Collective (every rank calls it; every rank refuses or none does).
+// ranks. Collective (every rank calls it; every rank refuses or none does). numParams and
+// partitionWorld feed the suggested settings' formula: with pipeline or tensor parallelism they are
+// this rank's engine's parameters (a stage's tensor shards) and its data group's size
+// (partitionWorld 0: the group's size).
 void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero::MemoryReport& mine,
-                        size_t numParams, int localSize);
+                        size_t numParams, int localSize, int partitionWorld = 0);
 
 }  // namespace ds::runtime

@@ -37,12 +37,14 @@ void checkPipelineTrainer(const Plan& plan, bool onDevice) {
 }
 
 PipelineRun::PipelineRun(const Plan& plan, const ModelConfig& model,
-                         const std::vector<zero::ParamInfo>& modelParams, comm::ProcessGroup* world)
+                         const std::vector<zero::ParamInfo>& modelParams, comm::ProcessGroup* world,
+                         const TensorRun* tensor)
     : plan_(plan),
       grid_(world ? world->size() : 1, plan.parallel),
       coord_(grid_.coordOf(world ? world->rank() : 0)),
       nLayer_(model.nLayer),
-      modelParams_(modelParams) {
+      modelParams_(modelParams),
+      tensor_(tensor) {
   if (world == nullptr)
     throw InternalError("PipelineRun: parallel.pipeline > 1 needs the job's process group");
   split_ = planChunks(model.nLayer, plan.parallel, blockParamCounts(modelParams, model.nLayer));
@@ -59,10 +61,13 @@ PipelineRun::PipelineRun(const Plan& plan, const ModelConfig& model,
   // Every rank creates every group of every axis in the same order (collective over world).
   pipe_ = axisGroup(world, grid_.allGroups("pipeline"));
   data_ = axisGroup(world, grid_.allGroups("data"));
+  // The tied wte's two copies, one group per (data, tensor) index: with T > 1 both hold the same
+  // vocabulary rows (the tensor rank's).
   std::vector<std::vector<int>> tied;
   for (int dataIndex = 0; dataIndex < grid_.data(); ++dataIndex)
-    tied.push_back(
-        {grid_.rankOf({dataIndex, 0, 0}), grid_.rankOf({dataIndex, grid_.pipeline() - 1, 0})});
+    for (int tensorIndex = 0; tensorIndex < grid_.tensor(); ++tensorIndex)
+      tied.push_back({grid_.rankOf({dataIndex, 0, tensorIndex}),
+                      grid_.rankOf({dataIndex, grid_.pipeline() - 1, tensorIndex})});
   tied_ = axisGroup(world, tied);
   view_ = std::make_unique<StageParams>(modelParams_, chunks_);
   PipelineStageOptions opts;
@@ -70,6 +75,7 @@ PipelineRun::PipelineRun(const Plan& plan, const ModelConfig& model,
   opts.stages = grid_.pipeline();
   opts.microBatches = int(plan.deepspeed.gradientAccumulationSteps);
   opts.chunks = chunks_;
+  if (tensor_) opts.tensor = tensor_->modelTensor();
   stage_ = std::make_unique<PipelineStage>(model, pipe_.get(), opts);
   micro_.resize(static_cast<size_t>(opts.microBatches));
 }
@@ -85,10 +91,32 @@ void PipelineRun::bind(zero::ZeroEngine& engine, zero::BlockHooks& engineHooks) 
     scope.skipBegin = tied.first;
     scope.skipEnd = tied.second;
   }
-  scope.acrossStages = [group = pipe_.get()](double sumSquares) {
-    const auto all = zero::DpComm(group).allgatherDouble(sumSquares);
+  if (tensor_ && tensor_->modelTensor().rank != 0) {  // tensor rank 0 counts replicated params
+    size_t local = 0;
+    const auto& params = view_->localParams();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const size_t end = local + params[i].numel;
+      if (tensor_->replicated(view_->modelIndex(i))) {
+        if (!scope.skipRanges.empty() && scope.skipRanges.back().second == local)
+          scope.skipRanges.back().second = end;
+        else scope.skipRanges.emplace_back(local, end);
+      }
+      local = end;
+    }
+  }
+  // Over the pipeline group, then (P x T) the tensor group: every rank of a tensor group holds
+  // its pipeline group's sum, so the second sum is the grid's, added in the same order on
+  // every rank (bitwise the same everywhere).
+  comm::ProcessGroup* tensorGroup = tensor_ ? tensor_->tensorGroup() : nullptr;
+  scope.acrossStages = [group = pipe_.get(), tensorGroup](double sumSquares) {
     double total = 0;
-    for (double part : all) total += part;  // stage order: the same sum on every stage
+    for (double part : zero::DpComm(group).allgatherDouble(sumSquares))
+      total += part;  // stage order: the same sum on every stage
+    if (tensorGroup) {
+      const double stages = total;
+      total = 0;
+      for (double part : zero::DpComm(tensorGroup).allgatherDouble(stages)) total += part;
+    }
     return total;
   };
   engine.setNormScope(std::move(scope));
@@ -171,7 +199,7 @@ PipelineStepResult PipelineRun::forwardBackward(DataLoader& loader, float lossSc
       stage_->step([this](int micro) -> const Batch& { return micro_[static_cast<size_t>(micro)]; },
                    lossScale, view_->table(), *view_);
   // The tied wte: each copy holds its stage's share of the gradient; both take the sum.
-  if (tied_ && tiedModel_ >= 0) {
+  if (tied_ && tiedModel_ >= 0 && !testSkipTied_) {
     const auto range = tiedLocalRange();
     size_t index = 0;
     for (size_t i = 0; i < view_->localParams().size(); ++i)
@@ -224,9 +252,13 @@ std::string PipelineRun::describe() const {
   const int chunks = std::max(plan_.parallel.virtualStages, 1);
   const int micro = int(plan_.deepspeed.gradientAccumulationSteps);
   std::string out = fmt::format(
-      "pipeline: world {} = data {} x pipeline {}; {} over {} micro-batches per step (ideal "
+      "pipeline: world {} = data {} x pipeline {}{}; {} over {} micro-batches per step (ideal "
       "bubble {:.1f}%), ZeRO stage {} within each stage's data group; layers per stage {}",
       grid_.world(), grid_.data(), grid_.pipeline(),
+      grid_.tensor() > 1 ? fmt::format(" x tensor {} (each stage's blocks split over its tensor "
+                                       "group; parameters below are the rank's shards)",
+                                       grid_.tensor())
+                         : std::string(),
       chunks > 1 ? fmt::format("interleaved 1F1B, {} chunks per stage,", chunks)
                  : std::string("1F1B"),
       micro, 100.0 * idealBubble(grid_.pipeline(), micro, chunks), plan_.deepspeed.zero.stage,
@@ -250,9 +282,10 @@ std::string PipelineRun::describe() const {
     }
     size_t held = 0;
     for (size_t param : stageParams(modelParams_, chunkList)) held += modelParams_[param].numel;
-    out += fmt::format("\n  rank {}: stage {} (data {}), blocks {}: {}; {} parameters", rank,
-                       coord.pipeline, coord.data, fmt::join(ranges, " "), fmt::join(parts, ", "),
-                       held);
+    out += fmt::format("\n  rank {}: stage {} (data {}{}), blocks {}: {}; {} parameters", rank,
+                       coord.pipeline, coord.data,
+                       grid_.tensor() > 1 ? fmt::format(", tensor {}", coord.tensor) : "",
+                       fmt::join(ranges, " "), fmt::join(parts, ", "), held);
   }
   return out;
 }

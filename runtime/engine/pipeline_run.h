@@ -9,6 +9,13 @@
 //     once (the last stage leaves its copy out, as DeepSpeed's ds_pipe_replicated), so every rank
 //     clips and skips the same steps;
 //   - the loss (the last stage's, mean over micro-batches and data ranks) reaches every rank.
+// P x T (parallel.tensor > 1 too, issue 17 item 4): the stage's blocks are tensor-parallel
+// (a TensorRun owns the tensor and its data group; the stage's models split over its tensor
+// group), the "model" numbering here is this tensor rank's local (sharded) model, and the
+// TensorRun maps it to the canonical one. The tied wte's gradient is summed between the first
+// and last stage per (data, tensor) index (both copies hold the same vocabulary rows); the norm
+// and the inf/nan check sum over pipeline x tensor, each replicated parameter counted by tensor
+// rank 0 only and the last stage's wte left out, so every rank of the grid clips and skips alike.
 // Invariants: every rank of the job constructs it with the same plan (subgroup creation is
 // collective, in the same order everywhere); the stage engine is a ZeroEngine at stage 0 or 1
 // whose flat space is the stage's parameters in model order (StageParams::localParams); the two
@@ -25,6 +32,7 @@
 #include "runtime/data/data_loader.h"
 #include "runtime/engine/pipeline_stage.h"
 #include "runtime/engine/stage_params.h"
+#include "runtime/engine/tensor_run.h"
 #include "zero/training_engine.h"
 #include "zero/zero_engine.h"
 
@@ -32,9 +40,12 @@ namespace ds::runtime {
 
 class PipelineRun {
  public:
-  // modelParams: the whole model's parameters (weight decay chosen); `world` the job's group.
+  // modelParams: the whole model's parameters (weight decay chosen; with `tensor`, this tensor
+  // rank's shards of them); `world` the job's group; `tensor` the tensor split (null at T = 1,
+  // otherwise built before this, on every rank: the subgroups are created in that order).
   PipelineRun(const Plan& plan, const ModelConfig& model,
-              const std::vector<zero::ParamInfo>& modelParams, comm::ProcessGroup* world);
+              const std::vector<zero::ParamInfo>& modelParams, comm::ProcessGroup* world,
+              const TensorRun* tensor = nullptr);
   ~PipelineRun();
   PipelineRun(const PipelineRun&) = delete;
   PipelineRun& operator=(const PipelineRun&) = delete;
@@ -46,6 +57,10 @@ class PipelineRun {
   int dataRank() const { return coord_.data; }
   int dataSize() const { return grid_.data(); }
   int stage() const { return coord_.pipeline; }
+  comm::ProcessGroup* pipelineGroup() const { return pipe_.get(); }
+  // Test hook (trainer_pxt_test.cc): skip the tied wte's gradient sum, so a test can show the
+  // losses move without it. Never set outside tests.
+  void testSkipTiedReduction() { testSkipTied_ = true; }
 
   // After the stage engine is built: the view forwards the model's hooks to `engineHooks` (the
   // engine behind its timers / fp16 rounding) and reads `engine`'s table; the norm scope spans
@@ -102,6 +117,8 @@ class PipelineRun {
   std::unique_ptr<StageParams> view_;
   std::unique_ptr<PipelineStage> stage_;
   zero::ZeroEngine* engine_ = nullptr;
+  const TensorRun* tensor_ = nullptr;  // P x T: the tensor split (not owned), else null
+  bool testSkipTied_ = false;
   long tiedModel_ = -1;  // model index of the tied parameter (blocks 0 and L+1), -1: none
   std::vector<Batch> micro_;
 };

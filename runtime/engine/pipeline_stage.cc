@@ -71,7 +71,8 @@ PipelineStage::PipelineStage(const ModelConfig& cfg, comm::ProcessGroup* pipe,
 
 Gpt2Model* PipelineStage::takeModel() {
   if (free_.empty()) {
-    pool_.push_back(std::make_unique<Gpt2Model>(cfg_));
+    pool_.push_back(opts_.tensor.enabled() ? std::make_unique<Gpt2Model>(cfg_, opts_.tensor)
+                                           : std::make_unique<Gpt2Model>(cfg_));
     free_.push_back(pool_.back().get());
   }
   Gpt2Model* model = free_.back();

@@ -32,6 +32,10 @@ struct PipelineStageOptions {
   int microBatches = 1;             // gradient_accumulation_steps
   std::vector<StageBlocks> chunks;  // this stage's chunks in order (planChunks; one without
                                     // interleaving)
+  // P x T: the stage's blocks are this tensor rank's shards (gpt2.h); the residual stream and its
+  // gradient between stages are full [B, T, C] (the same on every tensor rank), so tensor rank t
+  // of one stage talks to tensor rank t of the next (the pipeline group holds one tensor rank).
+  TensorParallel tensor;
 };
 
 struct PipelineStepResult {

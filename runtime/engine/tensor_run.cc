@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -31,11 +32,6 @@ std::vector<size_t> offsetsOf(const std::vector<zero::ParamInfo>& params) {
 void checkTensorTrainer(const Plan& plan, bool onDevice) {
   const int tensor = plan.parallel.tensor;
   if (tensor <= 1) return;
-  if (plan.parallel.pipeline > 1)
-    throw ConfigError(fmt::format(
-        "{}: parallel.pipeline = {} with parallel.tensor = {}: pipeline and tensor parallelism "
-        "together are not run yet (issue 17); give one of them 1",
-        plan.source, plan.parallel.pipeline, tensor));
   if (plan.model.kind != "gpt2")
     throw ConfigError(fmt::format(
         "{}: parallel.tensor = {} splits a GPT (model.gpt); model {} runs data parallelism only",
@@ -101,13 +97,16 @@ void TensorRun::setLocalParams(const std::vector<zero::ParamInfo>& local) {
   localOffset_ = offsetsOf(local);
 }
 
+bool TensorRun::replicated(size_t param) const {
+  return gpt2TensorShard(canonical_.at(param).name, canonical_[param].shape, grid_.tensor()).kind ==
+         ShardKind::kReplicated;
+}
+
 void TensorRun::bind(zero::ZeroEngine& engine) {
   zero::ZeroEngine::NormScope scope;
   if (coord_.tensor != 0) {  // tensor rank 0 counts the replicated parameters
     for (size_t i = 0; i < local_.size(); ++i) {
-      const TensorShard shard =
-          gpt2TensorShard(canonical_[i].name, canonical_[i].shape, grid_.tensor());
-      if (shard.kind != ShardKind::kReplicated) continue;
+      if (!replicated(i)) continue;
       const size_t begin = localOffset_[i], end = localOffset_[i + 1];
       if (!scope.skipRanges.empty() && scope.skipRanges.back().second == begin)
         scope.skipRanges.back().second = end;
@@ -183,9 +182,16 @@ std::vector<float> TensorRun::toCanonical(const std::vector<float>& allShards) c
 }
 
 std::vector<float> TensorRun::fullParams(zero::TrainingEngine& engine) const {
-  const size_t localNumel = localOffset_.back();
-  std::vector<float> local(localNumel);
+  std::vector<float> local(localOffset_.back());
   engine.getParams(local.data());
+  return gatherCanonical(std::move(local));
+}
+
+std::vector<float> TensorRun::gatherCanonical(std::vector<float> local) const {
+  const size_t localNumel = localOffset_.back();
+  if (local.size() != localNumel)
+    throw InternalError(fmt::format("TensorRun: {} local parameters gathered, the shard has {}",
+                                    local.size(), localNumel));
   std::vector<float> all(localNumel * size_t(grid_.tensor()));
   const std::vector<size_t> counts(size_t(grid_.tensor()), localNumel);
   try {
@@ -203,7 +209,7 @@ std::vector<float> TensorRun::fullParams(zero::TrainingEngine& engine) const {
 }
 
 std::vector<zero::TrainingEngine::ShardTensor> TensorRun::canonicalShard(
-    const std::vector<zero::TrainingEngine::ShardTensor>& local) const {
+    const std::vector<zero::TrainingEngine::ShardTensor>& local, comm::ProcessGroup* stages) const {
   const size_t localNumel = localOffset_.back();
   std::vector<std::string> names;
   for (const auto& tensor : local)
@@ -225,6 +231,23 @@ std::vector<zero::TrainingEngine::ShardTensor> TensorRun::canonicalShard(
         if (owner[i] != float(coord_.data)) values[i] = 0.0f;
       data_->allreduce(comm::view(values.data(), localNumel))->wait();
     }
+    if (stages) {  // P x T: each element from the one stage holding it (the others add zeros)
+      std::vector<float> held(localNumel, 0.0f);
+      for (size_t i = 0; i < localNumel; ++i) {
+        if (owner[i] == nobody) values[i] = 0.0f;
+        else held[i] = 1.0f;
+      }
+      stages->allreduce(comm::view(values.data(), localNumel))->wait();
+      stages->allreduce(comm::view(held.data(), localNumel))->wait();
+      for (size_t i = 0; i < localNumel; ++i) {
+        if (held[i] != 1.0f)
+          throw InternalError(fmt::format(
+              "tensor x pipeline checkpoint: optimizer state {} local element {} held by {} "
+              "pipeline stages, not 1",
+              name, i, held[i]));
+        owner[i] = 0.0f;
+      }
+    }
     for (size_t i = 0; i < localNumel; ++i)
       if (owner[i] == nobody)
         throw InternalError(fmt::format(
@@ -236,7 +259,7 @@ std::vector<zero::TrainingEngine::ShardTensor> TensorRun::canonicalShard(
         ->allgather(comm::view(values.data(), localNumel), comm::view(all.data(), all.size()),
                     counts)
         ->wait();
-    if (coord_.data != 0 || coord_.tensor != 0) continue;
+    if (coord_.data != 0 || coord_.tensor != 0 || coord_.pipeline != 0) continue;
     zero::TrainingEngine::ShardTensor whole;
     whole.name = name;
     whole.offset = 0;

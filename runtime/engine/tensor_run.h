@@ -1,7 +1,7 @@
-// TensorRun: what the Trainer adds for a plan with parallel.tensor = T > 1 (pipeline 1; issue 17
-// items 3 and 4): the grid's tensor and data subgroups of the job's group, this rank's place in
-// the Megatron split (Gpt2Model with a TensorParallel: gpt2_tensor.h), and what keeps the grid in
-// step:
+// TensorRun: what the Trainer adds for a plan with parallel.tensor = T > 1 (issue 17 items 3 and
+// 4; with pipeline > 1 too, PipelineRun builds the stage on top of it: pipeline_run.h): the grid's
+// tensor and data subgroups of the job's group, this rank's place in the Megatron split (Gpt2Model
+// with a TensorParallel: gpt2_tensor.h), and what keeps the grid in step:
 //   - the engine is a ZeroEngine over the DATA group whose flat space is this rank's shards in
 //     model order (local shapes from tensor_shard.h), stage 0 or 1;
 //   - the gradient norm (clipping) and the inf/nan check sum over the tensor group with the
@@ -65,18 +65,30 @@ class TensorRun {
   // The whole model's fp32 parameters in the canonical layout on every rank (collective): each
   // tensor rank's shards, allgathered over the tensor group. Holds T shards and the whole model.
   std::vector<float> fullParams(zero::TrainingEngine& engine) const;
+  // The same from this rank's whole local model (every parameter's shard, local flat order; a
+  // P x T run's pipeline group has gathered the stages' parts first).
+  std::vector<float> gatherCanonical(std::vector<float> local) const;
   // local flat [T * localNumel] (every tensor rank's shards, rank after rank) -> canonical.
   std::vector<float> toCanonical(const std::vector<float>& allShards) const;
 
   // Checkpoints in the canonical layout (collective over the job): this rank's engine shard (local
   // offsets) -> what it writes (global rank 0: every state whole; the others nothing).
+  // P x T: `stages` is the pipeline group and `local` holds this stage's part of the local model
+  // (PipelineRun::modelShard: local model offsets, the tied wte once); every element must be
+  // held by exactly one stage.
   std::vector<zero::TrainingEngine::ShardTensor> canonicalShard(
-      const std::vector<zero::TrainingEngine::ShardTensor>& local) const;
+      const std::vector<zero::TrainingEngine::ShardTensor>& local,
+      comm::ProcessGroup* stages = nullptr) const;
   using RangeReader =
       std::function<void(size_t offset, size_t size, const std::string& name, float* out)>;
   // A reader of canonical ranges served as the engine's local ones.
   RangeReader localRangeReader(RangeReader canonical) const;
   std::vector<zero::ParamInfo> canonicalParams() const { return canonical_; }
+  // Whether parameter `param` (model order) is replicated over the tensor group (LayerNorms, wpe,
+  // row-parallel biases): the norm counts it on tensor rank 0 only.
+  bool replicated(size_t param) const;
+  comm::ProcessGroup* tensorGroup() const { return tensor_.get(); }
+  int tensorSize() const { return grid_.tensor(); }
 
   // The startup log: the grid, then per rank its data index and tensor shard (heads, MLP
   // columns, vocabulary rows).
@@ -91,8 +103,8 @@ class TensorRun {
 };
 
 // Throws ConfigError unless this trainer can run the plan's tensor layout (no-op at tensor 1):
-// pipeline 1 (pipeline x tensor > 1 is not run yet, naming both), a GPT, host compute (no
-// device), ZeRO stage 0 or 1, no compressed (1-bit) optimizer.
+// a GPT, host compute (no device), ZeRO stage 0 or 1, no compressed (1-bit) optimizer. With
+// pipeline > 1 too (P x T), PipelineRun holds the stage and this the tensor split (pipeline_run.h).
 void checkTensorTrainer(const Plan& plan, bool onDevice);
 
 }  // namespace ds::runtime

@@ -163,10 +163,13 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
                                        "gradient slot and reduce buckets)"
                                      : ""));
   } else if (plan_.parallel.pipeline > 1) {  // this rank's stage over its own parameters
-    pipe_ = std::make_unique<PipelineRun>(plan_, mc, decay.params, group_);
+    // P x T: the stage's parameters are this tensor rank's shards (tensor_ built above).
+    pipe_ = std::make_unique<PipelineRun>(plan_, mc, decay.params, group_, tensor_.get());
+    if (opts_.testSkipTiedReduction) pipe_->testSkipTiedReduction();
     eng_ = std::make_unique<zero::ZeroEngine>(pipe_->localParams(), pipe_->numLocalBlocks(),
                                               pipe_->dataGroup(), z, plan_.deepspeed.optimizer);
     logLine(pipe_->describe());
+    if (tensor_) logLine(tensor_->describe(mc));
   } else if (tensor_) {  // the data-parallel engine over this rank's shards
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(),
                                               tensor_->dataGroup(), z, plan_.deepspeed.optimizer);
@@ -327,6 +330,8 @@ void Trainer::reportOutputs() {
 }
 
 std::vector<float> Trainer::fullParams() {
+  if (pipe_ && tensor_)  // the stages' parts of the local model, then the tensor shards
+    return tensor_->gatherCanonical(pipe_->fullParams(*eng_, model_->numParamsTotal()));
   if (pipe_) return pipe_->fullParams(*eng_, model_->numParamsTotal());
   if (tensor_) return tensor_->fullParams(*eng_);
   std::vector<float> flat(eng_->numel());
@@ -480,7 +485,11 @@ const RunSummary& Trainer::run() {
   }
   reportMemory();
   if (!ops_)
-    checkHostMemoryFit(group_, plan_, eng_->memory(), model_->numParamsTotal(), opts_.localSize);
+    checkHostMemoryFit(group_, plan_, eng_->memory(),
+                       pipe_ || tensor_ ? eng_->numel() : model_->numParamsTotal(), opts_.localSize,
+                       pipe_     ? pipe_->dataSize()
+                       : tensor_ ? tensor_->dataSize()
+                                 : 0);
   std::string lastCkpt;
   while (step_ < total) {
     maybeFaultKill(opts_.faultKill, FaultPoint::kStep, rank_, step_ + 1);

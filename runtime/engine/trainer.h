@@ -55,6 +55,9 @@ struct TrainerOptions {
   Ops* ops = nullptr;
   // Fault tests only (DS_FAULT_KILL): this rank SIGKILLs itself at the named step or save.
   std::optional<FaultKill> faultKill;
+  // Tests only (trainer_pxt_test.cc): a pipeline run skips the tied wte's gradient sum between
+  // the first and last stage (PipelineRun::testSkipTiedReduction), so a test can show it matters.
+  bool testSkipTiedReduction = false;
 };
 
 class Trainer {

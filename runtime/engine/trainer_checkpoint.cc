@@ -92,9 +92,9 @@ std::string Trainer::saveCheckpoint(const std::string& root, std::string tag) {
   // In the whole model's flat space at any layout (a pipeline stage's ranges translated), so a
   // checkpoint loads at any pipeline size, ZeRO stage and world size.
   // Tensor parallel: the canonical (unsplit) layout, written whole by rank 0 (tensor_run.h).
-  auto shard = pipe_     ? pipe_->modelShard(eng_->optimizerShard())
-               : tensor_ ? tensor_->canonicalShard(eng_->optimizerShard())
-                         : eng_->optimizerShard();
+  // P x T: the stage's part of the local model, then canonical over data, pipeline and tensor.
+  auto shard = pipe_ ? pipe_->modelShard(eng_->optimizerShard()) : eng_->optimizerShard();
+  if (tensor_) shard = tensor_->canonicalShard(shard, pipe_ ? pipe_->pipelineGroup() : nullptr);
   SaveRequest req;
   req.dir = root;
   req.tag = tag;
@@ -155,10 +155,11 @@ void Trainer::loadCheckpoint(const std::string& root, const std::string& tag) {
   eng_->setParamsFrom(pipe_ ? pipe_->localSource(std::move(source)) : std::move(source));
   if (mirror_) mirror_->invalidate();
   const int64_t optSteps = cs.value("optimizer_steps", info.step);
-  eng_->loadOptimizerState(pipe_     ? pipe_->localRangeReader(reader->rangeReader())
-                           : tensor_ ? tensor_->localRangeReader(reader->rangeReader())
-                                     : reader->rangeReader(),
-                           optSteps);
+  // Canonical -> this tensor rank's local model -> this stage's engine, as far as the layout has.
+  PipelineRun::RangeReader ranges = reader->rangeReader();
+  if (tensor_) ranges = tensor_->localRangeReader(std::move(ranges));
+  if (pipe_) ranges = pipe_->localRangeReader(std::move(ranges));
+  eng_->loadOptimizerState(ranges, optSteps);
 
   step_ = cs.value("global_step", info.step);
   samples_ = cs.value("global_samples", step_ * plan_.deepspeed.trainBatchSize);

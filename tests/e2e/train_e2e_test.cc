@@ -64,9 +64,10 @@ std::string lossAt(const std::string& out, const std::string& key) {
   return p == std::string::npos ? "" : out.substr(p + key.size(), 6);
 }
 
-std::string trainCmd(const std::string& dir, const std::string& extra) {
-  return bin("dsrun") + " --num_gpus 2 --master_port " + std::to_string(ds::test::freePort()) +
-         " train --set train.checkpoint.dir=" + dir + " " + extra;
+std::string trainCmd(const std::string& dir, const std::string& extra, int ranks = 2) {
+  return bin("dsrun") + " --num_gpus " + std::to_string(ranks) + " --master_port " +
+         std::to_string(ds::test::freePort()) + " train --set train.checkpoint.dir=" + dir + " " +
+         extra;
 }
 
 // The kill test's runs share one LR schedule whatever train.steps says, so the resumed run
@@ -153,6 +154,48 @@ TEST_CASE("e2e: dsrun --num_gpus 2 train at parallel.tensor=2 prints one process
   INFO(resumed);
   CHECK(rcResume == 0);
   CHECK(resumed.find("over 2 tensor ranks") != std::string::npos);
+  CHECK(resumed.find(" 16/16 | loss ") != std::string::npos);
+}
+
+// Pipeline x tensor through the binaries (docs/plan.md "Pipeline x tensor"): 4 local processes,
+// 2 stages of a 4-block GPT each split over 2 tensor ranks, print the grid and the same step and
+// validation losses (4 decimals) as one `dsrt train` process; their canonical checkpoint
+// continues at one process.
+TEST_CASE(
+    "e2e: dsrun --num_gpus 4 train at parallel.pipeline=2 x tensor=2 prints one "
+    "process's losses",
+    "[e2e]") {
+  TempDir dir, single;
+  const std::string sets =
+      " --set model.gpt.n_layer=4 --set deepspeed.gradient_accumulation_steps=2 --set "
+      "train.steps=12 --set train.log_every=4 --set train.eval_every=12 --set train.device=cpu ";
+  std::string grid, one;
+  const int rc = runCommand(
+      trainCmd(dir.path(), "--set parallel.pipeline=2 --set parallel.tensor=2" + sets, 4), &grid,
+      std::chrono::seconds(300));
+  INFO(grid);
+  REQUIRE(rc == 0);
+  CHECK(grid.find("data 1 x pipeline 2 x tensor 2") != std::string::npos);
+  CHECK(grid.find("rank 3: stage 1 (data 0, tensor 1), blocks [3, 6): layers 2..3, head and "
+                  "loss") != std::string::npos);
+  CHECK(grid.find("rank 3: data 0 tensor 1: heads [2, 4) of 4") != std::string::npos);
+  const int rcOne =
+      runCommand(bin("dsrt") + " train --set train.checkpoint.dir=" + single.path() + sets, &one,
+                 std::chrono::seconds(180));
+  INFO(one);
+  REQUIRE(rcOne == 0);
+  for (const char* key : {" 4/12 | loss ", " 12/12 | loss ", "val loss "}) {
+    INFO(key);
+    CHECK(!lossAt(one, key).empty());
+    CHECK(lossAt(grid, key) == lossAt(one, key));
+  }
+  std::string resumed;  // the P=2 x T=2 checkpoint at one process: 4 more steps
+  const int rcResume = runCommand(bin("dsrt") + " train --set train.checkpoint.dir=" + dir.path() +
+                                      sets + " --set train.steps=16 --resume latest",
+                                  &resumed, std::chrono::seconds(180));
+  INFO(resumed);
+  CHECK(rcResume == 0);
+  CHECK(resumed.find("in 2 pipeline stages over 2 tensor ranks") != std::string::npos);
   CHECK(resumed.find(" 16/16 | loss ") != std::string::npos);
 }
 

@@ -92,12 +92,19 @@ TEST_CASE("parallel grid: the plan block", "[unit]") {
              Contains("plan.yaml") && Contains("world size 6") && Contains("pipeline 2"));
   CHECK_THAT(planError("parallel: {tensor: 3}\n", 3), Contains("attention heads"));
   CHECK_THAT(planError("parallel: {tensor: 2, pipelines: 2}\n", 4), Contains("pipelines"));
-  // Tensor parallelism alone runs (tensor_run.h); with pipeline > 1 the valid layout is refused
-  // as not yet run by the engine, naming the grid.
+  // Tensor parallelism runs alone (tensor_run.h) and under a pipeline (P x T, pipeline_run.h);
+  // what the pipeline cannot run (ZeRO 2/3, fewer micro-batches than stages) is still refused at
+  // load, naming the numbers.
   CHECK(planError("parallel: {tensor: 2}\n", 4) == "(no error)");
+  CHECK(planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
+                  {"deepspeed.gradient_accumulation_steps=2"}) == "(no error)");
+  CHECK_THAT(
+      planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
+                {"deepspeed.gradient_accumulation_steps=2", "deepspeed.zero_optimization.stage=2"}),
+      Contains("stage 2") && Contains("pipeline"));
   CHECK_THAT(planError("parallel: {pipeline: 2, tensor: 2}\n", 4,
-                       {"deepspeed.gradient_accumulation_steps=2"}),
-             Contains("data 1 x pipeline 2 x tensor 2") && Contains("together"));
+                       {"deepspeed.gradient_accumulation_steps=1"}),
+             Contains("gradient_accumulation_steps 1"));
 }
 
 // Pipeline parallelism runs (pipeline_run.h): the batch triangle is resolved over the data axis

@@ -67,6 +67,27 @@ TEST_CASE("memory fit: over the limit names the bytes missing, the table and wha
   CHECK_NOTHROW(checkMemoryFit(in));
 }
 
+// Pipeline / tensor parallelism: the suggested settings partition the rank's engine (its stage's
+// shards) over its data group, not the whole world: at 4 ranks of P=2 x T=2 (one data rank) no
+// ZeRO stage divides the states, so only offloading fits where stage 1 would over 4 ranks.
+TEST_CASE("memory fit: a P x T rank's suggestions partition over its data group", "[unit]") {
+  MemoryFitInput in;
+  in.numParams = 50'000'000;  // this rank's shard
+  in.world = 4;
+  in.zero.stage = 0;
+  in.zero.compute = DType::kF32;
+  in.table.bytes[0][0] = 200'000'000;
+  in.table.bytes[1][0] = 200'000'000;
+  in.table.bytes[2][0] = 400'000'000;
+  in.limitBytes = size_t(700) << 20;
+  CHECK_THROWS_WITH(checkMemoryFit(in), Catch::Contains("settings that would fit: "
+                                                        "zero_optimization.stage 1"));
+  in.partitionWorld = 1;  // stages 1-3 at one data rank: 16 bytes per parameter, as stage 0
+  CHECK_THROWS_WITH(checkMemoryFit(in),
+                    Catch::Contains("settings that would fit: zero_optimization.stage 2 + "
+                                    "offload_optimizer.device nvme"));
+}
+
 TEST_CASE("memory fit: nothing fits says so and points at the activations", "[unit]") {
   MemoryFitInput in;
   in.numParams = 1'000'000;

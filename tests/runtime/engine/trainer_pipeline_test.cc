@@ -257,11 +257,6 @@ TEST_CASE("trainer: pipeline refusals name the stage, the numbers and the plan",
   CHECK_THAT(refuse(shallow, 4, 4), Catch::Contains("4 stage(s)") && Catch::Contains("2 layer(s)"));
   Plan mlp = test::mlpPlan(2, 0, 2, 2);
   CHECK_THAT(refuse(mlp, 2, 2), Catch::Contains("model mlp"));
-  Plan tensor = pipelinePlan();
-  tensor.parallel.tensor = 2;
-  tensor.deepspeed.microBatchPerGpu = 2;  // 8 = 2 x gas 4 x 1 data rank
-  CHECK_THAT(refuse(tensor, 4, 2),
-             Catch::Contains("parallel.pipeline = 2") && Catch::Contains("parallel.tensor = 2"));
   CHECK_THAT(refuse(pipelinePlan(), 2, 2, /*onOps=*/true),
              Catch::Contains("host engine only") && Catch::Contains("train.device: cpu"));
   Plan onebit = pipelinePlan();
