@@ -1,0 +1,124 @@
+// cachedAttention (see attention_kernel.h): the scalar loop and the AVX-512 one, same three passes
+// (scores and their max, exp and sum, weighted sum of V). The AVX-512 pass keeps q and the output
+// row in registers (hs / 16 zmm each) and streams the cache rows once per pass.
+// GCC 12's AVX-512 intrinsics (_mm256_undefined_* inside them) trip -Wuninitialized once inlined.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "runtime/inference/attention_kernel.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ds::runtime {
+namespace {
+
+void scalarRow(float* y, float* scores, const AttentionRow& row) {
+  const int hs = row.hs;
+  float mx = -INFINITY;
+  for (int j = 0; j < row.len; ++j) {
+    const float* kj = row.keys + size_t(j) * row.stride;
+    float dot = 0.0f;
+    for (int d = 0; d < hs; ++d) dot += row.q[d] * kj[d];
+    scores[j] = dot * row.scale;
+    mx = scores[j] > mx ? scores[j] : mx;
+  }
+  float sum = 0.0f;
+  for (int j = 0; j < row.len; ++j) {
+    scores[j] = std::exp(scores[j] - mx);
+    sum += scores[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int d = 0; d < hs; ++d) y[d] = 0.0f;
+  for (int j = 0; j < row.len; ++j) {
+    const float weight = scores[j] * inv;
+    const float* vj = row.values + size_t(j) * row.stride;
+    for (int d = 0; d < hs; ++d) y[d] += weight * vj[d];
+  }
+}
+
+#define DS_ATTN512 __attribute__((target("avx512f")))
+
+DS_ATTN512 inline float hsum(__m512 v) {
+  const __m256 half = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                    _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xEE)));
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+}
+
+// kVec = hs / 16 vectors per row (hs up to 256 in registers; wider heads use the generic loop).
+template <int kVec>
+DS_ATTN512 void avx512Row(float* y, float* scores, const AttentionRow& row) {
+  __m512 qv[kVec];
+#pragma GCC unroll 16
+  for (int i = 0; i < kVec; ++i) qv[i] = _mm512_loadu_ps(row.q + 16 * i);
+  float mx = -INFINITY;
+  for (int j = 0; j < row.len; ++j) {
+    const float* kj = row.keys + size_t(j) * row.stride;
+    __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kj));
+#pragma GCC unroll 16
+    for (int i = 1; i < kVec; ++i) acc = _mm512_fmadd_ps(qv[i], _mm512_loadu_ps(kj + 16 * i), acc);
+    scores[j] = hsum(acc) * row.scale;
+    mx = scores[j] > mx ? scores[j] : mx;
+  }
+  float sum = 0.0f;
+  for (int j = 0; j < row.len; ++j) {
+    scores[j] = std::exp(scores[j] - mx);
+    sum += scores[j];
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  __m512 out[kVec];
+#pragma GCC unroll 16
+  for (int i = 0; i < kVec; ++i) out[i] = _mm512_setzero_ps();
+  for (int j = 0; j < row.len; ++j) {
+    const float* vj = row.values + size_t(j) * row.stride;
+    const __m512 weight = _mm512_mul_ps(_mm512_set1_ps(scores[j]), inv);
+#pragma GCC unroll 16
+    for (int i = 0; i < kVec; ++i)
+      out[i] = _mm512_fmadd_ps(weight, _mm512_loadu_ps(vj + 16 * i), out[i]);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kVec; ++i) _mm512_storeu_ps(y + 16 * i, out[i]);
+}
+
+DS_ATTN512 void avx512Dispatch(float* y, float* scores, const AttentionRow& row) {
+  switch (row.hs / 16) {
+    case 1: avx512Row<1>(y, scores, row); break;
+    case 2: avx512Row<2>(y, scores, row); break;
+    case 4: avx512Row<4>(y, scores, row); break;
+    case 8: avx512Row<8>(y, scores, row); break;
+    default: scalarRow(y, scores, row); break;  // uncommon head widths
+  }
+}
+
+}  // namespace
+
+bool attentionIsaSupported(AttentionIsa isa) {
+  if (isa == AttentionIsa::kScalar) return true;
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return avx512;
+}
+
+AttentionIsa attentionBestIsa(int hs) {
+  return attentionIsaSupported(AttentionIsa::kAvx512) && hs % 16 == 0 ? AttentionIsa::kAvx512
+                                                                      : AttentionIsa::kScalar;
+}
+
+void cachedAttention(float* y, float* scores, const AttentionRow& row, AttentionIsa isa) {
+  if (!attentionIsaSupported(isa) || (isa == AttentionIsa::kAvx512 && row.hs % 16 != 0))
+    throw InternalError(fmt::format("attention: ISA {} cannot run head size {} on this CPU",
+                                    isa == AttentionIsa::kAvx512 ? "avx512" : "scalar", row.hs));
+  if (row.len < 1) throw InternalError("attention: a query must see at least its own position");
+  if (isa == AttentionIsa::kAvx512) avx512Dispatch(y, scores, row);
+  else scalarRow(y, scores, row);
+}
+
+}  // namespace ds::runtime
