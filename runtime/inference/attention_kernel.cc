@@ -51,6 +51,27 @@ DS_ATTN512 inline float hsum(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
 }
 
+// e^x for x <= 0 (scores minus their max): x = n ln2 + r, |r| <= ln2 / 2, e^r by its Taylor
+// polynomial to r^7 (truncation < 1e-8 relative), times 2^n by VSCALEFPS; x below -87 is clamped
+// (e^-87 ~ 2e-38: nothing beside the maximum's weight of 1). A few ulp from expf
+// (attention_kernel_test bounds the result).
+DS_ATTN512 inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);   // ln2 high bits
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);  // ln2 - high
+  __m512 poly = _mm512_set1_ps(1.0f / 5040.0f);
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 720.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 120.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 24.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f / 6.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(0.5f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
+  poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(poly, n);
+}
+
 // kVec = hs / 16 vectors per row (hs up to 256 in registers; wider heads use the generic loop).
 template <int kVec>
 DS_ATTN512 void avx512Row(float* y, float* scores, const AttentionRow& row) {
@@ -66,11 +87,16 @@ DS_ATTN512 void avx512Row(float* y, float* scores, const AttentionRow& row) {
     scores[j] = hsum(acc) * row.scale;
     mx = scores[j] > mx ? scores[j] : mx;
   }
-  float sum = 0.0f;
-  for (int j = 0; j < row.len; ++j) {
-    scores[j] = std::exp(scores[j] - mx);
-    sum += scores[j];
+  const __m512 mxv = _mm512_set1_ps(mx);
+  __m512 sumv = _mm512_setzero_ps();
+  for (int j = 0; j < row.len; j += 16) {
+    const int left = row.len - j;
+    const __mmask16 mask = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+    const __m512 ev = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, scores + j), mxv));
+    _mm512_mask_storeu_ps(scores + j, mask, ev);
+    sumv = _mm512_add_ps(sumv, _mm512_maskz_mov_ps(mask, ev));
   }
+  const float sum = hsum(sumv);
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
   __m512 out[kVec];
 #pragma GCC unroll 16

@@ -1,7 +1,8 @@
 // One query's attention over a KV cache, the decoder's per-(row, head) inner loop:
 //   y[d] = sum_j softmax_j(scale * q . K_j) V_j[d],  j in [0, len), d in [0, hs)
-// with K_j = keys + j * stride (V likewise): the training model's max-subtracted softmax (expf per
-// score), the dot products and the weighted sum of V vectorised. ISA: AVX-512 (avx512f) where the
+// with K_j = keys + j * stride (V likewise): the training model's max-subtracted softmax, the dot
+// products, the exponentials (a polynomial within a few ulp of expf) and the weighted sum of V
+// vectorised. ISA: AVX-512 (avx512f) where the
 // CPU has it and hs is a multiple of 16, else the scalar loop (the decoder's former code); both can
 // be asked for (tests). Sums run in a different order than the scalar loop: results agree to fp32
 // rounding. scores: len floats of scratch. No allocation; thread-safe for distinct y/scores.
