@@ -1,9 +1,8 @@
 // AVX512-BF16 gemv kernel (see gemv_kernels.h, gemvForwardBf16Dot in gemv.h): bf16 weights times
-// bf16-rounded inputs with VDPBF16PS (32 products a step, pairs summed into fp32 lanes), so a
-// 16-row decode step does half the instructions of the widen + fp32 FMA kernel and no widening.
-// Per group of 4 weight rows and block of up to 4 input rows: 16 zmm accumulators; the last
-// C % 32 weight columns load masked (zeros), the input rows are padded with zeros to ldx columns.
-// Loops over rows/accumulators carry `#pragma GCC unroll` (see gemv_avx512.cc: registers, not stack).
+// bf16-rounded inputs with VDPBF16PS (32 products a step, pairs summed into fp32 lanes), no
+// widening. Per group of 4 weight rows and block of up to 4 input rows: 16 zmm accumulators; the
+// last C % 32 weight columns load masked (zeros), the input rows are padded with zeros to ldx.
+// Loops over rows/accumulators carry `#pragma GCC unroll` (gemv_avx512.cc: registers, not stack).
 // GCC 12's AVX-512 intrinsics (_mm256_undefined_* inside them) trip -Wuninitialized once inlined.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
