@@ -39,8 +39,10 @@
 #include "runtime/data/rng.h"
 #include "runtime/inference/decoder.h"
 #include "runtime/inference/inference_model.h"
+#include "runtime/model/gpt2_layout.h"
 #include "runtime/tensor/blas_core.h"
 #include "runtime/tensor/gemv.h"
+#include "runtime/tensor/matmul_bf16.h"
 #include "runtime/tensor/sgemm.h"
 #include "runtime/tensor/threads.h"
 
@@ -205,6 +207,44 @@ double stepWeightBytes(const ModelConfig& cfg, ds::DType dt) {
   return bytes;
 }
 
+// Seconds per batch-1 step of gemv alone: the step's matrices (per layer qkv, attproj, fc, fcproj,
+// then the tied head) through the decoder's batch-1 gemv one after another, nothing else (best
+// of reps, after one warm pass): what the weight-streaming kernels reach without the rest of the
+// decoder. Bytes: those matrices, the bulk of stepWeightBytes.
+double gemvAloneStep(const InferenceModel& m, int reps, double& bytes) {
+  using namespace ds::runtime::gpt2;
+  const ModelConfig& cfg = m.config();
+  const int C = cfg.nEmbd, V = cfg.vocabSize;
+  struct Mat {
+    int param, cin, cout;
+  };
+  std::vector<Mat> mats;
+  for (int l = 0; l < cfg.nLayer; ++l) {
+    mats.push_back({m.layerParam(kQkvw, l), C, 3 * C});
+    mats.push_back({m.layerParam(kAttprojw, l), C, C});
+    mats.push_back({m.layerParam(kFcw, l), C, 4 * C});
+    mats.push_back({m.layerParam(kFcprojw, l), 4 * C, C});
+  }
+  mats.push_back({0, C, V});
+  const bool b16 = m.dtype() == ds::DType::kBF16;
+  bytes = 0;
+  for (const Mat& mat : mats) bytes += double(mat.cin) * mat.cout * (b16 ? 2 : 4);
+  std::vector<float> in(static_cast<size_t>(4 * C), 0.01f), out(static_cast<size_t>(V));
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {
+    const double t0 = now();
+    for (const Mat& mat : mats) {
+      if (b16 && bf16LinearNative() && gemvBf16DotSupported())  // as the decoder's batch 1
+        gemvForwardBf16Dot(out.data(), in.data(), m.b16(mat.param), nullptr, 1, mat.cin, mat.cout);
+      else if (b16)
+        gemvForwardBf16(out.data(), in.data(), m.b16(mat.param), nullptr, 1, mat.cin, mat.cout);
+      else gemvForward(out.data(), in.data(), m.f32(mat.param), nullptr, 1, mat.cin, mat.cout);
+    }
+    if (r > 0) best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
 // Seconds per decode step at batch B (best of reps).
 double decodeStep(const InferenceModel& m, int B, int prompt, int steps, int reps,
                   const DecoderOptions& opts, SplitMix64& rng) {
@@ -366,6 +406,13 @@ int main(int argc, char** argv) {
           "%.2f of the bandwidth limit\n",
           dtype.c_str(), B, B / s, s * 1e3, bytes / s / 1e9, B == 1 ? 1.0 / (limit * s) : 0.0);
       if (B == 1 && ab) {
+        double gemvBytes = 0;
+        const double gs = gemvAloneStep(m, reps, gemvBytes);
+        std::printf(
+            "  gemv alone %s batch  1: %7.2f ms/step  %5.1f GB/s  %.2f of the read bandwidth (the "
+            "step's %.1f MB of matrices, nothing else)\n",
+            dtype.c_str(), gs * 1e3, gemvBytes / gs / 1e9, gemvBytes / gs / 1e9 / bw.read,
+            gemvBytes / 1e6);
         const double t = decodeStep(m, 1, prompt, steps, reps, DecoderOptions{0, 0}, rng);
         const double g = decodeStep(m, 1, prompt, steps, reps, DecoderOptions{4, 16}, rng);
         std::printf(

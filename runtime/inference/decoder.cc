@@ -11,10 +11,10 @@
 
 #include "comm/process_group.h"
 #include "core/error.h"
+#include "runtime/inference/attention_kernel.h"
 #include "runtime/inference/tensor_parallel.h"
 #include "runtime/model/gpt2_layout.h"
 #include "runtime/tensor/bf16_convert.h"
-#include "runtime/tensor/bf16_gemm.h"
 #include "runtime/tensor/elementwise.h"
 #include "runtime/tensor/gemv.h"
 #include "runtime/tensor/layernorm.h"
@@ -29,10 +29,14 @@ using namespace gpt2;  // LayerKind: per-layer parameter kinds in Gpt2Model's (l
 
 size_t sz(int v) { return static_cast<size_t>(v); }
 
-// bf16 rows up to which gemv runs (bench_inference_bench, GPT-2 124M shapes). AMX reads the bf16
-// weights in place and beat gemv from batch 1 on (gemv off 0.72-0.88x the step time, loaded
-// machine); the AVX512-BF16 gemm packs every weight per call, so gemv keeps 16 rows there.
-constexpr int kGemvRowsAmx = 0;
+// bf16 rows up to which gemv runs (GPT-2 124M shapes, one core, a 768 x 200000 bf16 matrix, loaded
+// machine: /tmp microbenchmark of gemv.h against matmulForwardBf16, 2026-11-27). Where the process
+// runs bf16 linears natively (inputs rounded to bf16) and the CPU has AVX512-BF16, the dot-product
+// gemv (gemvForwardBf16Dot) keeps that contract: at 1 row it streamed 10.9 GB/s against AMX's 9.9,
+// equal at 2, and AMX won from 4 rows on (3x at 16: its tiles are not bound by FMA ports). Native
+// without AVX512-BF16 keeps the gemm; the widen path's gemv (fp32 inputs) reaches 16 rows.
+constexpr int kGemvRowsDot = 1;
+constexpr int kGemvRowsNativeNoDot = 0;
 constexpr int kGemvRowsOther = 16;
 
 }  // namespace
@@ -86,8 +90,8 @@ void Decoder::linear(float* out, const float* in, int kw, int kb, int layer, int
 }
 
 int gemvRowsBf16Auto() {
-  return bf16LinearNative() && bf16GemmAutoPath() == Bf16GemmPath::kAmx ? kGemvRowsAmx
-                                                                        : kGemvRowsOther;
+  if (!bf16LinearNative()) return kGemvRowsOther;
+  return gemvBf16DotSupported() ? kGemvRowsDot : kGemvRowsNativeNoDot;
 }
 
 void Decoder::product(float* out, const float* in, const float* w32, const bf16* w16,
@@ -97,7 +101,9 @@ void Decoder::product(float* out, const float* in, const float* w32, const bf16*
     gemvForward(out, in, w32, bias, n, cin, cout);
   } else if (isBf16 &&
              n <= (opts_.gemvMaxRowsBf16 >= 0 ? opts_.gemvMaxRowsBf16 : gemvRowsBf16Auto())) {
-    gemvForwardBf16(out, in, w16, bias, n, cin, cout);
+    if (bf16LinearNative() && gemvBf16DotSupported())
+      gemvForwardBf16Dot(out, in, w16, bias, n, cin, cout);  // inputs rounded, as the native gemm
+    else gemvForwardBf16(out, in, w16, bias, n, cin, cout);
   } else if (m_.dtype() == DType::kF32) {
     matmulForward(out, in, w32, bias, n, cin, cout);
   } else if (bf16LinearNative()) {
@@ -116,35 +122,23 @@ void Decoder::attention(int layer, const int* slots, const int* pos, int n) {
             hs = m_.config().nEmbd / m_.config().nHead;
   const int C = NH * hs, maxT = cache_.maxT();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const AttentionIsa isa = attentionBestIsa(hs);
   const long work = long(n) * NH * (pos[n - 1] + 1) * hs;
-#pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
+  // Round-robin over (row, head): a prefill's later rows see more positions, so contiguous halves
+  // would give the second thread most of the work.
+#pragma omp parallel for schedule(static, 1) if (work >= kMinParallelWork)
   for (int ih = 0; ih < n * NH; ++ih) {
     const int i = ih / NH, h = ih % NH, p = pos[i];
-    const float* q = qkv_.data() + sz(i) * 3 * sz(C) + sz(h * hs);
-    const float* K = cache_.keys(layer, slots[i]) + h * hs;
-    const float* V = cache_.values(layer, slots[i]) + h * hs;
-    float* s = scores_.data() + sz(ih) * sz(maxT);
-    float mx = -INFINITY;
-    for (int j = 0; j <= p; ++j) {
-      const float* kj = K + sz(j) * sz(C);
-      float dot = 0.0f;
-      for (int d = 0; d < hs; ++d) dot += q[d] * kj[d];
-      s[j] = dot * scale;
-      mx = s[j] > mx ? s[j] : mx;
-    }
-    float sum = 0.0f;
-    for (int j = 0; j <= p; ++j) {
-      s[j] = std::exp(s[j] - mx);
-      sum += s[j];
-    }
-    const float inv = 1.0f / sum;
-    float* y = atty_.data() + sz(i) * sz(C) + sz(h * hs);
-    for (int d = 0; d < hs; ++d) y[d] = 0.0f;
-    for (int j = 0; j <= p; ++j) {
-      const float w = s[j] * inv;
-      const float* vj = V + sz(j) * sz(C);
-      for (int d = 0; d < hs; ++d) y[d] += w * vj[d];
-    }
+    AttentionRow row;
+    row.q = qkv_.data() + sz(i) * 3 * sz(C) + sz(h * hs);
+    row.keys = cache_.keys(layer, slots[i]) + h * hs;
+    row.values = cache_.values(layer, slots[i]) + h * hs;
+    row.stride = sz(C);
+    row.len = p + 1;
+    row.hs = hs;
+    row.scale = scale;
+    cachedAttention(atty_.data() + sz(i) * sz(C) + sz(h * hs), scores_.data() + sz(ih) * sz(maxT),
+                    row, isa);
   }
 }
 

@@ -25,12 +25,14 @@ namespace ds::runtime {
 // Where a linear product leaves the weight-streaming gemv (runtime/tensor/gemv.h) for a gemm: at
 // most this many rows use gemv (weights read once from memory, each 4-row group reused from L1 by
 // every row), more use sgemm (fp32) or the bf16 linear path. 0 turns gemv off (A/B measurements).
-// bf16 default (-1): by the bf16 linear path (gemvRowsBf16Auto): where the native gemm runs on AMX
-// (weights read in place by the tiles) gemv is off: AMX beat it from batch 1 on, and a 16-row
-// decode step on gemv was compute bound on fp32 FMAs (~30 GFLOP/s). Elsewhere (widen: the whole
-// matrix widened per call; AVX512-BF16: every weight packed per call) gemv reaches 16 rows.
+// fp32: 16 rows (with its accumulators in registers the 16-row gemv was 2.3x as fast as sgemm on a
+// 768 x 100000 matrix, one core; 4 and 8 rows 3.1x and 2.5x; /tmp microbenchmark, 2026-11-27).
+// bf16 default (-1): by the bf16 linear path (gemvRowsBf16Auto). Native bf16 linears (inputs
+// rounded to bf16) run the AVX512-BF16 dot-product gemv at 1 row where the CPU has it (it beat the
+// AMX gemm there; AMX won from 4 rows on), else the gemm; the widen path (inputs fp32) runs the
+// widening gemv up to 16 rows.
 struct DecoderOptions {
-  int gemvMaxRows = 4;
+  int gemvMaxRows = 16;
   int gemvMaxRowsBf16 = -1;
   comm::ProcessGroup* group = nullptr;  // the tensor-parallel ranks (needed when sharded)
 };

@@ -48,15 +48,29 @@ int32_t Sampler::next(const float* logits, int vocab, SplitMix64& rng) {
     auto order = [](const std::pair<double, int32_t>& a, const std::pair<double, int32_t>& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     };
+    double kept = 0.0;
     if (topK) {
       keep = static_cast<size_t>(p_.topK);
       std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep),
                         cand_.end(), order);
+      for (size_t i = 0; i < keep; ++i) kept += cand_[i].first;
     } else {
-      std::sort(cand_.begin(), cand_.end(), order);
+      // top-p alone: only the head of the order is read (until the mass reaches topP * total),
+      // so sort a growing prefix (partial_sort: the same elements in the same order as a full
+      // sort, ties broken by id) until it holds that mass; a full sort of the vocabulary per
+      // token cost more than the rest of sampling. The cut below stays inside the prefix.
+      const double target = static_cast<double>(p_.topP) * total;
+      keep = std::min<size_t>(cand_.size(), 64);
+      for (;;) {
+        std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep),
+                          cand_.end(), order);
+        double head = 0.0;
+        for (size_t i = 0; i < keep; ++i) head += cand_[i].first;
+        if (head >= target || keep == cand_.size()) break;
+        keep = std::min(cand_.size(), keep * 8);
+      }
+      kept = total;
     }
-    double kept = 0.0;
-    for (size_t i = 0; i < keep; ++i) kept += cand_[i].first;
     if (p_.topP < 1.0f) {
       const double target = static_cast<double>(p_.topP) * kept;
       double cum = 0.0;

@@ -1,14 +1,15 @@
 // gemv driver (see gemv.h): ISA choice and the split of output columns over OpenMP threads.
 #include "runtime/tensor/gemv.h"
 
-#include <omp.h>
-
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/tensor/bf16_convert.h"
 #include "runtime/tensor/gemv_kernels.h"
 #include "runtime/tensor/threads.h"
 
@@ -32,18 +33,27 @@ namespace {
 
 using detail::GemvArgs;
 
-// Each thread takes a contiguous range of output columns, a multiple of 4 wide (the kernels'
-// weight group), so every weight row is read by exactly one thread.
+// Threads take chunks of output columns (a multiple of 4 wide: the kernels' weight group, so every
+// weight row is read by exactly one thread) from a shared counter, each chunk about kChunkBytes of
+// weights: on a machine shared with other processes a thread that loses its core for a slice no
+// longer holds a fixed half of the matrix while the other waits at the join (static halves did).
+// A column's sum does not depend on which thread or chunk computes it, so results stay independent
+// of the thread count and of the schedule.
+constexpr long kChunkBytes = 64L * 1024;
+
 template <typename T, typename Kernel>
 void split(const GemvArgs& a, const T* w, Kernel kernel) {
   const long work = long(a.N) * a.C * a.OC;
   const int groups = (a.OC + 3) / 4;
+  const long groupBytes = 4L * a.C * long(sizeof(T));
+  const int chunk = int(std::max(1L, kChunkBytes / std::max(1L, groupBytes)));
+  std::atomic<int> next{0};
 #pragma omp parallel if (work >= kMinParallelWork)
   {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int g0 = int(long(groups) * t / nt), g1 = int(long(groups) * (t + 1) / nt);
-    const int o0 = 4 * g0, o1 = 4 * g1 < a.OC ? 4 * g1 : a.OC;
-    if (o0 < o1) kernel(a, w, o0, o1);
+    for (int g0 = next.fetch_add(chunk); g0 < groups; g0 = next.fetch_add(chunk)) {
+      const int g1 = std::min(groups, g0 + chunk);
+      kernel(a, w, 4 * g0, std::min(4 * g1, a.OC));
+    }
   }
 }
 
@@ -120,6 +130,40 @@ void gemvForwardBf16(float* out, const float* inp, const bf16* weight, const flo
       break;
     }
   }
+}
+
+bool gemvBf16DotSupported() {
+  static const bool supported = [] {
+    __builtin_cpu_init();
+    return gemvIsaSupported(GemvIsa::kAvx512) && __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return supported;
+}
+
+void gemvForwardBf16Dot(float* out, const float* inp, const bf16* weight, const float* bias, int N,
+                        int C, int OC) {
+  if (!gemvBf16DotSupported())
+    throw InternalError(
+        "gemv: the bf16 dot-product kernel needs AVX512-BF16, which this CPU lacks");
+  if (N < 1 || OC < 1) return;
+  // The input rounded to bf16 once per call, rows padded with zeros to a multiple of 32 columns;
+  // thread_local and grown to the largest call, so steady-state decoding allocates nothing.
+  thread_local std::vector<bf16> rounded;
+  const size_t ldx = (size_t(C) + 31) / 32 * 32;
+  if (rounded.size() < size_t(N) * ldx) rounded.resize(size_t(N) * ldx);
+  for (size_t n = 0; n < size_t(N); ++n) {
+    bf16* row = rounded.data() + n * ldx;
+    f32ToBf16(row, inp + n * size_t(C), size_t(C));
+    std::fill(row + C, row + ldx, bf16{});
+  }
+  const detail::GemvDotArgs args{
+      out, reinterpret_cast<const uint16_t*>(rounded.data()), bias, N, C, OC, int(ldx)};
+  // GemvArgs only for split's work and chunk sizes (the kernel reads args).
+  const GemvArgs shape{out, inp, bias, N, C, OC};
+  split(shape, reinterpret_cast<const uint16_t*>(weight),
+        [&args](const GemvArgs&, const uint16_t* wgt, int o0, int o1) {
+          detail::gemvAvx512Bf16Dot(args, wgt, o0, o1);
+        });
 }
 
 }  // namespace ds::runtime

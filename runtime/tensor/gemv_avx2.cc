@@ -1,6 +1,8 @@
 // AVX2+FMA gemv kernel (see gemv_kernels.h). Per group of 4 weight rows and block of up to 2 input
 // rows: 8 ymm accumulators (16 registers leave room for the 4 weight loads and one input), 8
 // columns a step, the last C % 8 columns scalar; bf16 weights widened by zero-extend and shift.
+// Loops over rows/accumulators carry `#pragma GCC unroll` (see gemv_avx512.cc: registers, not
+// stack).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -36,22 +38,31 @@ template <int R, int J, typename T>
 DS_GEMV256 void block(const GemvArgs& a, const T* w, int o, int n0) {
   const size_t C = size_t(a.C), C8 = C / 8 * 8;
   __m256 acc[R][J];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int j = 0; j < J; ++j) acc[r][j] = _mm256_setzero_ps();
   const T* wr[J];
+#pragma GCC unroll 16
   for (int j = 0; j < J; ++j) wr[j] = w + size_t(o + j) * C;
   const float* x[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) x[r] = a.inp + size_t(n0 + r) * C;
   for (size_t k = 0; k < C8; k += 8) {
     __m256 wv[J];
+#pragma GCC unroll 16
     for (int j = 0; j < J; ++j) wv[j] = load8(wr[j] + k);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 xv = _mm256_loadu_ps(x[r] + k);
+#pragma GCC unroll 16
       for (int j = 0; j < J; ++j) acc[r][j] = _mm256_fmadd_ps(wv[j], xv, acc[r][j]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     float* out = a.out + size_t(n0 + r) * size_t(a.OC) + size_t(o);
+#pragma GCC unroll 16
     for (int j = 0; j < J; ++j) {
       float s = hsum(acc[r][j]);
       for (size_t k = C8; k < C; ++k) s += widen1(wr[j][k]) * x[r][k];

@@ -16,6 +16,15 @@ struct GemvArgs {
   int N, C, OC;
 };
 
+// gemvAvx512Bf16Dot's operands: the input rounded to bf16 bits, row n at inp + n * ldx, columns
+// [C, ldx) zero (ldx a multiple of 32).
+struct GemvDotArgs {
+  float* out;
+  const uint16_t* inp;
+  const float* bias;  // may be null
+  int N, C, OC, ldx;
+};
+
 void permuteEvenOdd32(float* dst, const float* src, int N, int C);
 
 void gemvScalarF32(const GemvArgs& a, const float* w, int o0, int o1);
@@ -24,5 +33,6 @@ void gemvAvx2F32(const GemvArgs& a, const float* w, int o0, int o1);
 void gemvAvx2Bf16(const GemvArgs& a, const uint16_t* w, int o0, int o1);
 void gemvAvx512F32(const GemvArgs& a, const float* w, int o0, int o1);
 void gemvAvx512Bf16(const GemvArgs& a, const uint16_t* w, int o0, int o1);
+void gemvAvx512Bf16Dot(const GemvDotArgs& args, const uint16_t* wgt, int o0, int o1);
 
 }  // namespace ds::runtime::detail

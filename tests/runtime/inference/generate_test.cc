@@ -21,7 +21,9 @@
 #include "runtime/inference/inference_model.h"
 #include "runtime/inference/sampler.h"
 #include "runtime/model/gpt2.h"
+#include "runtime/tensor/gemv.h"
 #include "runtime/tensor/matmul_bf16.h"
+#include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
 using namespace ds::runtime;
@@ -309,6 +311,47 @@ TEST_CASE("generate: bf16 weights decode as their own one-shot forward and near 
   CHECK(selfErr <= 1e-4);
   CHECK(vs32 > 0.0);   // the weights really are rounded
   CHECK(vs32 <= 0.1);  // and still the same model
+}
+
+TEST_CASE("decoder: a 16-row fp32 decode step on gemv equals the gemm path", "[unit]") {
+  // 16 rows: the fp32 gemv limit (DecoderOptions), each 4-row weight group reused by 4 row blocks.
+  const InferenceModel m = randomModel(DType::kF32);
+  const int V = m.vocab(), B = 16;
+  Decoder fast(m, B), slow(m, B, DecoderOptions{0, 0});
+  std::vector<int> slots(static_cast<size_t>(B));
+  for (int i = 0; i < B; ++i) slots[size_t(i)] = i;
+  std::vector<float> a(size_t(B) * V), b(size_t(B) * V);
+  double err = 0.0;
+  for (int s = 0; s < 3; ++s) {
+    const auto toks = randomTokens(B, V, uint64_t(80 + s));
+    fast.forward(slots.data(), toks.data(), B, {}, a.data());
+    slow.forward(slots.data(), toks.data(), B, {}, b.data());
+    for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::fabs(a[i] - b[i])));
+  }
+  INFO("max |logit difference| 16-row gemv vs sgemm " << err);
+  CHECK(err <= kTol);
+}
+
+TEST_CASE("decoder: native bf16 decode on the dot-product gemv equals the bf16 gemm", "[unit]") {
+  // Both round the inputs to bf16 and sum exact bf16 products in fp32, in different orders.
+  if (!bf16LinearNative() || !gemvBf16DotSupported())
+    DS_SKIP("bf16 linears are not native here or the CPU lacks AVX512-BF16 (no dot-product gemv)");
+  const InferenceModel m = randomModel(DType::kBF16);
+  const int V = m.vocab(), B = 3;
+  Decoder fast(m, B), slow(m, B, DecoderOptions{0, 0});
+  std::vector<float> a(size_t(B) * V), b(size_t(B) * V);
+  const std::vector<int> slots = {0, 1, 2};
+  double err = 0.0;
+  for (int s = 0; s < 4; ++s) {  // one row a call: the rows the dot-product gemv takes
+    const auto toks = randomTokens(B, V, uint64_t(60 + s));
+    for (int i = 0; i < B; ++i) {
+      fast.forward(&slots[size_t(i)], &toks[size_t(i)], 1, {}, a.data());
+      slow.forward(&slots[size_t(i)], &toks[size_t(i)], 1, {}, b.data());
+      for (size_t k = 0; k < size_t(V); ++k) err = std::max(err, double(std::fabs(a[k] - b[k])));
+    }
+  }
+  INFO("max |logit difference| dot gemv vs bf16 gemm " << err);
+  CHECK(err <= kTol);
 }
 
 TEST_CASE("decoder: the gemv decode path equals the gemm path (fp32 and bf16 weights)", "[unit]") {
