@@ -300,10 +300,11 @@ void Gpt2Model::layerForward(int l, zero::ParamTable& p, bool recompute) {
   const bool native = bf16_ && bf16LinearNative();
   // Row-parallel (attproj, fcproj) under tensor parallelism: the partial products summed over
   // the tensor group, then the (replicated) bias added once.
+  // kb < 0: no bias (the caller adds it, as biasGeluForward does for fc).
   auto linear = [&](float* o, const float* in, int kw, int kb, int cin, int cout,
                     bool rowParallel = false) {
     const bool split = rowParallel && tp_.enabled();
-    const float* bias = split ? nullptr : w(kb);
+    const float* bias = split || kb < 0 ? nullptr : w(kb);
     if (native) {
       matmulForwardBf16(o, in, value16(p, params_, layerParam(kw, l), blk), bias, BT, cin, cout);
     } else {
@@ -326,8 +327,8 @@ void Gpt2Model::layerForward(int l, zero::ParamTable& p, bool recompute) {
   linear(tmp_.data(), a.atty, kAttprojw, kAttprojb, attC_, C, true);
   residualForward(a.res2, x, tmp_.data(), static_cast<size_t>(BT) * C);
   layernormForward(a.ln2, a.ln2Mean, a.ln2Rstd, a.res2, w(kLn2w), w(kLn2b), BT, C);
-  linear(a.fch, a.ln2, kFcw, kFcb, C, mlpC_);
-  geluForward(a.fchGelu, a.fch, static_cast<size_t>(BT) * mlpC_);
+  linear(a.fch, a.ln2, kFcw, -1, C, mlpC_);
+  biasGeluForward(a.fchGelu, a.fch, w(kFcb), BT, mlpC_);  // fc's bias, then GELU, one pass
   linear(tmp_.data(), a.fchGelu, kFcprojw, kFcprojb, mlpC_, C, true);
   residualForward(out, a.res2, tmp_.data(), static_cast<size_t>(BT) * C);
 
@@ -467,8 +468,7 @@ void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
   // Tensor parallel: the row-parallel layers' input gradients are local; the column-parallel
   // layers' (fc, qkv) are partial sums, reduced over the tensor group before the LayerNorm.
   linearBack(dfchGelu_.data(), dres_.data(), a.fchGelu, kFcprojw, kFcprojb, mlpC_, C);
-  zero(dfch_);
-  geluBackward(dfch_.data(), a.fch, dfchGelu_.data(), static_cast<size_t>(BT) * mlpC_);
+  geluBackwardSet(dfch_.data(), a.fch, dfchGelu_.data(), static_cast<size_t>(BT) * mlpC_);
   zero(dln_);
   linearBack(dln_.data(), dfch_.data(), a.ln2, kFcw, kFcb, C, mlpC_);
   if (!tp_.testSkipFcInputGradAllreduce)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/tensor/sgemm.h"
+#include "runtime/tensor/softmax_row.h"
 
 namespace ds::runtime {
 
@@ -28,14 +29,9 @@ void headForward(float* out, float* att, const float* qkv, int b, int h, int T, 
   sgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0f, s, T);
   for (int t = 0; t < T; ++t) {
     float* row = s + static_cast<size_t>(t) * T;
-    float mx = row[0];
-    for (int j = 1; j <= t; ++j) mx = row[j] > mx ? row[j] : mx;
-    float sum = 0.0f;
-    for (int j = 0; j <= t; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    float inv = 1.0f / sum;
+    const size_t len = size_t(t) + 1;
+    const float mx = rowMax(row, len);
+    const float inv = static_cast<float>(1.0 / expShiftSum(row, len, mx));
     for (int j = 0; j <= t; ++j) row[j] *= inv;
     for (int j = t + 1; j < T; ++j) row[j] = 0.0f;
   }

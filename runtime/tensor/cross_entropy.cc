@@ -1,5 +1,6 @@
 // Softmax + cross-entropy forward/backward (see cross_entropy.h).
 #include "runtime/tensor/cross_entropy.h"
+#include "runtime/tensor/softmax_row.h"
 #include "runtime/tensor/threads.h"
 
 #include <cmath>
@@ -14,15 +15,10 @@ double softmaxCrossEntropyForward(float* logitsToProbs, const int32_t* targets, 
 #pragma omp parallel for schedule(static) if (long(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     float* row = logitsToProbs + static_cast<size_t>(n) * V;
-    float mx = row[0];
-    for (int j = 1; j < V; ++j) mx = row[j] > mx ? row[j] : mx;
+    const float mx = rowMax(row, size_t(V));
     int tg = targets[n];
     float shiftedTarget = tg >= 0 ? row[tg] - mx : 0.0f;
-    double sum = 0.0;
-    for (int j = 0; j < V; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
+    const double sum = expShiftSum(row, size_t(V), mx);
     float inv = static_cast<float>(1.0 / sum);
     for (int j = 0; j < V; ++j) row[j] *= inv;
     // -log p = log(sum exp(l - max)) - (l_target - max): no log of an underflowed probability.

@@ -151,7 +151,9 @@ class Ops {
   }
   // The MLP's first product and its GELU: pre[N, OC] = inp . weight^T + bias (bias may be null)
   // and out[N, OC] = gelu(pre), both WRITTEN (pre is what matmulGeluBackward needs). The same as
-  // matmulForward then geluForward; CUDA fuses the GELU into the product's epilogue where it can.
+  // matmulForward then geluForward up to where the bias enters the sum (CpuOps adds it after the
+  // product, runtime/tensor/elementwise.h biasGeluForward); CUDA fuses the GELU into the product's
+  // epilogue where it can.
   virtual void matmulGeluForward(void* out, void* pre, const void* inp, const void* weight,
                                  const void* bias, int N, int C, int OC, DType dt) = 0;
   // matmulBackward of a product whose input act[N, C] = gelu(pre[N, C]), with GELU's backward:

@@ -117,12 +117,13 @@ void CpuOps::matmulBackward(void* dinp, float* dweight, float* dbias, const void
   runtime::matmulBackward(f(dinp), dweight, dbias, f(dout), f(inp), f(weight), N, C, OC);
 }
 
-// Composed of the separate ops, so the results are theirs bit for bit.
+// The product without its bias, then bias and GELU in one pass: Gpt2Model's sequence, so its
+// bits (not matmulForward-with-bias's: there the sum starts from the bias).
 void CpuOps::matmulGeluForward(void* out, void* pre, const void* inp, const void* weight,
                                const void* bias, int N, int C, int OC, DType dt) {
   requireF32(dt, "matmulGeluForward");
-  matmulForward(pre, inp, weight, bias, N, C, OC, dt);
-  geluForward(out, pre, static_cast<size_t>(N) * OC, dt);
+  matmulForward(pre, inp, weight, nullptr, N, C, OC, dt);
+  runtime::biasGeluForward(f(out), f(pre), f(bias), N, OC);
 }
 
 // d(act) into a zeroed scratch by the accumulating matmulBackward, then GELU's backward into a
@@ -134,8 +135,7 @@ void CpuOps::matmulGeluBackward(void* dpre, float* dweight, float* dbias, const 
   const size_t n = static_cast<size_t>(N) * C;
   scratchGelu_.assign(n, 0.f);
   matmulBackward(scratchGelu_.data(), dweight, dbias, dout, act, weight, N, C, OC, dt);
-  std::fill(f(dpre), f(dpre) + n, 0.f);
-  geluBackward(dpre, pre, scratchGelu_.data(), n, dt);
+  runtime::geluBackwardSet(f(dpre), f(pre), scratchGelu_.data(), n);
 }
 
 size_t CpuOps::attentionAuxBytes(int B, int T, int NH) const {

@@ -1,7 +1,7 @@
-// GPT-2's tanh GELU and its derivative, one element at a time, for the CPU loop
-// (runtime/tensor/elementwise.cc) and the CUDA kernel (runtime/tensor/cuda/elementwise_kernels.cu).
-// Not a vectorized kernel. Invariant: the host expressions are exactly the CPU kernel's, so the
-// CPU results stay bit-identical; on the device tanhf may differ from the host's by an ulp or so.
+// GPT-2's tanh GELU and its derivative, one element at a time, with the library tanh: the CUDA
+// kernel's formula (runtime/tensor/cuda/elementwise_kernels.cu) and the reference the CPU's
+// vectorised kernels (runtime/tensor/gelu_kernels.h, an exp-based form) are tested against.
+// On the device tanhf may differ from the host's by an ulp or so.
 #pragma once
 
 #include <cmath>

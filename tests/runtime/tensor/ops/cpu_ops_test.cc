@@ -207,15 +207,16 @@ TEST_CASE("CpuOps cross-entropy over a padded stride ignores and zeroes the padd
   }
 }
 
-// matmulGelu* are the separate ops composed: the same bits, dpre written whatever it held.
+// matmulGelu* are the separate ops composed (forward: the product without bias, then
+// biasGeluForward): the same bits, dpre written whatever it held.
 TEST_CASE("CpuOps matmulGeluForward/Backward equal matmul + gelu", "[unit]") {
   rt::CpuOps ops;
   const int N = 6, C = 5, OC = 9;
   Vec inp = uniformVec(N * C, 1.f, 60), w = uniformVec(OC * C, 1.f, 61),
       b = uniformVec(OC, 1.f, 62);
   Vec pre1(N * OC), out1(N * OC), pre2(N * OC, 7.f), out2(N * OC, 7.f);
-  rt::matmulForward(pre1.data(), inp.data(), w.data(), b.data(), N, C, OC);
-  rt::geluForward(out1.data(), pre1.data(), pre1.size());
+  rt::matmulForward(pre1.data(), inp.data(), w.data(), nullptr, N, C, OC);
+  rt::biasGeluForward(out1.data(), pre1.data(), b.data(), N, OC);
   ops.matmulGeluForward(out2.data(), pre2.data(), inp.data(), w.data(), b.data(), N, C, OC, kF32);
   CHECK((sameBits(pre1, pre2) && sameBits(out1, out2)));
 
