@@ -443,6 +443,7 @@ StepRecord Trainer::trainStep() {
     m.bwdMs = rec.bwdMs;
     m.commMs = rec.commMs;
     m.optimMs = rec.optimMs;
+    m.pipelined = pipe_ != nullptr;
     logLine(formatStepLine(m));
   }
   return rec;
@@ -530,13 +531,15 @@ const RunSummary& Trainer::run() {
   monitors_->flush();
   if (rank_ == 0 && !summary_.steps.empty()) {
     auto t = summary_.totals();
-    logLine(fmt::format(
-        "done: {} steps, final loss {:.4f}, {:.0f} tokens/s, {:.1f} GFLOP/s, "
-        "per step {:.1f} ms (fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})",
-        summary_.steps.size(), summary_.steps.back().loss, t.tokensPerSec, t.gflops,
-        t.steps ? t.ms / double(t.steps) : 0, t.steps ? t.fwdMs / double(t.steps) : 0,
-        t.steps ? t.bwdMs / double(t.steps) : 0, t.steps ? t.commMs / double(t.steps) : 0,
-        t.steps ? t.optimMs / double(t.steps) : 0));
+    const auto per = [&](double ms) { return t.steps ? ms / double(t.steps) : 0; };
+    const std::string compute =
+        pipe_ ? fmt::format("fwd+bwd {:.1f}", per(t.fwdMs + t.bwdMs))  // 1F1B interleaves them
+              : fmt::format("fwd {:.1f} bwd {:.1f}", per(t.fwdMs), per(t.bwdMs));
+    logLine(
+        fmt::format("done: {} steps, final loss {:.4f}, {:.0f} tokens/s, {:.1f} GFLOP/s, "
+                    "per step {:.1f} ms ({} comm {:.1f} optim {:.1f})",
+                    summary_.steps.size(), summary_.steps.back().loss, t.tokensPerSec, t.gflops,
+                    per(t.ms), compute, per(t.commMs), per(t.optimMs)));
   }
   writeSummary();
   reportOutputs();

@@ -24,8 +24,13 @@ std::string formatStepLine(const StepMetrics& m) {
                   steps, m.loss, m.lr, m.lossScale, m.gradNorm, rate(m.tokensPerSec));
   if (m.stepsPerSec > 0) line += fmt::format("{:.2f} steps/s | ", m.stepsPerSec);
   if (m.etaSec >= 0 && m.totalSteps > 0) line += "ETA " + formatDuration(m.etaSec) + " | ";
-  line += fmt::format("{:.1f} ms (fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})", m.stepMs,
-                      m.fwdMs, m.bwdMs, m.commMs, m.optimMs);
+  if (m.pipelined) {
+    line += fmt::format("{:.1f} ms (fwd+bwd {:.1f} comm {:.1f} optim {:.1f})", m.stepMs,
+                        m.fwdMs + m.bwdMs, m.commMs, m.optimMs);
+  } else {
+    line += fmt::format("{:.1f} ms (fwd {:.1f} bwd {:.1f} comm {:.1f} optim {:.1f})", m.stepMs,
+                        m.fwdMs, m.bwdMs, m.commMs, m.optimMs);
+  }
   if (m.skipped) line += " | SKIPPED (overflow)";
   return line;
 }

@@ -20,11 +20,13 @@ struct StepMetrics {
   double etaSec = -1;       // seconds until totalSteps at stepsPerSec (< 0: unknown)
   double stepMs = 0;        // wall time of the step
   double fwdMs = 0, bwdMs = 0, commMs = 0, optimMs = 0;
+  bool pipelined = false;  // 1F1B interleaves forward and backward: fwdMs holds both
 };
 
 // "step    12/200 | loss 3.1416 | lr 1.00e-03 | scale 65536 | gnorm 0.532 | 12.3k tok/s |
 //  2.10 steps/s | ETA 1m30s | 45.1 ms (fwd 10.0 bwd 20.0 comm 5.0 optim 8.0)"
-// (+ " | SKIPPED (overflow)"); steps/s and ETA only when known.
+// (+ " | SKIPPED (overflow)"); steps/s and ETA only when known. A pipelined step reads
+// "(fwd+bwd 30.0 comm 5.0 optim 8.0)": its stage's forward and backward interleave.
 std::string formatStepLine(const StepMetrics& m);
 
 // "eval step 100 | val loss 1.2345 | floor 1.2083 (+0.0262)" (floor < 0: omitted).

@@ -47,4 +47,11 @@ TEST_CASE("step line: steps/s and ETA when known", "[unit]") {
         "2.50 steps/s | ETA 1m15s | 45.1 ms (fwd 0.0 bwd 0.0 comm 0.0 optim 0.0)");
   m.totalSteps = 0;  // unknown end: no ETA
   CHECK(formatStepLine(m).find("ETA") == std::string::npos);
+  // A pipelined step's forward and backward interleave: one figure for both, never "bwd 0.0".
+  m.fwdMs = 30.0;
+  m.commMs = 5.0;
+  m.pipelined = true;
+  const std::string line = formatStepLine(m);
+  CHECK_THAT(line, Catch::EndsWith("45.1 ms (fwd+bwd 30.0 comm 5.0 optim 0.0)"));
+  CHECK(line.find("bwd 0.0") == std::string::npos);
 }
