@@ -47,16 +47,26 @@ struct Setting {
 // The ZeRO formula for a setting's model states in memory (reference/zero.md §8): params e*Psi
 // (stage 3: /N), fp32 grads 4*Psi (stage 2+: /N), optimizer K*Psi (stage 1+: /N; K = 8 when the
 // fp32 master is the model's own fp32 params, else 12); what is on nvme counts 0.
-size_t formulaStates(const Setting& s, size_t psi, int world, DType compute) {
+struct FormulaBytes {
+  size_t params = 0, grads = 0, optimizer = 0;
+};
+
+FormulaBytes formulaParts(const Setting& s, size_t psi, int world, DType compute) {
   const size_t n = size_t(std::max(world, 1));
   const bool fp32 = compute == DType::kF32;
   const std::string opt = s.optimizer, param = s.param;
   const size_t elem = fp32 ? 4 : 2;
-  const size_t params = param == "nvme" ? 0 : (s.stage == 3 ? elem * psi / n : elem * psi);
-  const size_t grads = s.stage >= 2 ? 4 * psi / n : 4 * psi;
+  FormulaBytes out;
+  out.params = param == "nvme" ? 0 : (s.stage == 3 ? elem * psi / n : elem * psi);
+  out.grads = s.stage >= 2 ? 4 * psi / n : 4 * psi;
   const size_t k = fp32 && opt != "nvme" && param != "nvme" ? 8 : 12;
-  const size_t optimizer = opt == "nvme" ? 0 : (s.stage >= 1 ? k * psi / n : k * psi);
-  return params + grads + optimizer;
+  out.optimizer = opt == "nvme" ? 0 : (s.stage >= 1 ? k * psi / n : k * psi);
+  return out;
+}
+
+size_t formulaStates(const Setting& s, size_t psi, int world, DType compute) {
+  const FormulaBytes parts = formulaParts(s, psi, world, compute);
+  return parts.params + parts.grads + parts.optimizer;
 }
 
 std::string settingName(const Setting& s) {
@@ -146,12 +156,41 @@ void checkMemoryFit(const MemoryFitInput& in) {
   if (budget == 0 || need <= budget) return;
   throw ConfigError(fmt::format(
       "memory: the plan needs {:.0f} MiB per rank (model states + buffers {:.0f} MiB, "
-      "activations about {:.0f} MiB) but {} allows {:.0f} MiB: {} bytes ({:.0f} MiB) missing at "
+      "activations about {:.0f} MiB{}) but {} allows {:.0f} MiB: {} bytes ({:.0f} MiB) missing at "
       "ZeRO stage {}, offload_optimizer {}, offload_param {}, {} rank(s), {} params;\n{}\n{}",
-      mib(need), mib(inMemory(in.table)), mib(in.activationBytes), what, mib(budget), need - budget,
-      mib(need - budget), in.zero.stage, in.zero.offloadOptimizer.device,
-      in.zero.offloadParam.device, in.world, in.numParams,
-      formatMemoryTable(in.table, in.table.total(), in.world), suggestions(in, budget)));
+      mib(need), mib(inMemory(in.table)), mib(in.activationBytes),
+      in.basis.empty() ? "" : "; " + in.basis, what, mib(budget), need - budget, mib(need - budget),
+      in.zero.stage, in.zero.offloadOptimizer.device, in.zero.offloadParam.device, in.world,
+      in.numParams, formatMemoryTable(in.table, in.table.total(), in.world),
+      suggestions(in, budget)));
+}
+
+void checkFormulaFit(const Plan& plan, size_t numParams, int world) {
+  if (plan.train.memoryLimitMb <= 0) return;
+  MemoryFitInput in;
+  ModelConfig cfg = plan.model;
+  cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
+  cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
+  in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
+  in.limitBytes = size_t(plan.train.memoryLimitMb) * 1048576;
+  in.numParams = numParams;
+  in.world = std::max(world, 1);
+  in.zero = plan.deepspeed.zero;
+  in.zero.compute = cfg.compute;
+  const std::string optimizer = in.zero.offloadOptimizer.device,
+                    param = in.zero.offloadParam.device;
+  const FormulaBytes parts = formulaParts({in.zero.stage, optimizer.c_str(), param.c_str()},
+                                          numParams, in.world, cfg.compute);
+  const auto place = [](const std::string& device) {
+    return int(device == "nvme"  ? zero::MemPlace::kNvme
+               : device == "cpu" ? zero::MemPlace::kHost
+                                 : zero::MemPlace::kDevice);
+  };
+  in.table.bytes[int(zero::MemKind::kParams)][place(param)] = parts.params;
+  in.table.bytes[int(zero::MemKind::kGrads)][place(optimizer)] = parts.grads;
+  in.table.bytes[int(zero::MemKind::kOptimizerStates)][place(optimizer)] = parts.optimizer;
+  in.basis = "the ZeRO formula's model states, checked before allocating them";
+  checkMemoryFit(in);
 }
 
 void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero::MemoryReport& mine,

@@ -43,11 +43,20 @@ struct MemoryFitInput {
   int partitionWorld = 0;
   int world = 1;
   zero::ZeroOptions zero;  // stage, offload devices, compute dtype
+  std::string basis;       // how the table was made, when not measured (said in the message)
 };
 
 // Throws ConfigError when table (host + device columns) + activations exceed limitBytes, or when
 // what is still to be allocated exceeds availableBytes.
 void checkMemoryFit(const MemoryFitInput& in);
+
+// The trainer's first check, before the engine allocates anything: the ZeRO formula's model
+// states for numParams at the plan's stage and offload over `world` ranks (no buffers yet) plus
+// the activation estimate, against train.memory_limit_mb (skipped without one). It is the same on
+// every rank (no collective, no MemAvailable), so a plan far over the limit is refused on every
+// rank before any of them allocates its states (which, at several ranks per host, could
+// otherwise exhaust the machine first). checkHostMemoryFit then checks the real table.
+void checkFormulaFit(const Plan& plan, size_t numParams, int world);
 
 // The trainer's check on a host (CPU) run: the largest table over the group, the plan's limit,
 // the activation estimate for the micro-batch, the smallest MemAvailable / localSize over the
