@@ -6,8 +6,8 @@
 # ratios P/D and T/D, and each layout's peak RSS per rank (the parameter + optimizer share a
 # pipeline stage or a tensor shard holds is about half of a data rank's).
 # WORLD=4: 4 local ranks, D=4 (data parallel) against P=2 x T=2 (each of 2 stages split over 2
-# tensor ranks, one data rank), the ratio P2xT2/D4; on a 2-core machine 4 ranks oversubscribe the
-# cores (2 ranks per core), which the header says.
+# tensor ranks, one data rank), P=2 x D=2 and T=2 x D=2, each as a ratio to D=4; on a 2-core
+# machine 4 ranks oversubscribe the cores (2 ranks per core), which the header says.
 # Usage: bench/parallel_layouts.sh [BUILD_DIR] [OUT_FILE]
 #   env: SIZES ("12x768 24x1024": layers x width), GAS (4), STEPS (12), MICRO (1), WORLD (2 or 4)
 # Not a test: a figure with the machine's load printed beside it (2 cores: the two ranks and
@@ -55,22 +55,31 @@ EOR
   jq -r --arg p "$((peak / 1024))" '"\(.timing.tokens_per_sec) \($p) \(.losses[-1])"' "$TMP/$name.json"
 }
 
-# WORLD=4: D=4 against P=2 x T=2 at 4 ranks.
+# WORLD=4: D=4 against P=2 x T=2, P=2 x D=2 and T=2 x D=2 at 4 ranks.
 world4() {
   echo "# command: WORLD=4 bench/parallel_layouts.sh (SIZES=\"$SIZES\" GAS=$GAS STEPS=$STEPS MICRO=$MICRO)"
   echo "# commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (+ uncommitted changes)'); $(date -u +%Y-%m-%dT%H:%MZ); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# 4 ranks on $(nproc) cores (oversubscribed: $((4 / $(nproc))) ranks per core), fp32, ZeRO 0, T=64, GPT-2 vocabulary (padded 50304)"
-  echo "# global batch = micro x gas x data ranks (D=4: $((MICRO * GAS * 4)) sequences per step; P=2xT=2: $((MICRO * GAS)), one data rank)."
+  echo "# global batch = micro x gas x data ranks (D=4: $((MICRO * GAS * 4)) sequences per step; P=2xT=2: $((MICRO * GAS)), one data rank;"
+  echo "# P=2xD=2 and T=2xD=2: $((MICRO * GAS * 2)))."
   echo "# tokens/s from the run summary (warm-up step left out); peak = max over ranks of /usr/bin/time %M."
   printf '%-9s %-7s %12s %9s %12s\n' size layout tokens/s peak_MiB final_loss
   for sz in $SIZES; do
     layers=${sz%x*} width=${sz#*x}
     read -r dt dp dl < <(run "d4_$sz" "$layers" "$width" 1 1)
     read -r gt gp gl < <(run "p2t2_$sz" "$layers" "$width" 2 2)
+    read -r pt pp pl < <(run "p2d2_$sz" "$layers" "$width" 2 1)
+    read -r tt tp tl < <(run "t2d2_$sz" "$layers" "$width" 1 2)
     printf '%-9s %-7s %12.0f %9s %12.4f\n' "$sz" D=4 "$dt" "$dp" "$dl"
     printf '%-9s %-7s %12.0f %9s %12.4f\n' "$sz" P2xT2 "$gt" "$gp" "$gl"
+    printf '%-9s %-7s %12.0f %9s %12.4f\n' "$sz" P2xD2 "$pt" "$pp" "$pl"
+    printf '%-9s %-7s %12.0f %9s %12.4f\n' "$sz" T2xD2 "$tt" "$tp" "$tl"
     awk -v a="$gt" -v b="$dt" -v c="$gp" -v d="$dp" -v s="$sz" \
       'BEGIN { printf "# %s: P=2xT=2 / D=4 tokens/s %.2f, peak per rank %.2f\n", s, a / b, c / d }'
+    awk -v a="$pt" -v b="$dt" -v c="$pp" -v d="$dp" -v s="$sz" \
+      'BEGIN { printf "# %s: P=2xD=2 / D=4 tokens/s %.2f, peak per rank %.2f\n", s, a / b, c / d }'
+    awk -v a="$tt" -v b="$dt" -v c="$tp" -v d="$dp" -v s="$sz" \
+      'BEGIN { printf "# %s: T=2xD=2 / D=4 tokens/s %.2f, peak per rank %.2f\n", s, a / b, c / d }'
   done
   echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
