@@ -16,10 +16,13 @@
 #include "runtime/engine/trainer.h"
 #include "runtime/tensor/ops.h"
 #include "tests/runtime/engine/engine_fixtures.h"
+#include "tests/runtime/engine/trainer_compare.h"
 
 using namespace ds;
 using namespace ds::runtime;
+using ds::test::exportedParams;
 using ds::test::TempDir;
+using ds::test::worstRel;
 
 namespace {
 
@@ -73,13 +76,6 @@ RunOut runPipeline(const Plan& base, int world, int stages, const std::string& r
   return perRank[0];
 }
 
-double worstRel(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, test::relDiff(got[i], want[i]));
-  return worst;
-}
-
 void checkClose(const RunOut& got, const RunOut& want, double rel, const std::string& what) {
   const double losses = worstRel(got.losses, want.losses);
   const double evals = worstRel(got.evals, want.evals);
@@ -87,23 +83,6 @@ void checkClose(const RunOut& got, const RunOut& want, double rel, const std::st
             << rel << ")");
   CHECK(losses <= rel);
   CHECK(evals <= rel);
-}
-
-// The exported single file's tensors, concatenated in the manifest's (the model's) order.
-std::vector<float> exportedParams(const std::string& root, const std::string& tag,
-                                  const std::string& outPath) {
-  exportConsolidated(root, tag, outPath);
-  const auto reader = CheckpointReader::open(root, tag);
-  ckpt::SafetensorsReader file(outPath);
-  std::vector<float> flat;
-  for (const auto& info : reader->info().params) {
-    const auto* entry = file.find(info.name);
-    REQUIRE(entry != nullptr);
-    std::vector<float> values(entry->numel);
-    file.readF32(*entry, 0, values.size(), values.data());
-    flat.insert(flat.end(), values.begin(), values.end());
-  }
-  return flat;
 }
 
 }  // namespace

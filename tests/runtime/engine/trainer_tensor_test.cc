@@ -17,10 +17,15 @@
 #include "runtime/engine/trainer.h"
 #include "runtime/tensor/ops.h"
 #include "tests/runtime/engine/engine_fixtures.h"
+#include "tests/runtime/engine/trainer_compare.h"
 
 using namespace ds;
 using namespace ds::runtime;
+using ds::test::checkClose;
+using ds::test::exportedParams;
 using ds::test::TempDir;
+using ds::test::worstRel;
+using ds::test::worstWeight;
 
 namespace {
 
@@ -72,58 +77,6 @@ RunOut runTensor(const Plan& base, int world, int tensor, const std::string& res
     CHECK(perRank[static_cast<size_t>(rank)].params == perRank[0].params);
   }
   return perRank[0];
-}
-
-template <typename T>
-double worstRel(const std::vector<T>& got, const std::vector<T>& want) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    worst = std::max(worst, test::relDiff(double(got[i]), double(want[i])));
-  return worst;
-}
-
-// Weights: the largest difference relative to the largest weight (a relative difference per
-// element is meaningless for values that cross zero).
-double worstWeight(const std::vector<float>& got, const std::vector<float>& want) {
-  REQUIRE(got.size() == want.size());
-  double scale = 0, worst = 0;
-  for (float value : want) scale = std::max(scale, double(std::fabs(value)));
-  for (size_t i = 0; i < got.size(); ++i)
-    worst = std::max(worst, std::fabs(double(got[i]) - double(want[i])));
-  return worst / scale;
-}
-
-void checkClose(const RunOut& got, const RunOut& want, double rel, double weights,
-                const std::string& what) {
-  const double losses = worstRel(got.losses, want.losses);
-  const double evals = worstRel(got.evals, want.evals);
-  const double norms = worstRel(got.norms, want.norms);
-  const double params = worstWeight(got.params, want.params);
-  INFO(what << ": worst relative loss difference " << losses << ", eval " << evals << ", grad norm "
-            << norms << ", weights " << params << " (allowed " << rel << ", " << weights
-            << " for the weights)");
-  CHECK(losses <= rel);
-  CHECK(evals <= rel);
-  CHECK(norms <= 10 * rel);
-  CHECK(params <= weights);
-}
-
-// The exported single file's tensors, concatenated in the manifest's (the model's) order.
-std::vector<float> exportedParams(const std::string& root, const std::string& tag,
-                                  const std::string& outPath) {
-  exportConsolidated(root, tag, outPath);
-  const auto reader = CheckpointReader::open(root, tag);
-  ckpt::SafetensorsReader file(outPath);
-  std::vector<float> flat;
-  for (const auto& info : reader->info().params) {
-    const auto* entry = file.find(info.name);
-    REQUIRE(entry != nullptr);
-    std::vector<float> values(entry->numel);
-    file.readF32(*entry, 0, values.size(), values.data());
-    flat.insert(flat.end(), values.begin(), values.end());
-  }
-  return flat;
 }
 
 }  // namespace
