@@ -229,6 +229,15 @@ case ${1:-} in
       miss=$(ldd "$f" 2>&1 | grep -E 'not found|version .* not found' || true)
       if [[ -n $miss ]]; then echo "${f##*/}:"; echo "$miss"; rc=1; fi
     done
+    # dlopen'ed on first use, so not in ldd's list (runtime/tensor/cuda/cublaslt_loader.cc).
+    lt=""
+    IFS=: read -r -a ldirs <<<"$LD_LIBRARY_PATH"
+    for d in "${ldirs[@]}"; do
+      for f in "$d"/libcublasLt.so.[0-9]*; do lt=$f; break 2; done
+    done
+    if [[ -z $lt ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcublasLt\.so\.'; then
+      echo "libcublasLt.so.* (loaded on first CUDA matmul): not found"; rc=1
+    fi
     [[ $rc == 0 ]] && echo "all libraries resolved (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
     exit $rc ;;
 esac
