@@ -15,7 +15,7 @@
 #     configuration the machine cannot hold is refused by the memory check and listed as such).
 #     MODE=ci: the smallest size, 2 ranks, 4 stages, no offload.
 #   NVME_DIR (default: a folder under $TMPDIR), STEPS (default 2), SEQ (default 32), GRID_SIZES
-#   (a subset of the sizes: tiny 20M 51M 124M 354M).
+#   (a subset of the sizes: tiny 20M 51M 124M 354M), GRID_STAGES (e.g. "3"), GRID_WORLDS (e.g. "4").
 # Writes OUT_FILE (default bench/results/memory.txt), OUT_FILE's .tsv and a PNG plot beside it.
 set -euo pipefail
 
@@ -73,7 +73,7 @@ run() {
   fi
   local rc=0
   if [[ $world == 1 ]]; then
-    RANK=0 "$TMP/rank.sh" "${args[@]}" >"$TMP/$name.log" 2>&1 || rc=$?
+    "$TMP/rank.sh" "${args[@]}" >"$TMP/$name.log" 2>&1 || rc=$?
   else
     "$DSRUN" --num_gpus "$world" --master_port $((29700 + RANDOM % 1000)) "$TMP/rank.sh" \
       "${args[@]}" >"$TMP/$name.log" 2>&1 || rc=$?
@@ -120,6 +120,8 @@ case $MODE in
   *) echo "memory_grid: MODE=$MODE (expected short, full or ci)" >&2; exit 2 ;;
 esac
 if [[ -n ${GRID_SIZES:-} ]]; then read -ra SIZES <<<"$GRID_SIZES"; fi  # e.g. GRID_SIZES="124M"
+if [[ -n ${GRID_STAGES:-} ]]; then read -ra STAGES <<<"$GRID_STAGES"; fi  # e.g. GRID_STAGES="3"
+if [[ -n ${GRID_WORLDS:-} ]]; then read -ra WORLDS <<<"$GRID_WORLDS"; fi  # e.g. GRID_WORLDS="2 4"
 
 {
   printf 'size\tworld\tstage\toffload\tdtype\tparams\tpeak_MiB\ttable_MiB\tact_MiB\n'
@@ -142,7 +144,7 @@ if [[ -n ${GRID_SIZES:-} ]]; then read -ra SIZES <<<"$GRID_SIZES"; fi  # e.g. GR
 
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 {
-  echo "# command: MODE=$MODE${GRID_SIZES:+ GRID_SIZES=\"$GRID_SIZES\"} STEPS=$STEPS SEQ=$SEQ bench/memory_grid.sh $BUILD $OUT"
+  echo "# command: MODE=$MODE${GRID_SIZES:+ GRID_SIZES=\"$GRID_SIZES\"}${GRID_STAGES:+ GRID_STAGES=\"$GRID_STAGES\"}${GRID_WORLDS:+ GRID_WORLDS=\"$GRID_WORLDS\"} STEPS=$STEPS SEQ=$SEQ bench/memory_grid.sh $BUILD $OUT"
   echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "# $(date -u +%Y-%m-%dT%H:%MZ); $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo); load average at end: $LOAD_END (the machine is shared: RSS is not timing-sensitive)"
   echo "# per rank: peak = max over ranks of /usr/bin/time %M; table = rank 0's startup table (largest over ranks),"
