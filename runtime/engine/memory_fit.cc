@@ -80,13 +80,13 @@ std::string settingName(const Setting& s) {
 // The first settings (least offload first) whose formula + buffers + activations fit `budget`.
 std::string suggestions(const MemoryFitInput& in, size_t budget) {
   static const Setting kSettings[] = {
-      {1, "none", "none"}, {2, "none", "none"}, {3, "none", "none"},
+      {1, "none", "none"}, {2, "none", "none"}, {3, "none", "none"}, {1, "nvme", "none"},
       {2, "nvme", "none"}, {3, "nvme", "none"}, {3, "nvme", "nvme"},
   };
   const size_t buffers = in.table.bytes[3][0] + in.table.bytes[3][1];
   std::vector<std::string> fits;
   for (const Setting& s : kSettings) {
-    if (s.stage < in.zero.stage) continue;
+    if (s.stage < in.zero.stage || s.stage > in.maxStage) continue;
     const size_t need =
         formulaStates(s, in.numParams, in.partitionWorld > 0 ? in.partitionWorld : in.world,
                       in.zero.compute) +
@@ -102,12 +102,23 @@ std::string suggestions(const MemoryFitInput& in, size_t budget) {
   } else {
     text = "no ZeRO/offload setting fits at this world size";
   }
+  if (in.maxStage < 3)
+    text += fmt::format(
+        " (pipeline and tensor parallelism run ZeRO stages 0-{} only; more pipeline stages or "
+        "tensor ranks split the model further)",
+        in.maxStage);
   if (in.activationBytes > budget / 4)
     text += fmt::format(
         "; activations alone are {:.0f} MiB: lower train_micro_batch_size_per_gpu or model "
         "seq_len, or turn on activation_checkpointing",
         mib(in.activationBytes));
   return text + "; or more ranks";
+}
+
+// ZeRO 2 and 3 partition gradients during backward, which pipeline (1F1B) and tensor parallel
+// runs refuse (config/parallel_grid.cc, engine/tensor_run.cc).
+int maxStageOf(const Plan& plan) {
+  return plan.parallel.pipeline > 1 || plan.parallel.tensor > 1 ? 1 : 3;
 }
 
 }  // namespace
@@ -177,6 +188,7 @@ void checkFormulaFit(const Plan& plan, size_t numParams, int world) {
   in.world = std::max(world, 1);
   in.zero = plan.deepspeed.zero;
   in.zero.compute = cfg.compute;
+  in.maxStage = maxStageOf(plan);
   const std::string optimizer = in.zero.offloadOptimizer.device,
                     param = in.zero.offloadParam.device;
   const FormulaBytes parts = formulaParts({in.zero.stage, optimizer.c_str(), param.c_str()},
@@ -216,6 +228,7 @@ void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero:
   in.partitionWorld = partitionWorld;
   in.zero = plan.deepspeed.zero;
   in.zero.compute = cfg.compute;
+  in.maxStage = maxStageOf(plan);
   checkMemoryFit(in);
 }
 

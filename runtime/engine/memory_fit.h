@@ -43,7 +43,10 @@ struct MemoryFitInput {
   int partitionWorld = 0;
   int world = 1;
   zero::ZeroOptions zero;  // stage, offload devices, compute dtype
-  std::string basis;       // how the table was made, when not measured (said in the message)
+  // The highest ZeRO stage the layout runs (pipeline or tensor parallelism: 1), so that the
+  // suggested settings are ones the plan can take.
+  int maxStage = 3;
+  std::string basis;  // how the table was made, when not measured (said in the message)
 };
 
 // Throws ConfigError when table (host + device columns) + activations exceed limitBytes, or when

@@ -83,9 +83,26 @@ TEST_CASE("memory fit: a P x T rank's suggestions partition over its data group"
   CHECK_THROWS_WITH(checkMemoryFit(in), Catch::Contains("settings that would fit: "
                                                         "zero_optimization.stage 1"));
   in.partitionWorld = 1;  // stages 1-3 at one data rank: 16 bytes per parameter, as stage 0
+  in.maxStage = 1;        // P x T runs ZeRO 0-1 only: never suggest stage 2 or 3
+  try {
+    checkMemoryFit(in);
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("settings that would fit: zero_optimization.stage 1 + "
+                                     "offload_optimizer.device nvme"));
+    CHECK_THAT(what, !Catch::Contains("zero_optimization.stage 2 ") &&
+                         !Catch::Contains("zero_optimization.stage 3 "));
+    CHECK_THAT(what, Catch::Contains("run ZeRO stages 0-1 only"));
+  }
+  // Without the layout's limit the same rank would be offered stage 2 (and the message says
+  // nothing about stages 0-1).
+  in.maxStage = 3;
+  in.zero.stage = 2;
   CHECK_THROWS_WITH(checkMemoryFit(in),
                     Catch::Contains("settings that would fit: zero_optimization.stage 2 + "
-                                    "offload_optimizer.device nvme"));
+                                    "offload_optimizer.device nvme") &&
+                        !Catch::Contains("stages 0-1 only"));
 }
 
 TEST_CASE("memory fit: nothing fits says so and points at the activations", "[unit]") {
