@@ -29,6 +29,7 @@
 #include "runtime/model/ops_model.h"
 #include "runtime/monitor/progress_bar.h"
 #include "runtime/monitor/step_line.h"
+#include "runtime/tensor/kept_scratch.h"
 #include "runtime/tensor/thread_policy.h"
 #include "runtime/tensor/threads.h"
 #include "zero/zero_engine.h"
@@ -527,7 +528,8 @@ const RunSummary& Trainer::run() {
   summary_.checkpointTag = lastCkpt;
   summary_.memory = memory();
   summary_.activationBytes = model_->activationBytes();
-  summary_.workspaceBytes = model_->workspaceBytes();
+  // The model's own workspace and what the kernels keep between calls (bf16 GEMM packing).
+  summary_.workspaceBytes = model_->workspaceBytes() + keptScratchBytes();
   const zero::SwapIoTotals swapIo = zero::swapIoTotals();
   summary_.nvmeBytesRead = swapIo.bytesRead - swapIoAtStart_.bytesRead;
   summary_.nvmeBytesWritten = swapIo.bytesWritten - swapIoAtStart_.bytesWritten;

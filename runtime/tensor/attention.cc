@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "runtime/tensor/kept_scratch.h"
 #include "runtime/tensor/sgemm.h"
 #include "runtime/tensor/softmax_row.h"
 
@@ -89,12 +90,9 @@ void attentionBackward(float* dqkv, float* scratchTT, const float* dout, const f
 #pragma omp parallel
   {
     // Thread 0 uses the caller's scratch; the others keep one T*T buffer each across calls.
-    thread_local std::vector<float> own;
+    thread_local KeptScratch<float> own;
     float* ds = scratchTT;
-    if (omp_get_thread_num() != 0) {
-      if (own.size() < static_cast<size_t>(T) * T) own.resize(static_cast<size_t>(T) * T);
-      ds = own.data();
-    }
+    if (omp_get_thread_num() != 0) ds = own.atLeast(static_cast<size_t>(T) * T);
 #pragma omp for schedule(dynamic, 1)
     for (int i = 0; i < pairs; ++i)
       headBackward(dqkv, ds, dout, qkv, att, i / NH, i % NH, T, C, NH, scale);

@@ -15,6 +15,7 @@
 #include "core/knobs.h"
 #include "runtime/tensor/bf16_gemm_amx.h"
 #include "runtime/tensor/bf16_gemm_kernel.h"
+#include "runtime/tensor/kept_scratch.h"
 #include "runtime/tensor/tensor_knobs.h"
 #include "runtime/tensor/threads.h"
 
@@ -33,10 +34,10 @@ inline uint32_t bitsOf(const float* p, long i) { return floatToBf16(p[i]).bits; 
 // Sizes dst for the rows x K view x packed as row-major words (returns the row stride in words;
 // used when rows are contiguous in k) or as kR-row interleaved panels (returns 0). Rows are
 // padded with zeros to a multiple of R (the row layout's padding is written here).
-long packLayout(std::vector<uint32_t>& dst, const GemmOperand& x, int rows, int K, int R,
+long packLayout(KeptScratch<uint32_t>& scratch, const GemmOperand& x, int rows, int K, int R,
                 bool allowRows) {
   const int kp = (K + 1) / 2, panels = (rows + R - 1) / R;
-  dst.resize(static_cast<size_t>(panels) * kp * R);
+  std::vector<uint32_t>& dst = scratch.resized(static_cast<size_t>(panels) * kp * R);
   if (!(allowRows && x.cs == 1)) return 0;
   std::fill(dst.begin() + static_cast<long>(rows) * kp, dst.end(), 0u);
   return kp;
@@ -75,8 +76,8 @@ void packWork(uint32_t* d, long lda, const GemmOperand& x, int rows, int K, int 
 }
 
 // Row-major fp32 copy (rows x K) of bf16(view).
-void widenAll(std::vector<float>& dst, const GemmOperand& x, int rows, int K) {
-  dst.resize(static_cast<size_t>(rows) * K);
+void widenAll(KeptScratch<float>& scratch, const GemmOperand& x, int rows, int K) {
+  std::vector<float>& dst = scratch.resized(static_cast<size_t>(rows) * K);
   const long work = static_cast<long>(rows) * K;
 #pragma omp parallel for schedule(static) if (work >= kMinParallelWork)
   for (int r = 0; r < rows; ++r) {
@@ -93,7 +94,7 @@ void widenAll(std::vector<float>& dst, const GemmOperand& x, int rows, int K) {
 
 void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C, long ldc,
                float beta) {
-  thread_local std::vector<float> a, b;
+  thread_local KeptScratch<float> a, b;
   widenAll(a, A, M, K);
   widenAll(b, B, N, K);
   sgemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, beta, C, static_cast<int>(ldc));
@@ -101,7 +102,7 @@ void gemmWiden(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, 
 
 void gemmNative(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, float* C, long ldc,
                 float beta) {
-  thread_local std::vector<uint32_t> ap, bp;
+  thread_local KeptScratch<uint32_t> ap, bp;
   const long lda = packLayout(ap, A, M, K, kMR, true);
   packLayout(bp, B, N, K, kNR, false);
   uint32_t* apd = ap.data();  // thread_local: OpenMP workers must use these pointers

@@ -18,6 +18,7 @@
 
 #include "core/log.h"
 #include "runtime/tensor/bf16_gemm_kernel.h"
+#include "runtime/tensor/kept_scratch.h"
 #include "runtime/tensor/threads.h"
 
 namespace ds::runtime::detail {
@@ -215,7 +216,7 @@ void gemmAmx(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, fl
   const int xRows = transposed ? N : M, yRows = transposed ? M : N;
   const int xTiles = (xRows + kT - 1) / kT, yTiles = (yRows + kT - 1) / kT;
   const long panelWords = static_cast<long>(kpPad) * kT;
-  thread_local std::vector<uint32_t> xbuf, ybuf, xtail;
+  thread_local KeptScratch<uint32_t> xbuf, ybuf, xtail;
   const uint32_t* x = nullptr;
   long xld = kpPad;
   // In place, the last X tile is copied when it has fewer than 16 rows (reading 16 would overrun).
@@ -224,14 +225,14 @@ void gemmAmx(int M, int N, int K, const GemmOperand& A, const GemmOperand& B, fl
     x = static_cast<const uint32_t*>(static_cast<const void*>(B.data));
     xld = B.rs / 2;
     if (N % kT != 0) {
-      xtail.resize(static_cast<size_t>(kT) * xld);
+      xtail.resized(static_cast<size_t>(kT) * xld);
       packX(xtail.data(), xld, B, (xTiles - 1) * kT, N, K, kpPad);
       xLast = xtail.data();
     }
   } else {
-    xbuf.resize(static_cast<size_t>(xTiles) * kT * kpPad);
+    xbuf.resized(static_cast<size_t>(xTiles) * kT * kpPad);
   }
-  ybuf.resize(static_cast<size_t>(yTiles) * panelWords);
+  ybuf.resized(static_cast<size_t>(yTiles) * panelWords);
   uint32_t* xd = xbuf.data();  // thread_local: OpenMP workers must use these pointers
   uint32_t* yd = ybuf.data();
   if (!transposed) x = xd;
