@@ -30,8 +30,7 @@ void watch(int epoll, int fd, uint64_t tag, const char* what) {
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.u64 = tag;
-  DS_SYS_CHECK(::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event), "delay line: epoll_ctl on {}",
-               what);
+  DS_SYS_CHECK(::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event), "delay line: epoll_ctl on {}", what);
 }
 
 }  // namespace
@@ -44,9 +43,10 @@ DelayLine::DelayLine(int fdA, int fdB, const DelayLineOptions& options)
   if (options.delayNs < 0)
     throw ConfigError(fmt::format("delay line: delay {} ns: expected >= 0", options.delayNs));
   if (options.queueBytes < options.maxPacket)
-    throw ConfigError(fmt::format("delay line: queue of {} bytes: expected at least one packet "
-                                  "of {} bytes",
-                                  options.queueBytes, options.maxPacket));
+    throw ConfigError(
+        fmt::format("delay line: queue of {} bytes: expected at least one packet "
+                    "of {} bytes",
+                    options.queueBytes, options.maxPacket));
   epoll_.reset(DS_SYS_CHECK(::epoll_create1(EPOLL_CLOEXEC), "delay line: epoll_create1"));
   timer_.reset(DS_SYS_CHECK(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC),
                             "delay line: timerfd_create"));
@@ -61,7 +61,8 @@ void DelayLine::run(int stopFd) {
   for (;;) {
     flushDue(monotonicNs());
     armTimer();
-    const int ready = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), -1);
+    const int ready =
+        ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), -1);
     if (ready < 0) {
       if (errno == EINTR) continue;
       throw SystemError("delay line: epoll_wait", errno);
@@ -93,8 +94,7 @@ void DelayLine::readSide(int from, int64_t nowNs) {
     if (got < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      throw SystemError(fmt::format("delay line: read from side {}", from == 0 ? 'a' : 'b'),
-                        errno);
+      throw SystemError(fmt::format("delay line: read from side {}", from == 0 ? 'a' : 'b'), errno);
     }
     if (got == 0) continue;  // an empty datagram carries nothing to delay
     if (slot == nullptr) {
@@ -113,7 +113,10 @@ void DelayLine::flushDue(int64_t nowNs) {
     const int into = fds_[1 - dir];
     while (!queue.empty() && queue.front().releaseNs <= nowNs) {
       const auto& packet = queue.front();
-      stats_.maxLateNs[dir] = std::max(stats_.maxLateNs[dir], nowNs - packet.releaseNs);
+      const int64_t lateNs = nowNs - packet.releaseNs;
+      stats_.maxLateNs[dir] = std::max(stats_.maxLateNs[dir], lateNs);
+      stats_.sumLateNs[dir] += lateNs;
+      if (lateNs > 100'000) ++stats_.late100us[dir];
       ssize_t put = -1;
       do {
         put = ::write(into, queue.data(packet), packet.size);
@@ -143,14 +146,23 @@ void DelayLine::armTimer() {
   armedNs_ = next;
 }
 
+double DelayLine::meanLateUs(size_t dir) const {
+  const uint64_t released = stats_.packets[dir] + stats_.writeFailed[dir];
+  return released == 0
+             ? 0.0
+             : static_cast<double>(stats_.sumLateNs[dir]) / 1e3 / static_cast<double>(released);
+}
+
 std::string DelayLine::summary() const {
   std::string out;
   for (size_t dir = 0; dir < 2; ++dir) {
-    out += fmt::format("{}{}: {} packets {} bytes, dropped {} (queue full) {} (write failed), "
-                       "most held {} bytes, latest release {} us late",
-                       dir == 0 ? "" : "; ", dir == 0 ? "a->b" : "b->a", stats_.packets[dir],
-                       stats_.bytes[dir], stats_.queueFull[dir], stats_.writeFailed[dir],
-                       stats_.maxQueued[dir], stats_.maxLateNs[dir] / 1000);
+    out += fmt::format(
+        "{}{}: {} packets {} bytes, dropped {} (queue full) {} (write failed), "
+        "most held {} bytes, released late by {:.1f} us on average, {} of them "
+        "over 100 us, at most {} us",
+        dir == 0 ? "" : "; ", dir == 0 ? "a->b" : "b->a", stats_.packets[dir], stats_.bytes[dir],
+        stats_.queueFull[dir], stats_.writeFailed[dir], stats_.maxQueued[dir], meanLateUs(dir),
+        stats_.late100us[dir], stats_.maxLateNs[dir] / 1000);
   }
   return out;
 }

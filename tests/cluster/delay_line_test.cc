@@ -86,8 +86,7 @@ void drained(int fd) {
 
 }  // namespace
 
-TEST_CASE("delay line: packets cross both ways in order, intact, none before its delay",
-          "[unit]") {
+TEST_CASE("delay line: packets cross both ways in order, intact, none before its delay", "[unit]") {
   Wire wire = makeWire();
   DelayLineOptions options;
   options.delayNs = 2'000'000;  // 2 ms
@@ -95,7 +94,8 @@ TEST_CASE("delay line: packets cross both ways in order, intact, none before its
   {
     Running running(wire.line[0].get(), wire.line[1].get(), options);
     for (int i = 0; i < 20; ++i) {
-      const std::string text = "packet " + std::to_string(i) + std::string(static_cast<size_t>(i * 100), 'p');
+      const std::string text =
+          "packet " + std::to_string(i) + std::string(static_cast<size_t>(i * 100), 'p');
       const int side = i % 2;
       sentAt.push_back(nowNs());
       REQUIRE(::send(wire.ours[side].get(), text.data(), text.size(), 0) ==

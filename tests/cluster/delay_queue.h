@@ -40,10 +40,10 @@ class DelayQueue {
   size_t capacity_;
   std::unique_ptr<uint8_t[]> ring_;  // not zeroed: untouched pages cost no memory
   std::deque<Packet> packets_;
-  size_t tail_ = 0;          // where the next packet goes when the ring has not wrapped past it
-  size_t bytes_ = 0;         // sum of the queued packets' sizes
-  size_t reserved_ = 0;      // offset of the last reserve()
-  size_t reservedMax_ = 0;   // its maxSize; 0 when nothing is reserved
+  size_t tail_ = 0;         // where the next packet goes when the ring has not wrapped past it
+  size_t bytes_ = 0;        // sum of the queued packets' sizes
+  size_t reserved_ = 0;     // offset of the last reserve()
+  size_t reservedMax_ = 0;  // its maxSize; 0 when nothing is reserved
 };
 
 }  // namespace ds::netdelay

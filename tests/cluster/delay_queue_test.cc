@@ -47,8 +47,8 @@ TEST_CASE("delay queue: FIFO with release times and intact bytes", "[unit]") {
 TEST_CASE("delay queue: wraps into freed space, never straddles the end, refuses when full",
           "[unit]") {
   DelayQueue queue(10);
-  push(queue, "aaaa", 1);  // [0,4)
-  push(queue, "bbbb", 2);  // [4,8)
+  push(queue, "aaaa", 1);              // [0,4)
+  push(queue, "bbbb", 2);              // [4,8)
   CHECK(queue.reserve(4) == nullptr);  // 2 bytes at the end, nothing freed at the start
   CHECK(popText(queue) == "aaaa");
   push(queue, "cccc", 3);  // no room at [8,10): goes to [0,4)
@@ -69,7 +69,8 @@ TEST_CASE("delay queue: many packets of varied sizes survive every wrap", "[unit
   for (int round = 0; round < 500; ++round) {
     // Fill until the ring refuses, then drain a few: the queue is always near full.
     for (;;) {
-      const std::string text = std::to_string(next) + std::string(static_cast<size_t>(next % 97), 'x');
+      const std::string text =
+          std::to_string(next) + std::string(static_cast<size_t>(next % 97), 'x');
       uint8_t* slot = queue.reserve(text.size());
       if (slot == nullptr) break;
       std::memcpy(slot, text.data(), text.size());

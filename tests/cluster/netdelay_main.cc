@@ -39,9 +39,8 @@ int run(const NetdelayOptions& opts) {
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   auto stop = stopSignals();
   auto outer = ds::netdelay::openTap(opts.outer);
-  const std::string nsPath = opts.netns.find('/') == std::string::npos
-                                 ? "/run/netns/" + opts.netns
-                                 : opts.netns;
+  const std::string nsPath =
+      opts.netns.find('/') == std::string::npos ? "/run/netns/" + opts.netns : opts.netns;
   ds::netdelay::enterNetns(nsPath);
   auto inner = ds::netdelay::openTap(opts.inner);
   ds::netdelay::DelayLineOptions lineOpts;
@@ -67,11 +66,11 @@ int main(int argc, char** argv) {
       "(scripts/test_cluster.sh --delay-us starts one per simulated host)"};
   app.add_option("--outer", opts.outer, "TAP device in this namespace (the bridge's port)")
       ->required();
-  app.add_option("--netns", opts.netns, "the host's network namespace: a name under /run/netns "
-                                        "or a path")
+  app.add_option("--netns", opts.netns,
+                 "the host's network namespace: a name under /run/netns "
+                 "or a path")
       ->required();
-  app.add_option("--inner", opts.inner, "TAP device inside --netns (the host's eth0)")
-      ->required();
+  app.add_option("--inner", opts.inner, "TAP device inside --netns (the host's eth0)")->required();
   app.add_option("--delay-ns", opts.delayNs, "one-way delay of each frame, nanoseconds")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--queue-mib", opts.queueMib,
