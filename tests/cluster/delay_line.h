@@ -19,8 +19,8 @@ namespace ds::netdelay {
 
 struct DelayLineOptions {
   int64_t delayNs = 0;  // one way, the same both ways
-  size_t queueBytes =
-      size_t{16} << 20;      // per direction: at least the bytes in flight (rate x delay)
+  // Per direction: at least the bytes in flight (rate x delay), else frames are dropped.
+  size_t queueBytes = size_t{16} << 20;
   size_t maxPacket = 65536;  // the largest frame a read() may return
 };
 
