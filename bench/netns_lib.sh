@@ -8,7 +8,8 @@
 #   netns_down                 stops it (also done on exit)
 #   LINK_DESC                  the links in words, for a result's header
 # DS_BENCH_DELAY_US (0) adds that one-way delay between hosts (test_cluster.sh --delay-us: TAP
-# pairs joined by $B/ds_netdelay instead of veths; B is the caller's build dir).
+# pairs joined by $B/ds_netdelay instead of veths; B is the caller's build dir); DS_BENCH_TAP=1
+# takes that path with no delay (the control: same forwarding, nothing held).
 TMP=$(mktemp -d)
 CL="$TMP/cluster"
 PY=${DS_PYTHON:-/usr/bin/python3}
@@ -16,7 +17,9 @@ netns_down() { scripts/test_cluster.sh stop "$CL" >/dev/null 2>&1 || true; }
 trap 'netns_down; rm -rf "$TMP"' EXIT
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 DELAY_US=${DS_BENCH_DELAY_US:-0}
-if [ "$DELAY_US" -gt 0 ]; then
+TAP=()
+[ "${DS_BENCH_TAP:-0}" = 0 ] || TAP=(--tap)
+if [ "$DELAY_US" -gt 0 ] || [ ${#TAP[@]} -gt 0 ]; then
   LINK_DESC="network namespaces, TAP pairs joined by ds_netdelay adding $DELAY_US us one way host to host, tc tbf on both ends of each host's link"
 else
   LINK_DESC="network namespaces, veth + bridge, tc tbf on both ends of each host's link, no added latency"
@@ -41,7 +44,7 @@ tcp_bw() {
 netns_up() {
   local rate=$1 hosts=$2 ranks=$3 tag
   scripts/test_cluster.sh start "$CL" --netns --hosts "$hosts" --link "$rate" \
-    --delay-us "$DELAY_US" --netdelay "${B:-build}/ds_netdelay" >/dev/null
+    --delay-us "$DELAY_US" "${TAP[@]}" --netdelay "${B:-build}/ds_netdelay" >/dev/null
   tag=$(sed -n 's/^tag=//p' "$CL/netns")
   LINK_BW=$(tcp_bw "ds${tag}h0" "$(sed -n 2p "$CL/hosts")" "ds${tag}h1")
   LINK_RTT=$(link_rtt "ds${tag}h0" "$(sed -n 2p "$CL/hosts")" "ds${tag}h1")

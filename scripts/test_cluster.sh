@@ -6,21 +6,22 @@
 # missing. Not a security boundary: for tests on loopback only. See docs/test_cluster.md.
 #
 #   scripts/test_cluster.sh start DIR [--hosts N] [--port P]   # idempotent; prints DIR/env
-#   scripts/test_cluster.sh start DIR --netns [--hosts N] [--link RATE] [--delay-us US]
+#   scripts/test_cluster.sh start DIR --netns [--hosts N] [--link RATE] [--delay-us US] [--tap]
 #                                     [--netdelay BIN] [--shm-size SIZE]
 #       simulated hosts: each host is a network namespace on a private bridge, with its own sshd,
 #       hostname and /dev/shm (so ranks on different hosts talk over the network, never through
 #       shared memory), its link shaped by tc tbf to RATE (tc units: 1gbit, 10gbit, 25gbit);
 #       --delay-us adds US microseconds one way between two hosts (US/2 on each host's link: a
 #       TAP pair joined by the ds_netdelay delay line instead of a veth; BIN defaults to
-#       build/ds_netdelay of this checkout)
+#       build/ds_netdelay of this checkout); --tap: those links with no delay (a control for
+#       comparisons: the same forwarding path, nothing held)
 #   scripts/test_cluster.sh stop DIR                           # idempotent
 #   scripts/test_cluster.sh status DIR                         # exit 0 when running
 #   scripts/test_cluster.sh slurm-start|slurm-stop DIR         # one-host Slurm (see below)
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 start|stop|status DIR [--hosts N] [--port P] [--netns [--link RATE] [--delay-us US] [--netdelay BIN] [--shm-size SIZE]]" >&2
+  echo "usage: $0 start|stop|status DIR [--hosts N] [--port P] [--netns [--link RATE] [--delay-us US] [--tap] [--netdelay BIN] [--shm-size SIZE]]" >&2
   exit 2
 }
 
@@ -34,6 +35,7 @@ port=""
 netns=0
 link=""
 delay_us=0
+tap=0
 netdelay=$(cd "$(dirname "$0")/.." && pwd)/build/ds_netdelay
 shm_size=1g
 while [ $# -gt 0 ]; do
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
     --link) link=${2:?--link needs a rate such as 1gbit}; shift 2 ;;
     --delay-us) delay_us=${2:?--delay-us needs microseconds such as 250}; shift 2 ;;
     --netdelay) netdelay=${2:?--netdelay needs the ds_netdelay binary}; shift 2 ;;
+    --tap) tap=1; shift ;;
     --shm-size) shm_size=${2:?--shm-size needs a size such as 1g}; shift 2 ;;
     *) echo "test_cluster: unknown argument '$1'" >&2; usage ;;
   esac
@@ -58,10 +61,11 @@ if [ -n "$link" ]; then
   esac
 fi
 case "$delay_us" in '' | *[!0-9]*) echo "test_cluster: --delay-us '$delay_us': expected whole microseconds (0 = none)" >&2; exit 2 ;; esac
-if [ "$delay_us" -gt 0 ]; then
-  [ "$netns" = 1 ] || { echo "test_cluster: --delay-us needs --netns (loopback cannot be delayed per host)" >&2; exit 2; }
+[ "$delay_us" -eq 0 ] || tap=1
+if [ "$tap" = 1 ]; then
+  [ "$netns" = 1 ] || { echo "test_cluster: --delay-us and --tap need --netns (loopback cannot be delayed per host)" >&2; exit 2; }
   [ "$delay_us" -le 1000000 ] || { echo "test_cluster: --delay-us $delay_us: expected at most 1000000 (1 s)" >&2; exit 2; }
-  [ -x "$netdelay" ] || { echo "test_cluster: --delay-us needs the ds_netdelay binary, not found at $netdelay (cmake --build build --target ds_netdelay, or pass --netdelay BIN)" >&2; exit 2; }
+  [ -x "$netdelay" ] || { echo "test_cluster: --delay-us/--tap need the ds_netdelay binary, not found at $netdelay (cmake --build build --target ds_netdelay, or pass --netdelay BIN)" >&2; exit 2; }
 fi
 # A cluster started with --netns is stopped and queried as one (DIR/netns records it).
 if [ "$cmd" != start ] && [ -f "$dir/netns" ]; then netns=1; fi
@@ -228,7 +232,7 @@ net_up() {
     ns=$(ns_of "$i")
     v="ds${tag}v$i"
     ip netns add "$ns"
-    if [ "$delay_us" -gt 0 ]; then
+    if [ "$tap" = 1 ]; then
       # Two persistent TAPs (the host's eth0, the bridge's port) that ds_netdelay joins. Their
       # MTU is large so that a TCP segment is one frame (TAPs get no segmentation offload): the
       # delay line's cost is per frame.
@@ -260,8 +264,9 @@ net_up() {
     echo "subnet=$subnet/24"
     echo "link=${link:-unshaped}"
     echo "delay_us=$delay_us"
+    echo "links=$([ "$tap" = 1 ] && echo tap+ds_netdelay || echo veth)"
   } > "$dir/netns"
-  [ "$delay_us" -eq 0 ] || net_start_delay
+  [ "$tap" = 0 ] || net_start_delay
 }
 
 # One ds_netdelay per host joins its two TAPs, holding each frame delay_us/2 (so host to host,
