@@ -2,8 +2,8 @@
 #include "tests/cluster/tap_device.h"
 
 #include <fcntl.h>
-#include <linux/if.h>
 #include <linux/if_tun.h>
+#include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 
@@ -17,6 +17,11 @@ launcher::UniqueFd openTap(const std::string& name) {
   if (name.empty() || name.size() >= IFNAMSIZ)
     throw ConfigError("TAP device name '" + name + "': expected 1.." +
                       std::to_string(IFNAMSIZ - 1) + " characters");
+  // TUNSETIFF would create a missing device: a typo must fail instead of forwarding to nowhere.
+  if (::if_nametoindex(name.c_str()) == 0)
+    throw ConfigError("no network device '" + name +
+                      "' in this namespace: expected a TAP device (ip tuntap add dev " + name +
+                      " mode tap)");
   launcher::UniqueFd tun(DS_SYS_CHECK(::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC),
                                       "open /dev/net/tun for TAP device {}", name));
   ifreq request{};
