@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -16,7 +16,7 @@ namespace {
 void push(DelayQueue& queue, const std::string& text, int64_t releaseNs) {
   uint8_t* slot = queue.reserve(text.size());
   REQUIRE(slot != nullptr);
-  std::memcpy(slot, text.data(), text.size());
+  std::copy(text.begin(), text.end(), slot);
   queue.commit(text.size(), releaseNs);
 }
 
@@ -73,7 +73,7 @@ TEST_CASE("delay queue: many packets of varied sizes survive every wrap", "[unit
           std::to_string(next) + std::string(static_cast<size_t>(next % 97), 'x');
       uint8_t* slot = queue.reserve(text.size());
       if (slot == nullptr) break;
-      std::memcpy(slot, text.data(), text.size());
+      std::copy(text.begin(), text.end(), slot);
       queue.commit(text.size(), next);
       ++next;
     }

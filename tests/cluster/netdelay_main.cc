@@ -56,9 +56,7 @@ int run(const NetdelayOptions& opts) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int parseAndRun(int argc, char** argv) {
   NetdelayOptions opts;
   CLI::App app{
       "ds_netdelay: a delay line between a TAP device here (--outer) and one in a network "
@@ -77,10 +75,19 @@ int main(int argc, char** argv) {
                  "per direction: bytes that may be held at once (>= rate x delay), MiB")
       ->check(CLI::Range(1, 4096));
   CLI11_PARSE(app, argc, argv);
+  return run(opts);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return run(opts);
+    return parseAndRun(argc, argv);
   } catch (const std::exception& err) {
     std::fprintf(stderr, "ds_netdelay: %s\n", err.what());
     return ds::exitCodeFor(err);
+  } catch (...) {
+    std::fprintf(stderr, "ds_netdelay: unknown exception\n");
+    return 1;
   }
 }

@@ -34,9 +34,9 @@ launcher::UniqueFd openTap(const std::string& name) {
 }
 
 void enterNetns(const std::string& path) {
-  launcher::UniqueFd ns(
+  launcher::UniqueFd nsFd(
       DS_SYS_CHECK(::open(path.c_str(), O_RDONLY | O_CLOEXEC), "open network namespace {}", path));
-  DS_SYS_CHECK(::setns(ns.get(), CLONE_NEWNET), "enter network namespace {} (setns)", path);
+  DS_SYS_CHECK(::setns(nsFd.get(), CLONE_NEWNET), "enter network namespace {} (setns)", path);
 }
 
 }  // namespace ds::netdelay

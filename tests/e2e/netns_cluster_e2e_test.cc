@@ -68,10 +68,10 @@ double allreduceBusbw(const std::string& out) {
 
 // Moves the calling thread into the network namespace at path; false on failure.
 bool enterNetns(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool entered = ::setns(fd, CLONE_NEWNET) == 0;
-  ::close(fd);
+  const int nsFd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (nsFd < 0) return false;
+  const bool entered = ::setns(nsFd, CLONE_NEWNET) == 0;
+  ::close(nsFd);
   return entered;
 }
 
@@ -134,10 +134,10 @@ double minRoundTripUs(const TestCluster& cluster, int from, int to, int probes) 
                std::string(buf, static_cast<size_t>(got)) != msg) {
         }
         if (std::string(buf, static_cast<size_t>(std::max<ssize_t>(got, 0))) != msg) continue;
-        const double us =
+        const double micros =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent)
                 .count();
-        best = best < 0 ? us : std::min(best, us);
+        best = best < 0 ? micros : std::min(best, micros);
       }
       ::send(sock, "end", 3, 0);
     }
