@@ -11,7 +11,8 @@
 # Sides alternate order per repetition; medians of algbw over repetitions; ratios of medians.
 # Usage: bench/comm_multihost.sh [BUILD_DIR] [OUT_FILE]   (root: namespaces and tc)
 #   env: DS_BENCH_HOSTS (2), DS_BENCH_RANKS (2 per host), DS_BENCH_RATES ("1gbit 10gbit"),
-#        DS_BENCH_SIZES ("4M,16M,64M"), DS_BENCH_REPS (3), DS_BENCH_TARGET_SECONDS (1)
+#        DS_BENCH_SIZES ("4M,16M,64M"), DS_BENCH_REPS (3), DS_BENCH_TARGET_SECONDS (1),
+#        DS_BENCH_DELAY_US (0: one-way latency added between hosts, bench/netns_lib.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$(realpath "${1:-build}")
@@ -29,8 +30,7 @@ port=29900
 {
   echo "# bench/comm_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
        "$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
-  echo "# allreduce fp32 sum, $H simulated hosts x $R ranks (network namespaces, veth + bridge," \
-       "tc tbf on both ends of each host's link; no added latency: this kernel has no netem);"
+  echo "# allreduce fp32 sum, $H simulated hosts x $R ranks ($LINK_DESC);"
   echo "# every host shares this machine's $(nproc) cores and memory bus. $REPS repetitions per side," \
        "target ${TARGET} s per row; algbw and busbw in GB/s (1e9 B/s)"
   echo "# load average (1/5/15 min) at start: $(loadavg)"

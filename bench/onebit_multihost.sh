@@ -10,7 +10,7 @@
 # of both sides at the last step.
 # Usage: bench/onebit_multihost.sh [BUILD_DIR] [OUT_FILE]   (root: namespaces and tc)
 #   env: DS_BENCH_HOSTS (2), DS_BENCH_RATE (1gbit), DS_BENCH_STEPS (10), DS_BENCH_FREEZE (4),
-#        DS_BENCH_REPS (1)
+#        DS_BENCH_REPS (1), DS_BENCH_DELAY_US (0: one-way latency added between hosts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$(realpath "${1:-build}")
@@ -37,12 +37,12 @@ MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
   echo "# bench/onebit_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
        "$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo "# GPT-2 124M shapes (12x768, 12 heads, vocab 50257, T=64), fp32, ZeRO stage 0, global batch" \
-       "$H ($H simulated hosts x 1 rank: network namespaces, tc tbf $RATE on each link, no added"
-  echo "# latency); $STEPS steps, OneBitAdam freeze_step $FREEZE; step times are the mean of steps" \
+       "$H ($H simulated hosts x 1 rank: $LINK_DESC, $RATE);"
+  echo "# $STEPS steps, OneBitAdam freeze_step $FREEZE; step times are the mean of steps" \
        "$((FREEZE + 1))..$STEPS on both sides; $REPS repetition(s), order alternating."
   echo "# Every host shares this machine's $(nproc) cores. load average (1/5/15 min) at start: $(loadavg)"
   netns_up "$RATE" "$H" 1
-  echo "link $RATE: raw TCP one way $LINK_BW GB/s"
+  echo "link $RATE: raw TCP one way $LINK_BW GB/s; UDP round trip min/median/max $LINK_RTT us"
   for rep in $(seq "$REPS"); do
     for i in 0 1; do
       side=${SIDES[$(( (rep - 1 + i) % 2 ))]}

@@ -11,7 +11,8 @@
 # run (a 64 MiB socket transfer between two of the namespaces) and the final losses of both.
 # Usage: bench/zeropp_multihost.sh [BUILD_DIR] [OUT_FILE]   (root: namespaces and tc)
 #   env: DS_BENCH_HOSTS (2), DS_BENCH_RANKS (1 per host), DS_BENCH_RATES ("1gbit 10gbit"),
-#        DS_BENCH_STEPS (4), DS_BENCH_REPS (2), DS_BENCH_SIDES ("exact zeropp" [+ " hpz"])
+#        DS_BENCH_STEPS (4), DS_BENCH_REPS (2), DS_BENCH_SIDES ("exact zeropp" [+ " hpz"]),
+#        DS_BENCH_DELAY_US (0: one-way latency added between hosts, bench/netns_lib.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$(realpath "${1:-build}")
@@ -39,14 +40,14 @@ MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
   echo "# bench/zeropp_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
        "$(uname -r), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
   echo "# GPT-2 124M shapes (12x768, 12 heads, vocab 50257, T=64), fp32, ZeRO stage 3, global batch" \
-       "$((H * R)) ($H simulated hosts x $R ranks: network namespaces, tc tbf on each link, no"
-  echo "# added latency), $STEPS steps (the first untimed); $REPS repetitions per side, order" \
+       "$((H * R)) ($H simulated hosts x $R ranks: $LINK_DESC),"
+  echo "# $STEPS steps (the first untimed); $REPS repetitions per side, order" \
        "alternating. Every host shares this machine's $(nproc) cores."
   echo "# load average (1/5/15 min) at start: $(loadavg)"
   for rate in $RATES; do
     netns_up "$rate" "$H" "$R"
     bw=$LINK_BW
-    echo "link $rate: raw TCP one way $bw GB/s"
+    echo "link $rate: raw TCP one way $bw GB/s; UDP round trip min/median/max $LINK_RTT us"
     for rep in $(seq "$REPS"); do
       for i in $(seq 0 $((${#SIDES[@]} - 1))); do
         side=${SIDES[$(( (rep - 1 + i) % ${#SIDES[@]} ))]}

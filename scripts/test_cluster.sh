@@ -6,17 +6,22 @@
 # missing. Not a security boundary: for tests on loopback only. See docs/test_cluster.md.
 #
 #   scripts/test_cluster.sh start DIR [--hosts N] [--port P]   # idempotent; prints DIR/env
-#   scripts/test_cluster.sh start DIR --netns [--hosts N] [--link RATE] [--shm-size SIZE]
+#   scripts/test_cluster.sh start DIR --netns [--hosts N] [--link RATE] [--delay-us US] [--tap]
+#                                     [--netdelay BIN] [--shm-size SIZE]
 #       simulated hosts: each host is a network namespace on a private bridge, with its own sshd,
 #       hostname and /dev/shm (so ranks on different hosts talk over the network, never through
-#       shared memory), its link shaped by tc tbf to RATE (tc units: 1gbit, 10gbit, 25gbit)
+#       shared memory), its link shaped by tc tbf to RATE (tc units: 1gbit, 10gbit, 25gbit);
+#       --delay-us adds US microseconds one way between two hosts (US/2 on each host's link: a
+#       TAP pair joined by the ds_netdelay delay line instead of a veth; BIN defaults to
+#       build/ds_netdelay of this checkout); --tap: those links with no delay (a control for
+#       comparisons: the same forwarding path, nothing held)
 #   scripts/test_cluster.sh stop DIR                           # idempotent
 #   scripts/test_cluster.sh status DIR                         # exit 0 when running
 #   scripts/test_cluster.sh slurm-start|slurm-stop DIR         # one-host Slurm (see below)
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 start|stop|status DIR [--hosts N] [--port P] [--netns [--link RATE] [--shm-size SIZE]]" >&2
+  echo "usage: $0 start|stop|status DIR [--hosts N] [--port P] [--netns [--link RATE] [--delay-us US] [--tap] [--netdelay BIN] [--shm-size SIZE]]" >&2
   exit 2
 }
 
@@ -29,6 +34,9 @@ hosts=2
 port=""
 netns=0
 link=""
+delay_us=0
+tap=0
+netdelay=$(cd "$(dirname "$0")/.." && pwd)/build/ds_netdelay
 shm_size=1g
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,6 +44,9 @@ while [ $# -gt 0 ]; do
     --port) port=${2:?--port needs a number}; shift 2 ;;
     --netns) netns=1; shift ;;
     --link) link=${2:?--link needs a rate such as 1gbit}; shift 2 ;;
+    --delay-us) delay_us=${2:?--delay-us needs microseconds such as 250}; shift 2 ;;
+    --netdelay) netdelay=${2:?--netdelay needs the ds_netdelay binary}; shift 2 ;;
+    --tap) tap=1; shift ;;
     --shm-size) shm_size=${2:?--shm-size needs a size such as 1g}; shift 2 ;;
     *) echo "test_cluster: unknown argument '$1'" >&2; usage ;;
   esac
@@ -49,10 +60,18 @@ if [ -n "$link" ]; then
     *) echo "test_cluster: --link '$link': expected a rate in tc units (100mbit, 1gbit, 10gbit)" >&2; exit 2 ;;
   esac
 fi
+case "$delay_us" in '' | *[!0-9]*) echo "test_cluster: --delay-us '$delay_us': expected whole microseconds (0 = none)" >&2; exit 2 ;; esac
+[ "$delay_us" -eq 0 ] || tap=1
+if [ "$tap" = 1 ]; then
+  [ "$netns" = 1 ] || { echo "test_cluster: --delay-us and --tap need --netns (loopback cannot be delayed per host)" >&2; exit 2; }
+  [ "$delay_us" -le 1000000 ] || { echo "test_cluster: --delay-us $delay_us: expected at most 1000000 (1 s)" >&2; exit 2; }
+  [ -x "$netdelay" ] || { echo "test_cluster: --delay-us/--tap need the ds_netdelay binary, not found at $netdelay (cmake --build build --target ds_netdelay, or pass --netdelay BIN)" >&2; exit 2; }
+fi
 # A cluster started with --netns is stopped and queried as one (DIR/netns records it).
 if [ "$cmd" != start ] && [ -f "$dir/netns" ]; then netns=1; fi
 
 SSHD=/usr/sbin/sshd  # sshd re-execs itself and needs an absolute path
+tap_mtu=65000        # --delay-us links (a TAP allows up to 65521)
 
 pid_alive() {
   local pid
@@ -66,7 +85,10 @@ running() {
     [ -f "$dir/netns" ] || return 1
     local i n
     n=$(sed -n 's/^hosts=//p' "$dir/netns")
-    for i in $(seq 0 $((n - 1))); do pid_alive "$dir/sshd.h$i.pid" || return 1; done
+    for i in $(seq 0 $((n - 1))); do
+      pid_alive "$dir/sshd.h$i.pid" || return 1
+      [ ! -f "$dir/netdelay.h$i.pidfile" ] || pid_alive "$dir/netdelay.h$i.pidfile" || return 1
+    done
     return 0
   fi
   pid_alive "$dir/sshd.pid"
@@ -176,6 +198,7 @@ write_files() {
     echo "HYDRA_LAUNCHER='ssh'"
     echo "HYDRA_LAUNCHER_EXEC='$dir/ssh'"
     [ "$netns" = 0 ] || echo "DS_TEST_CLUSTER_NETNS='$link'"
+    [ "$netns" = 0 ] || echo "DS_TEST_CLUSTER_DELAY_US='$delay_us'"
   } > "$dir/env"
   echo "$port" > "$dir/port"
 }
@@ -209,9 +232,19 @@ net_up() {
     ns=$(ns_of "$i")
     v="ds${tag}v$i"
     ip netns add "$ns"
-    ip link add "$v" type veth peer name "ds${tag}p$i"
-    ip link set "ds${tag}p$i" netns "$ns"
-    ip -n "$ns" link set "ds${tag}p$i" name eth0
+    if [ "$tap" = 1 ]; then
+      # Two persistent TAPs (the host's eth0, the bridge's port) that ds_netdelay joins. Their
+      # MTU is large so that a TCP segment is one frame (TAPs get no segmentation offload): the
+      # delay line's cost is per frame.
+      ip tuntap add dev "$v" mode tap
+      ip -n "$ns" tuntap add dev eth0 mode tap
+      ip link set "$v" mtu "$tap_mtu" txqueuelen 10000
+      ip -n "$ns" link set eth0 mtu "$tap_mtu" txqueuelen 10000
+    else
+      ip link add "$v" type veth peer name "ds${tag}p$i"
+      ip link set "ds${tag}p$i" netns "$ns"
+      ip -n "$ns" link set "ds${tag}p$i" name eth0
+    fi
     ip -n "$ns" addr add "$(addr_of "$i")/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up
@@ -230,7 +263,38 @@ net_up() {
     echo "tag=$tag"
     echo "subnet=$subnet/24"
     echo "link=${link:-unshaped}"
+    echo "delay_us=$delay_us"
+    echo "links=$([ "$tap" = 1 ] && echo tap+ds_netdelay || echo veth)"
   } > "$dir/netns"
+  [ "$tap" = 0 ] || net_start_delay
+}
+
+# One ds_netdelay per host joins its two TAPs, holding each frame delay_us/2 (so host to host,
+# two links, adds delay_us one way). It runs inside the host's namespace (stop kills it with the
+# rest) as a real-time task (SCHED_FIFO 1; nice -10 where that is refused): it stands for
+# hardware, so the ranks' compute must not delay it (measured: frames leave ~15 us after their
+# time on average under load, against ~50 us at nice -10; bench/results/netdelay.txt).
+net_start_delay() {
+  local i log prio=(chrt -f 1)
+  chrt -f 1 true 2>/dev/null || prio=(nice -n -10)
+  for i in $(seq 0 $((hosts - 1))); do
+    log="$dir/netdelay.h$i.log"
+    rm -f "$log" "$dir/netdelay.h$i.pidfile"
+    setsid "${prio[@]}" "$netdelay" --outer "ds${tag}v$i" --netns "$(ns_of "$i")" --inner eth0 \
+      --delay-ns $((delay_us * 500)) < /dev/null > "$log" 2>&1 &
+    echo $! > "$dir/netdelay.h$i.pidfile"
+  done
+  for i in $(seq 0 $((hosts - 1))); do
+    for _ in $(seq 1 100); do
+      grep -q forwarding "$dir/netdelay.h$i.log" 2>/dev/null && continue 2
+      pid_alive "$dir/netdelay.h$i.pidfile" || break
+      sleep 0.05
+    done
+    echo "test_cluster: ds_netdelay for host $i did not start; its log:" >&2
+    cat "$dir/netdelay.h$i.log" >&2 || true
+    net_down quiet
+    exit 3
+  done
 }
 
 # Ends every process in the namespaces (ranks included), then removes them and the bridge.
@@ -240,6 +304,12 @@ net_down() {
   for i in $(seq 0 $((n - 1))); do
     ns=$(ns_of "$i")
     ip netns list 2>/dev/null | grep -q "^$ns\b" || continue
+    # The delay line first and gently (SIGTERM), so that its log ends with its counts.
+    if pid_alive "$dir/netdelay.h$i.pidfile"; then
+      kill -TERM "$(cat "$dir/netdelay.h$i.pidfile")" 2>/dev/null || true
+      for _ in $(seq 1 20); do pid_alive "$dir/netdelay.h$i.pidfile" || break; sleep 0.05; done
+    fi
+    rm -f "$dir/netdelay.h$i.pidfile"
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     # shellcheck disable=SC2086
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
@@ -287,7 +357,7 @@ start() {
   for _ in $(seq 1 100); do
     if running; then
       if [ "$netns" = 1 ]; then
-        echo "test_cluster: $hosts namespace hosts $(head -1 "$dir/hosts")..$(tail -1 "$dir/hosts") port $port, link ${link:-unshaped}; env in $dir/env"
+        echo "test_cluster: $hosts namespace hosts $(head -1 "$dir/hosts")..$(tail -1 "$dir/hosts") port $port, link ${link:-unshaped}, delay ${delay_us} us one way; env in $dir/env"
       else
         echo "test_cluster: sshd on $(head -1 "$dir/hosts")..$(tail -1 "$dir/hosts") port $port, pid $(cat "$dir/sshd.pid"); env in $dir/env"
       fi

@@ -40,7 +40,23 @@ std::string TestCluster::netnsSkipReason() {
   return "";
 }
 
-TestCluster::TestCluster(int hosts) : TestCluster(TestClusterOptions{hosts, false, ""}) {}
+std::string TestCluster::netdelaySkipReason() {
+  if (auto why = netnsSkipReason(); !why.empty()) return why;
+  const std::string netdelay = std::string(DS_BINARY_DIR) + "/ds_netdelay";
+  if (::access(netdelay.c_str(), X_OK) != 0)
+    return "no " + netdelay + " (cmake --build build --target ds_netdelay)";
+  if (::access("/dev/net/tun", R_OK | W_OK) != 0) return "no usable /dev/net/tun (TUN/TAP driver)";
+  const std::string ns = "dsprobe" + std::to_string(::getpid());
+  std::string out;
+  const int rc = runCommand(
+      "ip netns add " + ns + " && ip -n " + ns + " tuntap add dev dstap mode tap && ip -n " + ns +
+          " link set dstap mtu 65000; s=$?; ip netns del " + ns + " 2>/dev/null; exit $s",
+      &out, std::chrono::seconds(30));
+  if (rc != 0) return "TAP devices in a network namespace do not work here: " + out;
+  return "";
+}
+
+TestCluster::TestCluster(int hosts) : TestCluster(TestClusterOptions{hosts, false, "", 0}) {}
 
 TestCluster::TestCluster(const TestClusterOptions& options)
     : dir_(std::make_unique<TempDir>()), hosts_(options.hosts) {
@@ -48,6 +64,9 @@ TestCluster::TestCluster(const TestClusterOptions& options)
   std::string cmd = script() + " start " + dir() + " --hosts " + std::to_string(hosts_);
   if (options.netns) cmd += " --netns";
   if (!options.link.empty()) cmd += " --link " + options.link;
+  if (options.delayUs > 0)
+    cmd += " --delay-us " + std::to_string(options.delayUs) + " --netdelay " + DS_BINARY_DIR +
+           "/ds_netdelay";
   int rc = runCommand(cmd, &out, std::chrono::seconds(60));
   if (rc != 0) {
     runCommand(script() + " stop " + dir(), nullptr, std::chrono::seconds(30));
@@ -75,6 +94,15 @@ TestCluster::~TestCluster() {
 std::string TestCluster::addr(int i) const { return addrs_.at(static_cast<size_t>(i)); }
 
 std::string TestCluster::alias(int i) const { return "node" + std::to_string(i + 1); }
+
+std::string TestCluster::netnsPath(int i) const {
+  const std::string state = readFile(dir() + "/netns");
+  const auto at = state.find("tag=");
+  if (at == std::string::npos)
+    throw Error(dir() + "/netns: no tag= line (is this a --netns cluster?)");
+  const std::string tag = state.substr(at + 4, state.find('\n', at) - at - 4);
+  return "/run/netns/ds" + tag + "h" + std::to_string(i);
+}
 
 std::string TestCluster::envPrefix() const {
   std::string s;

@@ -3,7 +3,8 @@
 // Starts in the constructor, stops (and removes the dir) in the destructor. Not thread-safe;
 // one per test case. Tests that need it call TestCluster::skipReason() first and DS_SKIP (skip.h).
 // With TestClusterOptions::netns every host is a network namespace (own address, sshd, hostname
-// and /dev/shm) on a private bridge, its link optionally shaped by tc (`--netns --link RATE`).
+// and /dev/shm) on a private bridge, its link optionally shaped by tc (`--netns --link RATE`) and
+// delayed by the ds_netdelay delay line (`--delay-us US`).
 #pragma once
 
 #include <memory>
@@ -20,6 +21,7 @@ struct TestClusterOptions {
   int hosts = 2;
   bool netns = false;  // simulated hosts in network namespaces (needs root, ip, tc, unshare)
   std::string link;    // with netns: the tc rate of every host's link ("1gbit"); empty: unshaped
+  int delayUs = 0;     // with netns: one-way delay added host to host (TAPs + ds_netdelay); 0: none
 };
 
 class TestCluster {
@@ -34,6 +36,9 @@ class TestCluster {
   static std::string skipReason();
   // skipReason(), and whether network namespaces, veths, tbf and unshare work here.
   static std::string netnsSkipReason();
+  // netnsSkipReason(), and whether TAP devices (/dev/net/tun) work in a namespace and the
+  // ds_netdelay binary is built: what TestClusterOptions::delayUs needs.
+  static std::string netdelaySkipReason();
 
   const std::string& dir() const { return dir_->path(); }
   int port() const { return port_; }
@@ -42,6 +47,8 @@ class TestCluster {
   std::string addr(int i) const;
   // "node<i+1>": an ssh_config alias for addr(i)
   std::string alias(int i) const;
+  // With netns: /run/netns/<name> of host i (ds<tag>h<i>), for setns or `ip netns exec`.
+  std::string netnsPath(int i) const;
   std::string sshConfig() const { return dir() + "/ssh_config"; }
   std::string knownHosts() const { return dir() + "/known_hosts"; }
   // DS_SSH_CONFIG, PDSH_RCMD_TYPE, PDSH_SSH_ARGS_APPEND, OMPI_MCA_plm_rsh_agent, ...
