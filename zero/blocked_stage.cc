@@ -17,6 +17,17 @@
 
 namespace ds::zero {
 
+namespace {
+// Stage 3 clamps the reduce bucket below effectiveReduceBucket's eighth of the partition: it
+// reduces block by block as backward goes (a bucket larger than a block's gradients only adds
+// buffer) and takes a parameter larger than the bucket in pieces, so a thirty-second of the
+// partition (1.9M elements at 124M params and 2 ranks) keeps the collectives large while the
+// bucket slots shrink by 35 MiB there (issue 15 item 3). The same 1 Mi floor: small models keep
+// their bucket.
+constexpr size_t kStage3BucketDivisor = 32;
+constexpr size_t kStage3BucketFloor = size_t(1) << 20;
+}  // namespace
+
 BlockedStage::BlockedStage(const StageContext& ctx)
     : ctx_(ctx),
       layout_(ctx.index.params(), ctx.comm.world()),
@@ -52,7 +63,9 @@ BlockedStage::BlockedStage(const StageContext& ctx)
   }
   bindRowSharded();
   const size_t world = size_t(ctx_.comm.world());
-  bucket_ = effectiveReduceBucket(ctx_.options.reduceBucketSize, localSize_, localSize_ * world);
+  bucket_ = std::min(
+      effectiveReduceBucket(ctx_.options.reduceBucketSize, localSize_, localSize_ * world),
+      std::max(kStage3BucketFloor, (localSize_ + kStage3BucketDivisor - 1) / kStage3BucketDivisor));
   ctx_.buckets.allocate(bucket_, (bucket_ + world - 1) / world);
   // A rowSharded param has no gathered copy and no transient gradient.
   const ParamElems full = [this, world](size_t param) {
