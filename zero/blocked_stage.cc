@@ -17,6 +17,17 @@
 
 namespace ds::zero {
 
+namespace {
+// Stage 3 clamps the reduce bucket below effectiveReduceBucket's eighth of the partition: it
+// reduces block by block as backward goes (a bucket larger than a block's gradients only adds
+// buffer) and takes a parameter larger than the bucket in pieces, so a thirty-second of the
+// partition (1.9M elements at 124M params and 2 ranks) keeps the collectives large while the
+// bucket slots shrink by 35 MiB there (issue 15 item 3). The same 1 Mi floor: small models keep
+// their bucket.
+constexpr size_t kStage3BucketDivisor = 32;
+constexpr size_t kStage3BucketFloor = size_t(1) << 20;
+}  // namespace
+
 BlockedStage::BlockedStage(const StageContext& ctx)
     : ctx_(ctx),
       layout_(ctx.index.params(), ctx.comm.world()),
@@ -50,14 +61,42 @@ BlockedStage::BlockedStage(const StageContext& ctx)
     hpz_ = std::make_unique<DpComm>(ctx_.comm.consecutiveSubgroup(ctx_.options.hpzPartitionSize));
     gatherer_.setSecondary(hpz_.get());
   }
+  bindRowSharded();
   const size_t world = size_t(ctx_.comm.world());
-  bucket_ = effectiveReduceBucket(ctx_.options.reduceBucketSize, localSize_, localSize_ * world);
+  bucket_ = std::min(
+      effectiveReduceBucket(ctx_.options.reduceBucketSize, localSize_, localSize_ * world),
+      std::max(kStage3BucketFloor, (localSize_ + kStage3BucketDivisor - 1) / kStage3BucketDivisor));
   ctx_.buckets.allocate(bucket_, (bucket_ + world - 1) / world);
-  const ParamElems full = [this, world](size_t param) { return layout_.chunk(param) * world; };
+  // A rowSharded param has no gathered copy and no transient gradient.
+  const ParamElems full = [this, world](size_t param) {
+    return ctx_.index.param(param).rowSharded ? 0 : layout_.chunk(param) * world;
+  };
   gradBound_ = transientGradBound(ctx_.index, full, ctx_.comm.single() ? 0 : bucket_);
   gatherBound_ = gatherBound(
       ctx_.index, full, [this](size_t param) { return gatherer_.persistent(param); },
       ctx_.options.prefetchBucketSize);
+}
+
+// rowSharded params (param_table.h): the table points at this rank's rows of the partition and
+// of the gradient partition for the whole run. Needs the partition as fp32 in memory and one
+// partition over the whole data-parallel group.
+void BlockedStage::bindRowSharded() {
+  for (size_t param = 0; param < ctx_.index.count(); ++param) {
+    if (!ctx_.index.param(param).rowSharded) continue;
+    const char* why = ctx_.options.halfCompute()          ? "bf16/fp16 compute"
+                      : store_->masterAlias() == nullptr  ? "offload_param nvme"
+                      : ctx_.options.quantizedWeights     ? "zero_quantized_weights"
+                      : ctx_.options.hpzPartitionSize > 1 ? "zero_hpz_partition_size > 1"
+                      : ctx_.comm.single()                ? "one rank"
+                                                          : nullptr;
+    if (why != nullptr)
+      throw InternalError(fmt::format(
+          "zero stage 3: parameter '{}' is split by rows (vocabulary-parallel) but {} needs it "
+          "gathered; the trainer must not split it then",
+          ctx_.index.param(param).name, why));
+    ctx_.table.value[param] = store_->masterAlias() + layout_.localOffset(param);
+    ctx_.table.grad[param] = gradPart_ + layout_.localOffset(param);
+  }
 }
 
 // Partitioned construction: only this rank's chunk of each parameter is read from the source,
@@ -121,7 +160,8 @@ void BlockedStage::beforeBackward(int block) {
   gatherBlock(block, block - 1, -1);
   const size_t world = size_t(ctx_.comm.world());
   for (size_t param : ctx_.index.usedBy(block))
-    transient_.acquire(param, layout_.chunk(param) * world);
+    if (!ctx_.index.param(param).rowSharded)
+      transient_.acquire(param, layout_.chunk(param) * world);
 }
 
 void BlockedStage::afterBackward(int block) {
@@ -141,6 +181,7 @@ void BlockedStage::finishReduction() {
 // Gradients are reduce-scattered per parameter (each padded to chunk*world, rank-major),
 // coalesced into buckets of reduce_bucket_size elements.
 void BlockedStage::queueGrad(size_t param) {
+  if (ctx_.index.param(param).rowSharded) return;  // summed in place by the model
   if (ctx_.comm.single()) {
     // One rank: the reduce-scatter is the identity, so instead of packing the bucket, copying it
     // out and adding that, add the gradient into the partition (same sums, same bits).

@@ -1,8 +1,10 @@
 // BlockedStage: ZeRO stage 3: each param is split on its own into world chunks, rank r keeps chunk
 // r of each (ParamStore); a block's params are gathered before it runs and released after
 // (ParamGatherer); per-param grads are reduce-scattered in reduce_bucket_size buckets as blocks
-// finish backward, every micro-step. Not stages 0-2. Invariant: local index localOffset(p) + i
-// holds element r*chunk(p) + i of p.
+// finish backward, every micro-step; a rowSharded param (param_table.h: GPT-2's wte) is split by
+// whole rows, never gathered nor reduced (the model computes on this rank's rows and writes the
+// data-parallel sum of their gradient in place). Not stages 0-2. Invariant: local index
+// localOffset(p) + i holds element r*chunk(p) + i of p.
 #pragma once
 
 #include <memory>
@@ -48,6 +50,7 @@ class BlockedStage final : public Stage {
   bool gatherIssued(size_t param) const override;
 
  private:
+  void bindRowSharded();
   void gatherBlock(int block, int ahead, int step);
   void queueGrad(size_t param);
   void flushGrads();

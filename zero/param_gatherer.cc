@@ -27,8 +27,11 @@ ParamGatherer::ParamGatherer(const StageContext& ctx, const Stage3Layout& layout
       gathering_(ctx.index.count(), 0),
       persistent_(ctx.index.count(), 0) {
   for (size_t param = 0; param < ctx_.index.count(); ++param)
-    persistent_[param] = ctx_.index.param(param).numel <= ctx_.options.paramPersistenceThreshold;
+    persistent_[param] = !rowSharded(param) &&
+                         ctx_.index.param(param).numel <= ctx_.options.paramPersistenceThreshold;
 }
+
+bool ParamGatherer::rowSharded(size_t param) const { return ctx_.index.param(param).rowSharded; }
 
 bool ParamGatherer::quantized() const {
   return ctx_.options.quantizedWeights && !ctx_.comm.single();
@@ -77,7 +80,7 @@ void ParamGatherer::keepSecondary(size_t param) {
 }
 
 void ParamGatherer::ensureGathered(size_t param) {
-  if (issued(param)) return;
+  if (rowSharded(param) || issued(param)) return;
   const size_t chunk = layout_.chunk(param), full = fullSize(param);
   const std::vector<size_t> counts(size_t(ctx_.comm.world()), chunk);
   const size_t local = layout_.localOffset(param), mine = size_t(ctx_.comm.rank()) * chunk;
@@ -143,7 +146,7 @@ void ParamGatherer::prefetch(int block) {
   if (!ctx_.index.validBlock(block)) return;
   size_t budget = ctx_.options.prefetchBucketSize;
   for (size_t param : ctx_.index.usedBy(block)) {
-    if (issued(param)) continue;
+    if (rowSharded(param) || issued(param)) continue;
     const size_t full = fullSize(param);
     if (full > budget || liveElems_ + full > ctx_.options.maxLiveParameters) break;
     budget -= full;
@@ -157,13 +160,14 @@ void ParamGatherer::prefetch(int block) {
 void ParamGatherer::readAhead(int block) {
   if (!store_.readsAhead() || !ctx_.index.validBlock(block)) return;
   for (size_t param : ctx_.index.usedBy(block)) {
-    if (persistent_[param] || issued(param) || store_.readPending(param)) continue;
+    if (persistent_[param] || rowSharded(param) || issued(param) || store_.readPending(param))
+      continue;
     store_.readAhead(param, layout_.localOffset(param), layout_.chunk(param));
   }
 }
 
 void ParamGatherer::release(size_t param) {
-  if (persistent_[param]) return;
+  if (persistent_[param] || rowSharded(param)) return;
   if (gathering_[param]) waitGathered(param);
   if (!held(param)) return;
   ctx_.tracer.note(TraceEvent::Kind::kReleased, int64_t(param));

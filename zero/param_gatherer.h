@@ -4,7 +4,8 @@
 // zero_quantized_weights (ZeRO++ qwZ): each rank sends its chunk as block int8 and every rank,
 // itself included, uses the dequantized values, so the gathered copies agree across ranks.
 // Not the gradient path. Invariant: table.value/value16[p] is non-null exactly while p's
-// gathered copy is complete and held.
+// gathered copy is complete and held. A rowSharded param (param_table.h) is never gathered nor
+// released: the stage points the table at this rank's rows once.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +51,7 @@ class ParamGatherer {
     return ctx_.table.value[param] != nullptr || ctx_.table.value16[param] != nullptr;
   }
   size_t fullSize(size_t param) const;
+  bool rowSharded(size_t param) const;
   bool usesSecondary(size_t param) const;
   void gatherSecondary(size_t param);
   void keepSecondary(size_t param);

@@ -19,8 +19,15 @@ struct ParamInfo {
   size_t numel = 0;
   std::vector<int> blocks;  // forward blocks that read it; >1 entry for tied weights
   bool decay = true;        // weight decay applies (false for biases and LayerNorm)
+  // Stage 3 (host BlockedStage) only: split into whole rows (shape[0]) over the data-parallel
+  // ranks and never gathered; the model reads and writes this rank's rows in place
+  // (ParamTable.value/grad point at them: the GPT-2 vocabulary-parallel head, gpt2_data_vocab.h).
+  bool rowSharded = false;
 };
 
+// A rowSharded parameter's value and grad point at this rank's rows only (Stage3Layout::ownRange,
+// whole rows), for the whole run; its grad is the data-parallel sum (the model computes it from
+// every rank's tokens), so no reduction follows.
 struct ParamTable {
   std::vector<float*> value;  // [numParams] fp32 values (full tensor), or nullptr
   // [numParams] 16-bit copies when computing in 16 bits, else null: bf16, or fp16 bits (read

@@ -47,6 +47,10 @@ Stage3Layout::Stage3Layout(const std::vector<ParamInfo>& params, int world) : wo
   DS_CHECK(world >= 1);
   for (const auto& info : params) {
     size_t chunk = (info.numel + size_t(world) - 1) / size_t(world);
+    if (info.rowSharded && !info.shape.empty() && info.shape[0] > 0) {  // whole rows per rank
+      const size_t rows = size_t(info.shape[0]), rowLen = info.numel / rows;
+      chunk = (rows + size_t(world) - 1) / size_t(world) * rowLen;
+    }
     numel_.push_back(info.numel);
     chunk_.push_back(chunk);
     local_.push_back(localSize_);

@@ -2,7 +2,8 @@
 // Stages 0-2 use FlatLayout (the concatenation of all params padded to a multiple of
 // kAlignElems*world and cut into `world` equal contiguous slices; padding only at the tail).
 // Stage 3 uses Stage3Layout (each param on its own: chunk = ceil(numel/world), rank r owns
-// [r*chunk, (r+1)*chunk) ∩ [0, numel)). Not a buffer owner: pure arithmetic, no allocation beyond
+// [r*chunk, (r+1)*chunk) ∩ [0, numel); a rowSharded param's chunk is ceil(rows/world) whole
+// rows). Not a buffer owner: pure arithmetic, no allocation beyond
 // the tables. Invariant: shards of all ranks are disjoint and cover [0, numel) exactly.
 #pragma once
 
@@ -51,7 +52,8 @@ class Stage3Layout {
   Stage3Layout(const std::vector<ParamInfo>& params, int world);
   int world() const { return world_; }
   size_t numParams() const { return chunk_.size(); }
-  size_t chunk(size_t param) const { return chunk_[param]; }        // ceil(numel/world)
+  // ceil(numel/world), or ceil(rows/world) whole rows of a rowSharded param
+  size_t chunk(size_t param) const { return chunk_[param]; }
   size_t localOffset(size_t param) const { return local_[param]; }  // same on every rank
   size_t localSize() const { return localSize_; }                   // sum of chunks
   // Rank r's real elements of param p, in the param's own coordinates.

@@ -69,6 +69,20 @@ bool fp16Native(const Plan& plan, const Ops* ops) {
   return device && mode != "emulated";
 }
 
+// ZeRO stage 3 on the host keeps GPT-2's tied wte split by vocabulary rows over the
+// data-parallel group instead of gathering it (gpt2_data_vocab.h, issue 15 item 3) where the
+// host stage can: fp32 parameters in memory, one partition over the whole group. Elsewhere
+// (bf16/fp16, offload_param nvme, qwZ, hpZ, MiCS subgroups, a device, tensor or pipeline
+// parallelism, one rank, DS_ZERO3_VOCAB_SPLIT=0) wte is gathered whole as before.
+bool vocabSplitApplies(const Plan& plan, const ModelConfig& mc, bool device, int world) {
+  const zero::ZeroOptions& z = plan.deepspeed.zero;
+  return !device && world > 1 && z.stage == 3 && mc.kind == "gpt2" && mc.compute == DType::kF32 &&
+         !plan.deepspeed.fp16.enabled && !plan.deepspeed.bf16 && plan.parallel.pipeline <= 1 &&
+         plan.parallel.tensor <= 1 && z.offloadParam.device != "nvme" && !z.quantizedWeights &&
+         z.hpzPartitionSize <= 1 && (z.micsShardSize <= 0 || z.micsShardSize >= world) &&
+         knobBoolOrDefault(knobs::kZero3VocabSplit);
+}
+
 int dataVocab(const ModelConfig& m) {
   return m.kind == "mlp" && !m.sizes.empty() ? m.sizes.front() : m.vocabSize;
 }
@@ -126,6 +140,14 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     tensor_ = std::make_unique<TensorRun>(plan_, canonicalModel_->params(), group_);
     model_ = std::make_unique<Gpt2Model>(mc, tensor_->modelTensor());
     tensor_->setLocalParams(model_->params());
+  } else if (vocabSplitApplies(plan_, mc, ops_ != nullptr, world_)) {
+    makeModel(mc);  // validates the shape (ConfigError naming the key)
+    model_ = std::make_unique<Gpt2Model>(mc, DataVocab{group_, rank_, world_});
+    logLine(fmt::format(
+        "zero stage 3: wte split by vocabulary rows over the {} data-parallel ranks (embedding "
+        "and LM head vocabulary-parallel; never gathered whole; DS_ZERO3_VOCAB_SPLIT=0 gathers "
+        "it)",
+        world_));
   } else {
     model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
   }

@@ -61,6 +61,18 @@ struct Gpt2Model::HeadActs {
 
 Gpt2Model::Gpt2Model(const ModelConfig& cfg) : Gpt2Model(cfg, TensorParallel{}) {}
 
+Gpt2Model::Gpt2Model(const ModelConfig& cfg, DataVocab dv) : Gpt2Model(cfg, TensorParallel{}) {
+  if (!dv.enabled()) return;
+  if (bf16_ || cfg.compute != DType::kF32)
+    throw InternalError("gpt2: the data-parallel vocabulary split needs fp32 compute");
+  dv_ = dv;
+  const int64_t perRank = dv_.rowsPerRank(Vp_);
+  vocabBegin_ = int64_t{dv_.rank} * perRank;
+  wteRows_ = static_cast<int>(std::clamp<int64_t>(Vp_ - vocabBegin_, 0, perRank));
+  vocabCols_ = static_cast<int>(std::clamp<int64_t>(V_ - vocabBegin_, 0, wteRows_));
+  params_[0].rowSharded = true;
+}
+
 Gpt2Model::Gpt2Model(const ModelConfig& cfg, TensorParallel tp)
     : cfg_(cfg),
       tp_(tp),
@@ -190,7 +202,8 @@ void Gpt2Model::allocate(int B, int T) {
                                    BT * C, BT * C, BT, BT,          BT * MC,         BT * MC};
   const std::vector<bool> lkeep = {false, true,  true, false, false, false,
                                    false, false, true, true,  false, false};
-  const std::vector<size_t> hsz = {BT * C, BT, BT, BT * static_cast<size_t>(vocabCols_)};
+  const size_t heads = dv_.enabled() ? tokensAll_.size() : BT;  // headRows() before B_, T_
+  const std::vector<size_t> hsz = {BT * C, BT, BT, heads * static_cast<size_t>(vocabCols_)};
   const std::vector<bool> hkeep = {false, true, true, false};
   resid_.resize(cfg_.nLayer + 1);
   for (ActSet& r : resid_) r.layout({BT * C}, {false}, store);
@@ -219,7 +232,9 @@ void Gpt2Model::allocate(int B, int T) {
   sizeTo(dfch_, BT * MC);
   sizeTo(dfchGelu_, BT * MC);
   sizeTo(dtt_, static_cast<size_t>(T) * T);
-  sizeTo(dlogits_, BT * static_cast<size_t>(vocabCols_));
+  sizeTo(dlogits_, heads * static_cast<size_t>(vocabCols_));
+  sizeTo(lnfAll_, dv_.enabled() ? heads * C : 0);
+  sizeTo(scratchAll_, dv_.enabled() ? heads * C : 0);
   B_ = B;
   T_ = T;
 }
@@ -248,9 +263,10 @@ float Gpt2Model::forward(const int32_t* inputs, const int32_t* targets, int B, i
                          zero::ParamTable& p, zero::BlockHooks& hooks) {
   checkGpt2Batch(inputs, targets, B, T, V_, cfg_.seqLen);
   const size_t BT = static_cast<size_t>(B) * T;
-  allocate(B, T);
   tokens_.assign(inputs, inputs + BT);
   targets_.assign(targets, targets + BT);
+  if (dv_.enabled()) gatherBatch(BT);
+  allocate(B, T);
   const int L = cfg_.nLayer;
 
   hooks.beforeForward(0);
@@ -268,11 +284,29 @@ float Gpt2Model::forward(const int32_t* inputs, const int32_t* targets, int B, i
   return valid_ > 0 ? static_cast<float>(sum / valid_) : 0.0f;
 }
 
+void Gpt2Model::gatherBatch(size_t positions) {
+  dvCounts_ = dataVocabCounts(dv_, positions);
+  size_t all = 0;
+  for (size_t count : dvCounts_) all += count;
+  tokensAll_.resize(all);
+  targetsAll_.resize(all);
+  dataVocabAllgather(dv_, tokens_.data(), tokensAll_.data(), dvCounts_, "the token ids");
+  dataVocabAllgather(dv_, targets_.data(), targetsAll_.data(), dvCounts_, "the targets");
+  validAll_.assign(dvCounts_.size(), 0);
+}
+
+size_t Gpt2Model::headRows() const {
+  return dv_.enabled() ? tokensAll_.size() : static_cast<size_t>(B_) * T_;
+}
+
 void Gpt2Model::embedForward(zero::ParamTable& p) {
   const float* wte = access_.value(p, 0, kSlotWte, 0);
   const float* wpe = access_.value(p, 1, kSlotWpe, 0);
   float* x0 = residOutBuffer(0);
-  if (tp_.enabled()) {
+  if (dv_.enabled()) {
+    dataVocabEmbeddingForward(dv_, x0, tokensAll_.data(), dvCounts_, wte, wpe, T_, cfg_.nEmbd,
+                              vocabBegin_, wteRows_, scratchAll_.data());
+  } else if (tp_.enabled()) {
     tensorEmbeddingForward(tp_, x0, tokens_.data(), wte, wpe, B_, T_, cfg_.nEmbd, vocabBegin_,
                            wteRows_);
   } else {
@@ -282,7 +316,11 @@ void Gpt2Model::embedForward(zero::ParamTable& p) {
 }
 
 void Gpt2Model::embedBackward(zero::ParamTable& p) {
-  if (tp_.enabled()) {
+  if (dv_.enabled()) {
+    dataVocabEmbeddingBackward(dv_, access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(),
+                               tokensAll_.data(), dvCounts_, T_, cfg_.nEmbd, vocabBegin_, wteRows_,
+                               scratchAll_.data());
+  } else if (tp_.enabled()) {
     tensorEmbeddingBackward(access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(),
                             tokens_.data(), B_, T_, cfg_.nEmbd, vocabBegin_, wteRows_);
   } else {
@@ -339,6 +377,33 @@ void Gpt2Model::layerForward(int l, zero::ParamTable& p, bool recompute) {
   commitResid(l + 1, out);
 }
 
+// Data-parallel vocabulary (gpt2_data_vocab.h): the logits of every rank's positions over this
+// rank's rows, the softmax combined per rank's segment; returns this rank's summed loss.
+double Gpt2Model::dataVocabHeadForward(const HeadActs& h, const float* wte, bool recompute,
+                                       bool direct) {
+  const int C = cfg_.nEmbd;
+  const size_t rows = headRows();
+  dataVocabAllgather(dv_, h.lnf, lnfAll_.data(), dvCounts_, size_t(C), "the final LayerNorm");
+  if (vocabCols_ > 0)
+    matmulForward(h.probs, lnfAll_.data(), wte, nullptr, static_cast<int>(rows), C, vocabCols_);
+  const TensorParallel group{dv_.group, dv_.rank, dv_.size};
+  double mine = 0;
+  size_t from = 0;
+  for (size_t rank = 0; rank < dvCounts_.size(); ++rank) {
+    const size_t count = dvCounts_[rank];
+    const double sum = tensorCrossEntropyForward(group, h.probs + from * size_t(vocabCols_),
+                                                 targetsAll_.data() + from, static_cast<int>(count),
+                                                 vocabCols_, vocabBegin_, &validAll_[rank]);
+    if (int(rank) == dv_.rank) mine = sum;
+    from += count;
+  }
+  valid_ = validAll_[size_t(dv_.rank)];
+  if (!recompute && !direct && !ckpt_) {
+    for (int f = 0; f < kHeadFields; ++f) head_.save(f, headWork_.f32(f));
+  }
+  return mine;
+}
+
 double Gpt2Model::headForward(zero::ParamTable& p, bool recompute) {
   const int L = cfg_.nLayer, C = cfg_.nEmbd, BT = B_ * T_, blk = L + 1;
   const bool direct = !bf16_ && !ckpt_;
@@ -349,6 +414,7 @@ double Gpt2Model::headForward(zero::ParamTable& p, bool recompute) {
   const float* x = residIn(L);
   HeadActs h = headView(direct ? head_ : headWork_);
   layernormForward(h.lnf, h.mean, h.rstd, x, lnfw, lnfb, BT, C);
+  if (dv_.enabled()) return dataVocabHeadForward(h, wte, recompute, direct);
   // Tensor parallel: this rank's real vocabulary rows only (vocabCols_ = V_ at T 1).
   if (vocabCols_ > 0 && native) {
     matmulForwardBf16(h.probs, h.lnf, value16(p, params_, 0, blk), nullptr, BT, C, vocabCols_);
@@ -366,7 +432,7 @@ double Gpt2Model::headForward(zero::ParamTable& p, bool recompute) {
 }
 
 const float* Gpt2Model::probabilities() {
-  if (!haveForward_ || bf16_ || ckpt_ || tp_.enabled()) return nullptr;
+  if (!haveForward_ || bf16_ || ckpt_ || tp_.enabled() || dv_.enabled()) return nullptr;
   return head_.f32(fProbs);
 }
 
@@ -410,23 +476,51 @@ void Gpt2Model::headBackward(float lossScale, zero::ParamTable& p) {
   const float* lnfw = access_.value(p, iLnfw, kSlotLnfw, blk);
   const float* x = residIn(L);
   float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
-  if (tp_.enabled()) {
+  if (dv_.enabled()) {
+    dataVocabHeadBackward(h, wte, access_.grad(p, 0, blk), lossScale);
+  } else if (tp_.enabled()) {
     tensorCrossEntropyBackward(dlogits_.data(), h.probs, targets_.data(), BT, vocabCols_,
                                vocabBegin_, scale);
   } else {
     softmaxCrossEntropyBackward(dlogits_.data(), h.probs, targets_.data(), BT, V_, scale);
   }
-  zero(dln_);
-  if (vocabCols_ > 0 && native) {
-    matmulBackwardBf16(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf,
-                       value16(p, params_, 0, blk), BT, C, vocabCols_);
-  } else if (vocabCols_ > 0) {
-    matmulBackward(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf, wte, BT,
-                   C, vocabCols_);
+  // dv_: dln_ already holds this rank's positions' input gradient (dataVocabHeadBackward).
+  if (!dv_.enabled()) {
+    zero(dln_);
+    if (vocabCols_ > 0 && native) {
+      matmulBackwardBf16(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf,
+                         value16(p, params_, 0, blk), BT, C, vocabCols_);
+    } else if (vocabCols_ > 0) {
+      matmulBackward(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf, wte, BT,
+                     C, vocabCols_);
+    }
   }
   tensorAllreduce(tp_, dln_.data(), dln_.size(), "the head's input gradient");
   layernormBackward(dres_.data(), access_.grad(p, iLnfw, blk), access_.grad(p, iLnfb, blk),
                     dln_.data(), x, lnfw, h.mean, h.rstd, BT, C);
+}
+
+// Data-parallel vocabulary: dlogits of every position on this rank's rows (each rank's segment
+// scaled by its own valid count), d(wte rows) local, the input gradient reduce-scattered to dln_.
+void Gpt2Model::dataVocabHeadBackward(const HeadActs& h, const float* wte, float* dwte,
+                                      float lossScale) {
+  const int C = cfg_.nEmbd;
+  size_t from = 0;
+  for (size_t rank = 0; rank < dvCounts_.size(); ++rank) {
+    const size_t count = dvCounts_[rank];
+    const int valid = validAll_[rank];
+    const float scale = valid > 0 ? lossScale / static_cast<float>(valid) : 0.0f;
+    tensorCrossEntropyBackward(dlogits_.data() + from * size_t(vocabCols_),
+                               h.probs + from * size_t(vocabCols_), targetsAll_.data() + from,
+                               static_cast<int>(count), vocabCols_, vocabBegin_, scale);
+    from += count;
+  }
+  zero(scratchAll_);
+  if (vocabCols_ > 0)
+    matmulBackward(scratchAll_.data(), dwte, nullptr, dlogits_.data(), lnfAll_.data(), wte,
+                   static_cast<int>(from), C, vocabCols_);
+  dataVocabReduceScatter(dv_, scratchAll_.data(), dln_.data(), dvCounts_, size_t(C),
+                         "the head's input gradient");
 }
 
 void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
@@ -497,6 +591,8 @@ float Gpt2Model::forwardBlocks(int first, int last, const int32_t* inputs, const
   if (first < 0 || last > L + 2 || first >= last)
     throw InternalError(
         fmt::format("gpt2 forwardBlocks: range [{}, {}) outside blocks 0..{}", first, last, L + 1));
+  if (dv_.enabled())
+    throw InternalError("gpt2 forwardBlocks: a pipeline stage with the data-parallel vocabulary");
   checkGpt2Batch(inputs, targets, B, T, V_, cfg_.seqLen);
   const size_t BT = static_cast<size_t>(B) * T;
   allocate(B, T);
@@ -552,7 +648,9 @@ void Gpt2Model::backwardBlocks(float lossScale, const float* dOut, zero::ParamTa
 // Includes layerWork_/headWork_: the fp32 block workspace that activation checkpointing (the
 // recompute target) and bf16 (the widened copy) keep allocated for the whole step.
 size_t Gpt2Model::activationBytes() const {
-  size_t n = (tokens_.size() + targets_.size()) * sizeof(int32_t);
+  size_t n = (tokens_.size() + targets_.size() + tokensAll_.size() + targetsAll_.size()) *
+                 sizeof(int32_t) +
+             lnfAll_.size() * sizeof(float);
   for (const ActSet& r : resid_) n += r.bytes();
   for (const ActSet& a : layer_) n += a.bytes();
   return n + head_.bytes() + layerWork_.bytes() + headWork_.bytes();
@@ -561,7 +659,7 @@ size_t Gpt2Model::activationBytes() const {
 size_t Gpt2Model::workspaceBytes() const {
   size_t n = access_.scratchBytes();
   for (const auto* v : {&xin_, &xout_, &tmp_, &dres_, &dln_, &dqkv_, &datty_, &dfch_, &dfchGelu_,
-                        &dtt_, &dlogits_}) {
+                        &dtt_, &dlogits_, &scratchAll_}) {
     n += v->size() * sizeof(float);
   }
   return n;

@@ -7,11 +7,15 @@
 // rank's shards (local shapes from gpt2TensorShard, same names and order), attention runs on
 // nHead/T heads, the MLP on 4*nEmbd/T columns, the head on this rank's vocabulary rows; the
 // loss and the residual stream are the same on every tensor rank.
+// Data-parallel vocabulary (gpt2_data_vocab.h; ZeRO stage 3, fp32): wte keeps its full shape in
+// params() but is rowSharded: ParamTable.value/grad of wte are this rank's rows only, and the
+// embedding and head run vocabulary-parallel over the data-parallel group (collective calls).
 #pragma once
 
 #include <vector>
 
 #include "runtime/model/act_set.h"
+#include "runtime/model/gpt2_data_vocab.h"
 #include "runtime/model/gpt2_tensor.h"
 #include "runtime/model/model.h"
 #include "runtime/model/param_access.h"
@@ -24,6 +28,9 @@ class Gpt2Model : public Model {
   // This rank's shard of the model split over tp.size tensor ranks (ConfigError naming the
   // parameter and the numbers when a split does not divide: tensor_shard.h).
   Gpt2Model(const ModelConfig& cfg, TensorParallel tp);
+  // wte split by vocabulary rows over the data-parallel group dv (fp32 compute, no tensor
+  // parallelism: InternalError otherwise).
+  Gpt2Model(const ModelConfig& cfg, DataVocab dv);
 
   const std::vector<zero::ParamInfo>& params() const override { return params_; }
   int numBlocks() const override { return cfg_.nLayer + 2; }
@@ -63,6 +70,8 @@ class Gpt2Model : public Model {
   struct LayerActs;
   struct HeadActs;
   void allocate(int B, int T);
+  size_t headRows() const;  // positions the head computes: this rank's, or every rank's (dv_)
+  void gatherBatch(size_t positions);  // dv_: the token ids and targets of every rank
   LayerActs layerView(ActSet& s);
   HeadActs headView(ActSet& s);
   const float* residIn(int i);   // fp32 view of block input i (resid_[i])
@@ -71,12 +80,22 @@ class Gpt2Model : public Model {
   void layerForward(int l, zero::ParamTable& p, bool recompute);
   void layerBackward(int l, zero::ParamTable& p);
   double headForward(zero::ParamTable& p, bool recompute);
+  double dataVocabHeadForward(const HeadActs& h, const float* wte, bool recompute, bool direct);
+  void dataVocabHeadBackward(const HeadActs& h, const float* wte, float* dwte, float lossScale);
   void headBackward(float lossScale, zero::ParamTable& p);
   void embedForward(zero::ParamTable& p);
   void embedBackward(zero::ParamTable& p);
 
   ModelConfig cfg_;
   TensorParallel tp_;
+  DataVocab dv_;
+  // dv_ only: positions per rank, every rank's tokens and targets (rank order), each rank's
+  // count of valid targets, the final LayerNorm output of every position (held for backward) and
+  // a [positions, C] scratch (embedding rows, the head's input gradient).
+  std::vector<size_t> dvCounts_;
+  std::vector<int32_t> tokensAll_, targetsAll_;
+  std::vector<int> validAll_;
+  std::vector<float> lnfAll_, scratchAll_;
   int V_, Vp_;
   // Per tensor rank (the whole model at size 1): attention width and heads, MLP width, the
   // vocabulary rows [vocabBegin_, vocabBegin_ + wteRows_) of wte and the first vocabCols_ of

@@ -157,6 +157,20 @@ inline constexpr Knob kBlasCoreFrom{
         "OpenBLAS had picked (for the startup line); not set by hand.",
     .readBy = kReadByDsrt | kReadByBench};
 
+// runtime/engine/trainer.cc: read once when a Trainer is built at ZeRO stage 3 on the host.
+inline constexpr Knob kZero3VocabSplit{
+    .name = "DS_ZERO3_VOCAB_SPLIT",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "ZeRO stage 3 on the host (GPT-2, fp32, 2+ data-parallel ranks, no tensor or pipeline "
+        "parallelism, offload_param none/cpu, no qwZ/hpZ/MiCS subgroups): 1 splits the tied wte "
+        "by vocabulary rows over the data-parallel ranks and runs the embedding and LM head "
+        "vocabulary-parallel, so no rank gathers wte or holds its full gradient (docs/zero.md "
+        "\"Stage 3 and the vocabulary\"); 0: gather wte whole like every other parameter (the "
+        "path before, for A/B memory and loss comparisons).",
+    .readBy = kReadByDsrt};
+
 // runtime/cmd/serve_command.cc: a follower of tensor-parallel `dsrt serve` dies mid-request.
 inline constexpr Knob kServeFaultKill{
     .name = "DS_SERVE_FAULT_KILL",
@@ -168,9 +182,9 @@ inline constexpr Knob kServeFaultKill{
     .readBy = kReadByDsrt};
 
 inline constexpr const Knob* kRuntimeKnobList[] = {
-    &kBf16Linear,       &kBf16Gemm,       &kCudaAttention, &kCudaGeluFusion, &kCudaLayernormBwd,
-    &kFp16Compute,      &kRestartAttempt, &kFaultKill,     &kOffloadOverlap, &kOffloadOverlapTile,
-    &kOpenblasCoretype, &kBlasCoreFrom,   &kServeFaultKill};
+    &kBf16Linear,       &kBf16Gemm,       &kCudaAttention,  &kCudaGeluFusion, &kCudaLayernormBwd,
+    &kFp16Compute,      &kRestartAttempt, &kFaultKill,      &kOffloadOverlap, &kOffloadOverlapTile,
+    &kOpenblasCoretype, &kBlasCoreFrom,   &kServeFaultKill, &kZero3VocabSplit};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs
