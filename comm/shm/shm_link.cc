@@ -17,14 +17,14 @@
 #include <thread>
 
 #include "comm/peer_process.h"
+#include "comm/shm/shm_link_state.h"
 #include "core/error.h"
 
 namespace ds::comm::shm_impl {
 namespace {
 
-constexpr uint64_t kMagic = 0x6473686d2d763031ull;  // "dshm-v01"
+constexpr uint64_t kMagic = 0x6473686d2d763032ull;  // "dshm-v02"
 constexpr size_t kPage = 4096;
-constexpr size_t kIdBytes = 96;
 
 constexpr size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
@@ -64,16 +64,6 @@ constexpr auto kLivenessEvery = std::chrono::milliseconds(200);
 
 }  // namespace
 
-struct ShmLink::State {
-  std::atomic<uint32_t> seq;
-  std::atomic<uint32_t> sleepers;
-  std::atomic<uint32_t> closed;
-  uint32_t pad;
-  char procId[kIdBytes];  // localProcessId() of the member, written before it counts as mapped
-  char pad2[128 - 16 - kIdBytes];
-};
-static_assert(sizeof(ShmLink::State) == 128);
-
 size_t segmentBytes(int size, size_t slotBytes) {
   return kPage + roundUp(static_cast<size_t>(size) * sizeof(ShmLink::State), kPage) +
          static_cast<size_t>(size) * slotBytes;
@@ -106,7 +96,11 @@ ShmLink::ShmLink(ShmSegment seg, int rank, int size, size_t slotBytes,
         fmt::format("shared memory: {} has a foreign or different header", seg_.name()));
   }
   std::string id = localProcessId();
-  std::strncpy(state(rank).procId, id.c_str(), kIdBytes - 1);
+  State& me = state(rank);
+  std::strncpy(me.procId, id.c_str(), kIdBytes - 1);
+  me.pid = static_cast<int32_t>(::getpid());
+  me.self = reinterpret_cast<uint64_t>(&me);
+  me.cmaVerdict = kCmaUnset;
   seq_ = state(rank).seq.load();
   h->mapped.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -159,6 +153,8 @@ void ShmLink::checkUsable() const {
 }
 
 float* ShmLink::scratch(int index, size_t floats) {
+  if (scratch_.size() <= static_cast<size_t>(index))
+    scratch_.resize(static_cast<size_t>(index) + 1);
   auto& v = scratch_[static_cast<size_t>(index)];
   if (v.size() < floats) v.resize(floats);
   return v.data();

@@ -1,0 +1,122 @@
+// The single-copy collectives (shm_collectives.h), over cross-memory attach (cma.h) on the
+// members' own buffers: entry step (every member has published its buffers), the copies, exit
+// step (nobody returns, or reuses its buffers, before every peer is done reading or writing
+// them). Two steps per call whatever the size.
+// allreduce: rank p owns slice p (sliceOf over the whole buffer); per chunk of kChunkBytes it
+//   reads the others' chunk of its slice into a cache-resident scratch, reduces in rank order
+//   (reduceSlice: the slot path's arithmetic, bitwise) into its own buffer and writes the result
+//   into every other buffer at the same offset. Only the owner of a slice reads or writes that
+//   slice of any buffer during the call. Per rank: (n-1)/n of the buffer read remotely, as much
+//   written remotely, 1/n reduced locally.
+// reduce_scatter: rank p reads block p of the others' inputs, chunk by chunk, and reduces it
+//   with its own block p into its output (which may be that block).
+// allgather: every rank reads the others' blocks straight into its output (one copy).
+// broadcast: the others read the root's buffer straight into theirs.
+// Peers are visited starting after this rank (r+1, r+2, ...) so that not every rank reads the
+// same peer at once.
+#include <algorithm>
+#include <cstring>
+
+#include "comm/shm/shm_collectives.h"
+#include "comm/shm/shm_slices.h"
+
+namespace ds::comm::shm_impl {
+namespace {
+
+constexpr size_t kChunkBytes = 256 << 10;  // per peer and chunk: stays in L2 with the reduce
+constexpr int kPeerScratch = 2;            // scratch indices from here on (0, 1: reduceSlice)
+
+// The peers' scratch of `bytes` each, indexed by group rank (this rank's entry null).
+std::vector<char*> peerScratch(ShmLink& link, size_t bytes) {
+  std::vector<char*> out(static_cast<size_t>(link.size()), nullptr);
+  for (int p = 0; p < link.size(); ++p) {
+    if (p != link.rank()) {
+      out[static_cast<size_t>(p)] =
+          reinterpret_cast<char*>(link.scratch(kPeerScratch + p, (bytes + 3) / 4));
+    }
+  }
+  return out;
+}
+
+// Reduces `count` elements at element offset `at` of every member's buffer `which` (this rank's:
+// `mine`) into dst, in rank order, chunk by chunk; then, when writeBack, writes each reduced
+// chunk to every peer's buffer at the same offset.
+void reduceRange(ShmLink& link, int which, const char* mine, char* dst, size_t at, size_t count,
+                 DType t, ReduceOp op, bool writeBack, const char* what) {
+  const size_t es = dtypeSize(t);
+  const int n = link.size(), r = link.rank();
+  const size_t chunk = std::max<size_t>(kChunkBytes / es / 16 * 16, 16);
+  std::vector<char*> scratch = peerScratch(link, chunk * es);
+  std::vector<const char*> srcs(static_cast<size_t>(n));
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t m = std::min(chunk, count - off), bytes = m * es, remote = (at + off) * es;
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + k) % n;
+      link.peerRead(p, link.peerBuffer(p, which) + remote, scratch[static_cast<size_t>(p)], bytes,
+                    what);
+    }
+    for (int p = 0; p < n; ++p) {
+      srcs[static_cast<size_t>(p)] = p == r ? mine + off * es : scratch[static_cast<size_t>(p)];
+    }
+    reduceSlice(link, dst + off * es, nullptr, srcs, m, t, op);
+    for (int k = 1; writeBack && k < n; ++k) {
+      const int p = (r + k) % n;
+      link.peerWrite(p, link.peerBuffer(p, which) + remote, dst + off * es, bytes, what);
+    }
+  }
+}
+
+}  // namespace
+
+void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
+  char* d = static_cast<char*>(data);
+  link.publish(d, nullptr);
+  link.step("allreduce");
+  const Slice s = sliceOf(count, link.size(), link.rank());
+  const size_t at = s.begin * dtypeSize(t);
+  reduceRange(link, 0, d + at, d + at, s.begin, s.count, t, op, true, "allreduce");
+  link.step("allreduce");
+}
+
+void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
+                             const std::vector<size_t>& counts, DType t, ReduceOp op) {
+  const size_t r = static_cast<size_t>(link.rank());
+  size_t begin = 0;
+  for (size_t b = 0; b < r; ++b) begin += counts[b];
+  const char* in = static_cast<const char*>(input);
+  link.publish(in, nullptr);
+  link.step("reduce_scatter");
+  reduceRange(link, 0, in + begin * dtypeSize(t), static_cast<char*>(output), begin, counts[r], t,
+              op, false, "reduce_scatter");
+  link.step("reduce_scatter");
+}
+
+void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
+                         const std::vector<size_t>& counts, size_t elemSize) {
+  const int n = link.size(), r = link.rank();
+  std::vector<size_t> offs(counts.size(), 0);
+  for (size_t b = 1; b < counts.size(); ++b) offs[b] = offs[b - 1] + counts[b - 1];
+  char* out = static_cast<char*>(output);
+  link.publish(input, nullptr);
+  link.step("allgather");
+  for (int k = 1; k < n; ++k) {
+    const auto p = static_cast<size_t>((r + k) % n);
+    if (counts[p] > 0) {
+      link.peerRead(static_cast<int>(p), link.peerBuffer(static_cast<int>(p), 0),
+                    out + offs[p] * elemSize, counts[p] * elemSize, "allgather");
+    }
+  }
+  const auto me = static_cast<size_t>(r);
+  char* own = out + offs[me] * elemSize;
+  if (counts[me] > 0 && own != input) std::memmove(own, input, counts[me] * elemSize);
+  link.step("allgather");
+}
+
+void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root) {
+  link.publish(data, nullptr);
+  link.step("broadcast");
+  if (link.rank() != root) link.peerRead(root, link.peerBuffer(root, 0), data, bytes, "broadcast");
+  link.step("broadcast");
+}
+
+}  // namespace ds::comm::shm_impl
