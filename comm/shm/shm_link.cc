@@ -61,6 +61,7 @@ constexpr int kSpins = 2000;
 constexpr int kYields = 200;
 constexpr auto kSleep = std::chrono::milliseconds(20);
 constexpr auto kLivenessEvery = std::chrono::milliseconds(200);
+constexpr auto kQuiesceCheckEvery = std::chrono::milliseconds(50);
 
 }  // namespace
 
@@ -168,6 +169,7 @@ std::string ShmLink::describe(int groupRank) const {
 void ShmLink::step(const char* what) {
   checkUsable();
   State& me = state(rank_);
+  me.remoteBusy.store(0, std::memory_order_release);  // done with the peers' buffers
   uint32_t target = ++seq_;
   me.seq.store(target, std::memory_order_seq_cst);
   if (me.sleepers.load(std::memory_order_seq_cst) > 0) futexWake(&me.seq);
@@ -220,11 +222,38 @@ void ShmLink::wakeAll() {
   for (int r = 0; r < size_; ++r) futexWake(&state(r).seq);
 }
 
+int32_t ShmLink::abortedBy() const {
+  return reinterpret_cast<Header*>(seg_.data())->abortRank.load(std::memory_order_seq_cst);
+}
+
+void ShmLink::quiesce() {
+  const auto start = std::chrono::steady_clock::now();
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    State& s = state(p);
+    auto lastCheck = start - kLivenessEvery;
+    while (s.remoteBusy.load(std::memory_order_seq_cst) != 0 && s.closed.load() == 0) {
+      auto now = std::chrono::steady_clock::now();
+      if (now - start > timeout_) return;  // a peer stuck in a copy: give up waiting
+      if (now - lastCheck >= kQuiesceCheckEvery) {
+        lastCheck = now;
+        if (processGone(std::string(s.procId))) break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
+
 void ShmLink::fail(int culprit, const char* what, const std::string& detail, bool timeout) {
   auto* h = reinterpret_cast<Header*>(seg_.data());
+  state(rank_).remoteBusy.store(0, std::memory_order_seq_cst);
   int32_t none = -1;
-  h->abortRank.compare_exchange_strong(none, culprit);
+  h->abortRank.compare_exchange_strong(none, culprit, std::memory_order_seq_cst);
   wakeAll();
+  // A peer in the middle of a single-copy collective may still write into this member's
+  // buffers: it sees the abort before its next copy; wait for that before the caller may free
+  // them.
+  quiesce();
   std::string msg = fmt::format("shm {} ({} of {}, group rank {}): {} {}", what, describe(rank_),
                                 size_, rank_, describe(culprit), detail);
   try {

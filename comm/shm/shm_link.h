@@ -77,6 +77,9 @@ class ShmLink {
   char* peerBuffer(int peer, int which) const;
   // Copies between this process and peer p's memory; a failure records p as the culprit (every
   // member's wait fails) and throws CommError naming the collective, both ranks and the errno.
+  // Each first marks this member busy (until its next step) and fails at once if the group has
+  // failed, so a member that fails (fail) can wait until no live peer may still write into its
+  // buffers before it throws (its caller may free them).
   void peerRead(int peer, const void* remote, void* local, size_t bytes, const char* what);
   void peerWrite(int peer, void* remote, const void* local, size_t bytes, const char* what);
 
@@ -88,6 +91,9 @@ class ShmLink {
   [[noreturn]] void fail(int culprit, const char* what, const std::string& detail, bool timeout);
   void wakeAll();
   std::string describe(int groupRank) const;
+  int32_t abortedBy() const;            // the recorded culprit, or -1
+  void beforeRemote(const char* what);  // marks this member busy; throws if the group failed
+  void quiesce();                       // fail's wait for the others' remoteBusy to clear (bounded)
   [[noreturn]] void failCma(int peer, const char* what, const char* dir, size_t bytes, int err);
 
   ShmSegment seg_;

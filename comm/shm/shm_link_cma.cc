@@ -92,12 +92,20 @@ char* ShmLink::peerBuffer(int peer, int which) const {
   return reinterpret_cast<char*>(state(peer).buffers[which]);
 }
 
+void ShmLink::beforeRemote(const char* what) {
+  state(rank_).remoteBusy.store(1, std::memory_order_seq_cst);
+  const int32_t culprit = abortedBy();
+  if (culprit >= 0) fail(culprit, what, "failed (recorded by a member of the group)", false);
+}
+
 void ShmLink::peerRead(int peer, const void* remote, void* local, size_t bytes, const char* what) {
+  beforeRemote(what);
   const int err = cma::read(state(peer).pid, remote, local, bytes);
   if (err != 0) failCma(peer, what, "read", bytes, err);
 }
 
 void ShmLink::peerWrite(int peer, void* remote, const void* local, size_t bytes, const char* what) {
+  beforeRemote(what);
   const int err = cma::write(state(peer).pid, remote, local, bytes);
   if (err != 0) failCma(peer, what, "write", bytes, err);
 }

@@ -12,7 +12,7 @@
 
 namespace ds::comm::shm_impl {
 
-constexpr size_t kIdBytes = 80;
+constexpr size_t kIdBytes = 72;
 
 struct ShmLink::State {
   std::atomic<uint32_t> seq;
@@ -24,6 +24,10 @@ struct ShmLink::State {
   uint64_t self;          // this record's address in the member's address space (CMA probe)
   int32_t cmaVerdict;     // agreeOnCma: 0 ok, > 0 errno of the probe, kCma* below
   int32_t cmaPeer;        // the group rank whose probe failed (when cmaVerdict > 0)
+  // 1 from this member's first CMA copy of a collective until its next step (or its failure):
+  // while set, it may be writing into the others' buffers (ShmLink::fail waits for it to clear).
+  std::atomic<uint32_t> remoteBusy;
+  uint32_t pad;
 };
 static_assert(sizeof(ShmLink::State) == 128);
 

@@ -13,7 +13,9 @@
 // allgather: every rank reads the others' blocks straight into its output (one copy).
 // broadcast: the others read the root's buffer straight into theirs.
 // Peers are visited starting after this rank (r+1, r+2, ...) so that not every rank reads the
-// same peer at once.
+// same peer at once. Whatever can throw before the copies (scratch) runs before the entry step:
+// past it, every failure goes through ShmLink::fail, which lets no member return while a peer
+// may still write into its buffers.
 #include <algorithm>
 #include <cstring>
 
@@ -38,15 +40,18 @@ std::vector<char*> peerScratch(ShmLink& link, size_t bytes) {
   return out;
 }
 
+size_t chunkOf(DType t) { return std::max<size_t>(kChunkBytes / dtypeSize(t) / 16 * 16, 16); }
+
 // Reduces `count` elements at element offset `at` of every member's buffer `which` (this rank's:
-// `mine`) into dst, in rank order, chunk by chunk; then, when writeBack, writes each reduced
-// chunk to every peer's buffer at the same offset.
-void reduceRange(ShmLink& link, int which, const char* mine, char* dst, size_t at, size_t count,
-                 DType t, ReduceOp op, bool writeBack, const char* what) {
+// `mine`) into dst, in rank order, chunk by chunk (chunkOf; the peers' chunks read into
+// `scratch`); then, when writeBack, writes each reduced chunk to every peer's buffer at the
+// same offset.
+void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* mine, char* dst,
+                 size_t at, size_t count, DType t, ReduceOp op, bool writeBack, const char* what) {
   const size_t es = dtypeSize(t);
   const int n = link.size(), r = link.rank();
-  const size_t chunk = std::max<size_t>(kChunkBytes / es / 16 * 16, 16);
-  std::vector<char*> scratch = peerScratch(link, chunk * es);
+  const size_t chunk = chunkOf(t);
+  const int which = 0;
   std::vector<const char*> srcs(static_cast<size_t>(n));
   for (size_t off = 0; off < count; off += chunk) {
     const size_t m = std::min(chunk, count - off), bytes = m * es, remote = (at + off) * es;
@@ -70,11 +75,12 @@ void reduceRange(ShmLink& link, int which, const char* mine, char* dst, size_t a
 
 void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
   char* d = static_cast<char*>(data);
+  const std::vector<char*> scratch = peerScratch(link, chunkOf(t) * dtypeSize(t));
   link.publish(d, nullptr);
   link.step("allreduce");
   const Slice s = sliceOf(count, link.size(), link.rank());
   const size_t at = s.begin * dtypeSize(t);
-  reduceRange(link, 0, d + at, d + at, s.begin, s.count, t, op, true, "allreduce");
+  reduceRange(link, scratch, d + at, d + at, s.begin, s.count, t, op, true, "allreduce");
   link.step("allreduce");
 }
 
@@ -84,10 +90,11 @@ void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
   size_t begin = 0;
   for (size_t b = 0; b < r; ++b) begin += counts[b];
   const char* in = static_cast<const char*>(input);
+  const std::vector<char*> scratch = peerScratch(link, chunkOf(t) * dtypeSize(t));
   link.publish(in, nullptr);
   link.step("reduce_scatter");
-  reduceRange(link, 0, in + begin * dtypeSize(t), static_cast<char*>(output), begin, counts[r], t,
-              op, false, "reduce_scatter");
+  reduceRange(link, scratch, in + begin * dtypeSize(t), static_cast<char*>(output), begin,
+              counts[r], t, op, false, "reduce_scatter");
   link.step("reduce_scatter");
 }
 
