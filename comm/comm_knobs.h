@@ -123,7 +123,7 @@ inline constexpr Knob kCommShmCma{
     .type = KnobType::kBool,
     .dflt = "1",
     .doc =
-        "shm: allreduce, reduce_scatter, allgather and broadcast of at least "
+        "shm: collectives (all but barrier) on at least "
         "DS_COMM_SHM_CMA_MIN_BYTES copy straight between the ranks' buffers with cross-memory "
         "attach (process_vm_readv/writev; probed once per group, logged at rank 0); 0 keeps "
         "the two-copy path through the segment.",

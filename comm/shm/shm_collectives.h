@@ -7,8 +7,8 @@
 // wherever gloo's order is also rank order (2 ranks; gloo's direct allreduce). Counts are elements;
 // counts of zero do no step at all.
 // Where the link's single-copy path is on (ShmLink::cmaFor the buffer's bytes: the allreduce/
-// broadcast buffer, the reduce_scatter input, the allgather output), allreduce, reduce_scatter,
-// allgather and broadcast take it instead (shm_single_copy.cc: the same results, bitwise).
+// broadcast/reduce buffer, the reduce_scatter input, the allgather output), every collective
+// but barrier takes it instead (shm_single_copy.cc: the same results, bitwise).
 #pragma once
 
 #include <cstddef>
@@ -42,6 +42,7 @@ void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
 void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
                          const std::vector<size_t>& counts, size_t elemSize);
 void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root);
+void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op);
 
 // dst[i] = op over srcs[0..n)[i] in rank order (kAvg: then / n), via fp32 for 16-bit types; then
 // copy[i] = dst[i] unless copy is null. dst may be one of the srcs exactly (no partial overlap);

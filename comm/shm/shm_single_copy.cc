@@ -8,6 +8,8 @@
 //   into every other buffer at the same offset. Only the owner of a slice reads or writes that
 //   slice of any buffer during the call. Per rank: (n-1)/n of the buffer read remotely, as much
 //   written remotely, 1/n reduced locally.
+// reduce: the same, but the owner keeps its result in a scratch chunk and writes it into the
+//   root's buffer only (the root's slice: into its own); the others' buffers are only read.
 // reduce_scatter: rank p reads block p of the others' inputs, chunk by chunk, and reduces it
 //   with its own block p into its output (which may be that block).
 // allgather: every rank reads the others' blocks straight into its output (one copy).
@@ -28,45 +30,53 @@ namespace {
 constexpr size_t kChunkBytes = 256 << 10;  // per peer and chunk: stays in L2 with the reduce
 constexpr int kPeerScratch = 2;            // scratch indices from here on (0, 1: reduceSlice)
 
-// The peers' scratch of `bytes` each, indexed by group rank (this rank's entry null).
-std::vector<char*> peerScratch(ShmLink& link, size_t bytes) {
+// A scratch of `bytes` per group rank: the peers' chunks, and this rank's reduced chunk where it
+// keeps no result (reduce at a non-root).
+std::vector<char*> chunkScratch(ShmLink& link, size_t bytes) {
   std::vector<char*> out(static_cast<size_t>(link.size()), nullptr);
   for (int p = 0; p < link.size(); ++p) {
-    if (p != link.rank()) {
-      out[static_cast<size_t>(p)] =
-          reinterpret_cast<char*>(link.scratch(kPeerScratch + p, (bytes + 3) / 4));
-    }
+    out[static_cast<size_t>(p)] =
+        reinterpret_cast<char*>(link.scratch(kPeerScratch + p, (bytes + 3) / 4));
   }
   return out;
 }
 
 size_t chunkOf(DType t) { return std::max<size_t>(kChunkBytes / dtypeSize(t) / 16 * 16, 16); }
 
-// Reduces `count` elements at element offset `at` of every member's buffer `which` (this rank's:
-// `mine`) into dst, in rank order, chunk by chunk (chunkOf; the peers' chunks read into
-// `scratch`); then, when writeBack, writes each reduced chunk to every peer's buffer at the
-// same offset.
+// Where reduceRange delivers each reduced chunk besides dst: nowhere, into every peer's buffer,
+// or into one peer's (the root's) buffer, at the same offset.
+struct Deliver {
+  enum Kind { kNone, kAll, kOne } kind = kNone;
+  int peer = -1;
+};
+
+// Reduces `count` elements at element offset `at` of every member's published buffer (this
+// rank's: `mine`) in rank order, chunk by chunk (chunkOf; the peers' chunks read into
+// scratch[p]), into dst (null: into scratch[rank], a chunk), then delivers the chunk.
 void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* mine, char* dst,
-                 size_t at, size_t count, DType t, ReduceOp op, bool writeBack, const char* what) {
+                 size_t at, size_t count, DType t, ReduceOp op, Deliver to, const char* what) {
   const size_t es = dtypeSize(t);
   const int n = link.size(), r = link.rank();
   const size_t chunk = chunkOf(t);
-  const int which = 0;
   std::vector<const char*> srcs(static_cast<size_t>(n));
   for (size_t off = 0; off < count; off += chunk) {
     const size_t m = std::min(chunk, count - off), bytes = m * es, remote = (at + off) * es;
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;
-      link.peerRead(p, link.peerBuffer(p, which) + remote, scratch[static_cast<size_t>(p)], bytes,
+      link.peerRead(p, link.peerBuffer(p, 0) + remote, scratch[static_cast<size_t>(p)], bytes,
                     what);
     }
     for (int p = 0; p < n; ++p) {
       srcs[static_cast<size_t>(p)] = p == r ? mine + off * es : scratch[static_cast<size_t>(p)];
     }
-    reduceSlice(link, dst + off * es, nullptr, srcs, m, t, op);
-    for (int k = 1; writeBack && k < n; ++k) {
+    char* out = dst ? dst + off * es : scratch[static_cast<size_t>(r)];
+    reduceSlice(link, out, nullptr, srcs, m, t, op);
+    if (to.kind == Deliver::kOne) {
+      link.peerWrite(to.peer, link.peerBuffer(to.peer, 0) + remote, out, bytes, what);
+    }
+    for (int k = 1; to.kind == Deliver::kAll && k < n; ++k) {
       const int p = (r + k) % n;
-      link.peerWrite(p, link.peerBuffer(p, which) + remote, dst + off * es, bytes, what);
+      link.peerWrite(p, link.peerBuffer(p, 0) + remote, out, bytes, what);
     }
   }
 }
@@ -75,13 +85,26 @@ void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* m
 
 void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
   char* d = static_cast<char*>(data);
-  const std::vector<char*> scratch = peerScratch(link, chunkOf(t) * dtypeSize(t));
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
   link.publish(d, nullptr);
   link.step("allreduce");
   const Slice s = sliceOf(count, link.size(), link.rank());
   const size_t at = s.begin * dtypeSize(t);
-  reduceRange(link, scratch, d + at, d + at, s.begin, s.count, t, op, true, "allreduce");
+  reduceRange(link, scratch, d + at, d + at, s.begin, s.count, t, op, {Deliver::kAll}, "allreduce");
   link.step("allreduce");
+}
+
+void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op) {
+  char* d = static_cast<char*>(data);
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
+  link.publish(d, nullptr);
+  link.step("reduce");
+  const Slice s = sliceOf(count, link.size(), link.rank());
+  const size_t at = s.begin * dtypeSize(t);
+  const bool isRoot = link.rank() == root;
+  reduceRange(link, scratch, d + at, isRoot ? d + at : nullptr, s.begin, s.count, t, op,
+              isRoot ? Deliver{} : Deliver{Deliver::kOne, root}, "reduce");
+  link.step("reduce");
 }
 
 void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
@@ -90,11 +113,11 @@ void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
   size_t begin = 0;
   for (size_t b = 0; b < r; ++b) begin += counts[b];
   const char* in = static_cast<const char*>(input);
-  const std::vector<char*> scratch = peerScratch(link, chunkOf(t) * dtypeSize(t));
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
   link.publish(in, nullptr);
   link.step("reduce_scatter");
   reduceRange(link, scratch, in + begin * dtypeSize(t), static_cast<char*>(output), begin,
-              counts[r], t, op, false, "reduce_scatter");
+              counts[r], t, op, {}, "reduce_scatter");
   link.step("reduce_scatter");
 }
 

@@ -1,10 +1,11 @@
 // The single-copy (CMA) path of the shm collectives (comm/shm/shm_single_copy.cc), in real
 // processes against the gloo TCP path, bitwise: sizes straddling the threshold (set to 4 KiB
 // here) and spanning several 256 KiB chunks, odd counts, 2-4 ranks, every reducible dtype,
-// in-place reduce_scatter and allgather; DS_COMM_SHM_CMA=0 keeps the slot path; a rank whose
-// CMA calls are refused (a seccomp filter answering EPERM: as root, a non-dumpable process can
-// still be read, so prctl(PR_SET_DUMPABLE, 0) cannot simulate it here) turns the path off on
-// every rank and the results stay right.
+// every collective but barrier (reduce: the others' buffers untouched), in-place reduce_scatter
+// and allgather; DS_COMM_SHM_CMA=0 keeps the slot path; a rank whose CMA calls are refused (a
+// seccomp filter answering EPERM: as root, a non-dumpable process can still be read, so
+// prctl(PR_SET_DUMPABLE, 0) cannot simulate it here) turns the path off on every rank and the
+// results stay right.
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -133,7 +134,7 @@ std::string suite(ProcessGroup& shm, ProcessGroup& tcp, bool big) {
         1, kThreshold / es - 1, kThreshold / es, kThreshold / es + 1, 4099, 70001};
     if (big) counts.push_back(300007);
     for (size_t count : counts) {
-      for (const char* what : {"allreduce", "reduce_scatter", "allgather", "broadcast"}) {
+      for (const char* what : {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"}) {
         std::vector<ReduceOp> ops{ReduceOp::kSum};
         if (std::string(what) == "allreduce") {
           ops = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin};
