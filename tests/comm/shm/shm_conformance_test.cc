@@ -3,7 +3,9 @@
 // the bytes. fp32 and fp16/bf16 with non-integer values at 2 ranks (both paths reduce in rank
 // order there: bitwise equal); integer-valued inputs at 3-4 ranks (gloo's ring order differs,
 // exact values make any order agree). Sizes 0, 1, odd, and larger than the whole segment (a
-// 64 KiB slot, so every size above 8192 fp32 elements pipelines through several chunks).
+// 64 KiB slot, so every size above 8192 fp32 elements pipelines through several chunks; at the
+// default single-copy threshold of 256 KiB, 70001 fp32 elements take the CMA path where this
+// host allows it: shm_single_copy_test.cc covers that path on purpose).
 #include <catch2/catch.hpp>
 
 #include <cstring>
