@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Intra-host allreduce bus bandwidth of the shared-memory path (comm/shm) next to the TCP paths,
 # in one run (issue 18, item 1 and 6):
-#   shm      = dsrun --num_gpus N dsrt comm-bench --comm_backend gloo      (DS_COMM_SHM=1, default)
+#   shm      = dsrun --num_gpus N dsrt comm-bench --comm_backend gloo      (DS_COMM_SHM=1, default:
+#              single copy by CMA from DS_COMM_SHM_CMA_MIN_BYTES up)
+#   shmcopy  = the same with DS_COMM_SHM_CMA=0                              (the two-copy slot path)
 #   tcp      = the same with DS_COMM_SHM=0                                  (our gloo over loopback TCP)
 #   libgloo  = dsrun --num_gpus N bench_raw_gloo                            (libgloo's own ring)
 #   openmpi  = mpirun -np N bench_raw_mpi                                   (MPI_Allreduce, Open MPI's
 #              shared-memory BTL (vader) with CMA single copy)
 # Method as bench/comm_bench.sh: REPS repetitions per side, the sides' order rotated each
-# repetition (shm,tcp,libgloo,openmpi / tcp,libgloo,openmpi,shm / ...), so drifting load hits all;
+# repetition (shm,shmcopy,tcp,... / shmcopy,tcp,...,shm / ...), so drifting load hits all;
 # every side times rows alike (bench/raw_timing.h = runtime/cmd/comm_bench.cc); busbw in GB/s,
 # nccl-tests convention (allreduce: algbw * 2(n-1)/n); medians over repetitions, min-max spread,
 # and ratios of the medians. GLIBC_TUNABLES=glibc.malloc.hugetlb=1 for every side (see
 # bench/comm_bench.sh: Open MPI's temporary buffers).
 # Usage: bench/comm_efficiency.sh [BUILD_DIR] [OUT_FILE]
 #   env: DS_BENCH_RANKS (2), DS_BENCH_REPS (5), DS_BENCH_TARGET_SECONDS (0.25),
-#        DS_BENCH_SIZES ("1M 4M 16M 64M 256M"), DS_BENCH_SIDES ("shm tcp libgloo openmpi")
+#        DS_BENCH_SIZES ("1M 4M 16M 64M 256M"), DS_BENCH_SIDES ("shm shmcopy tcp libgloo openmpi")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
@@ -27,7 +29,7 @@ SIZES=$(echo $SIZE_LIST | tr ' ' ',')
 BYTES=$(for s in $SIZE_LIST; do numfmt --from=iec "$s"; done | tr '\n' ' ')
 N=${DS_BENCH_RANKS:-2}
 REPS=${DS_BENCH_REPS:-5}
-SIDES=(${DS_BENCH_SIDES:-shm tcp libgloo openmpi})
+SIDES=(${DS_BENCH_SIDES:-shm shmcopy tcp libgloo openmpi})
 export DS_BENCH_TARGET_SECONDS=${DS_BENCH_TARGET_SECONDS:-0.25}
 export DS_RAW_MPI_THREAD=${DS_RAW_MPI_THREAD:-multiple}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -45,7 +47,9 @@ run() {
   local side=$1 rep=$2
   port=$((port + 1))
   case "$side" in
-    shm|tcp) DS_COMM_SHM=$([ "$side" = shm ] && echo 1 || echo 0) \
+    shm|shmcopy|tcp)
+             DS_COMM_SHM=$([ "$side" = tcp ] && echo 0 || echo 1) \
+             DS_COMM_SHM_CMA=$([ "$side" = shm ] && echo 1 || echo 0) \
                "$B/dsrun" --num_gpus "$N" --master_port "$port" "$B/dsrt" comm-bench \
                  --comm_backend gloo --sizes "$SIZES" --ops allreduce \
                  --target_seconds "$DS_BENCH_TARGET_SECONDS" ;;

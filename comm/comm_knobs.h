@@ -118,6 +118,26 @@ inline constexpr Knob kCommShmSlotBytes{
     .readBy = kReadByDsrt,
     .lo = 65536,
     .hi = kGiB};
+inline constexpr Knob kCommShmCma{
+    .name = "DS_COMM_SHM_CMA",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "shm: collectives (all but barrier) on at least "
+        "DS_COMM_SHM_CMA_MIN_BYTES copy straight between the ranks' buffers with cross-memory "
+        "attach (process_vm_readv/writev; probed once per group, logged at rank 0); 0 keeps "
+        "the two-copy path through the segment.",
+    .readBy = kReadByDsrt};
+inline constexpr Knob kCommShmCmaMinBytes{
+    .name = "DS_COMM_SHM_CMA_MIN_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "262144",
+    .doc =
+        "shm: collectives on fewer bytes keep the two-copy path through the segment (its "
+        "steps cost less than the single-copy path's system calls there).",
+    .readBy = kReadByDsrt,
+    .lo = 1,
+    .hi = int64_t{1} << 40};
 
 inline constexpr Knob kMpiShmMinBytes{
     .name = "DS_MPI_SHM_MIN_BYTES",
@@ -157,7 +177,8 @@ inline constexpr const Knob* kCommKnobList[] = {
     &kGlooSegmentBytes,       &kGlooRingSegmentBytes,
     &kGlooPairAllreduceBytes, &kGlooDirectReduceScatterBytes,
     &kGlooPieceBytes,         &kCommShm,
-    &kCommShmSlotBytes,       &kMpiShmMinBytes,
+    &kCommShmSlotBytes,       &kCommShmCma,
+    &kCommShmCmaMinBytes,     &kMpiShmMinBytes,
     &kCommHierarchical,       &kCommHierMinBytes,
     &kNcclPeerTimeout,        &kNcclHeartbeatMs,
 };

@@ -10,6 +10,11 @@ namespace ds::comm::shm_impl {
 
 void allgather(ShmLink& link, const void* input, void* output, const std::vector<size_t>& counts,
                size_t elemSize) {
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  if (link.cmaFor(total * elemSize)) {
+    return allgatherSingleCopy(link, input, output, counts, elemSize);
+  }
   const size_t es = elemSize;
   const int n = link.size(), r = link.rank();
   const size_t piece = link.halfBytes() / es;

@@ -10,6 +10,7 @@
 namespace ds::comm::shm_impl {
 
 void allreduce(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
+  if (link.cmaFor(count * dtypeSize(t))) return allreduceSingleCopy(link, data, count, t, op);
   const size_t es = dtypeSize(t);
   const size_t chunk = link.halfBytes() / es;
   const int n = link.size(), r = link.rank();

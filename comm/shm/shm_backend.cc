@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <fstream>
 #include <set>
 
@@ -112,6 +114,8 @@ class ShmBackend final : public Backend {
     return connectShm(std::move(sub), store_, prefix, options_, std::move(global));
   }
 
+  bool singleCopy() const { return link_->cmaFor(SIZE_MAX); }
+
   // The protocol of wrapWithShm, for a group under `prefix`.
   static std::unique_ptr<Backend> connectShm(std::unique_ptr<Backend> inner,
                                              std::shared_ptr<Store> root, const std::string& prefix,
@@ -200,6 +204,21 @@ ShmSegment createOrOpen(Store& store, int rank, size_t segBytes, int size, size_
   }
 }
 
+// The single-copy choice (the same on every member): logged by group rank 0, at INFO for the
+// first group of this process, DEBUG for later ones (subgroups).
+void logCmaChoice(int rank, const std::string& whyOff, size_t minBytes) {
+  static std::atomic<bool> logged{false};
+  if (rank != 0) return;
+  std::string line = whyOff.empty()
+                         ? fmt::format("shm: single-copy (CMA) on, >= {} bytes", minBytes)
+                         : fmt::format("shm: CMA unavailable ({}), copy path", whyOff);
+  if (logged.exchange(true)) {
+    DS_LOG_DEBUG("comm", "{}", line);
+  } else {
+    DS_LOG_INFO("comm", "{}", line);
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
@@ -235,6 +254,7 @@ std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
     if (!store.check({"failed"})) return std::string();
     return text(store.get("failed", std::chrono::seconds(5)));
   });
+  logCmaChoice(rank, link->agreeOnCma(o.cma, o.cmaMinBytes), o.cmaMinBytes);
   return std::make_unique<ShmBackend>(std::move(inner), std::move(link), std::move(root), prefix, o,
                                       std::move(global));
 }
@@ -248,12 +268,19 @@ std::unique_ptr<Backend> wrapGroupWithShm(std::unique_ptr<Backend> inner,
 
 bool isShmBackend(const Backend& b) { return dynamic_cast<const ShmBackend*>(&b) != nullptr; }
 
+bool isShmSingleCopy(const Backend& b) {
+  const auto* shm = dynamic_cast<const ShmBackend*>(&b);
+  return shm != nullptr && shm->singleCopy();
+}
+
 bool shmEnabledByEnv() { return knobBoolOrDefault(knobs::kCommShm); }
 
 ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::string& backend) {
   ShmOptions o;
   if (backend == "mpi") o.minBytes = static_cast<size_t>(knobIntOrDefault(knobs::kMpiShmMinBytes));
   o.slotBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmSlotBytes));
+  o.cma = knobBoolOrDefault(knobs::kCommShmCma);
+  o.cmaMinBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmCmaMinBytes));
   o.timeout = timeout;
   return o;
 }

@@ -21,6 +21,9 @@ struct ShmOptions {
   std::chrono::milliseconds timeout{0};  // every wait; 0 = ds::defaultTimeout()
   size_t minBytes = 0;  // collectives on fewer bytes (barrier: all, when > 0) go to the inner
                         // backend: the mpi backend keeps Open MPI where it is faster
+  bool cma = true;      // single copy by cross-memory attach where probed to work (DS_COMM_SHM_CMA)
+  size_t cmaMinBytes = 256 << 10;  // ... for collectives on at least this many bytes
+                                   // (DS_COMM_SHM_CMA_MIN_BYTES)
 };
 
 // Whether DS_COMM_SHM leaves the transport on (default yes), and the knob-derived options for a
@@ -41,6 +44,8 @@ std::unique_ptr<Backend> wrapWithShm(std::unique_ptr<Backend> inner, std::shared
 
 // Whether b is the shared-memory layer (tests, diagnostics).
 bool isShmBackend(const Backend& b);
+// Whether b is the shared-memory layer with its single-copy (CMA) path on (tests, diagnostics).
+bool isShmSingleCopy(const Backend& b);
 
 // The protocol of wrapWithShm for a group (e.g. a subgroup) whose store keys live under `prefix`
 // of `root`; globalRanks: the world rank of each group rank (for messages).

@@ -9,6 +9,7 @@
 namespace ds::comm::shm_impl {
 
 void broadcast(ShmLink& link, void* data, size_t bytes, int root) {
+  if (link.cmaFor(bytes)) return broadcastSingleCopy(link, data, bytes, root);
   const size_t piece = link.halfBytes();
   const int r = link.rank();
   char* d = static_cast<char*>(data);

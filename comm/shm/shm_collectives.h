@@ -6,6 +6,9 @@
 // widened to fp32 and rounded once (comm/gloo/reduce_kernels): bitwise the gloo path's result
 // wherever gloo's order is also rank order (2 ranks; gloo's direct allreduce). Counts are elements;
 // counts of zero do no step at all.
+// Where the link's single-copy path is on (ShmLink::cmaFor the buffer's bytes: the allreduce/
+// broadcast/reduce buffer, the reduce_scatter input, the allgather output), every collective
+// but barrier takes it instead (shm_single_copy.cc: the same results, bitwise).
 #pragma once
 
 #include <cstddef>
@@ -31,6 +34,15 @@ void broadcast(ShmLink& link, void* data, size_t bytes, int root);
 // The result lands at root only; other members' buffers are untouched.
 void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op);
 void barrier(ShmLink& link);
+
+// The single-copy forms (shm_single_copy.cc); the same contracts, for counts > 0.
+void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op);
+void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
+                             const std::vector<size_t>& counts, DType t, ReduceOp op);
+void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
+                         const std::vector<size_t>& counts, size_t elemSize);
+void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root);
+void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op);
 
 // dst[i] = op over srcs[0..n)[i] in rank order (kAvg: then / n), via fp32 for 16-bit types; then
 // copy[i] = dst[i] unless copy is null. dst may be one of the srcs exactly (no partial overlap);

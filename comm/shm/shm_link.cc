@@ -17,14 +17,14 @@
 #include <thread>
 
 #include "comm/peer_process.h"
+#include "comm/shm/shm_link_state.h"
 #include "core/error.h"
 
 namespace ds::comm::shm_impl {
 namespace {
 
-constexpr uint64_t kMagic = 0x6473686d2d763031ull;  // "dshm-v01"
+constexpr uint64_t kMagic = 0x6473686d2d763032ull;  // "dshm-v02"
 constexpr size_t kPage = 4096;
-constexpr size_t kIdBytes = 96;
 
 constexpr size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
@@ -61,18 +61,9 @@ constexpr int kSpins = 2000;
 constexpr int kYields = 200;
 constexpr auto kSleep = std::chrono::milliseconds(20);
 constexpr auto kLivenessEvery = std::chrono::milliseconds(200);
+constexpr auto kQuiesceCheckEvery = std::chrono::milliseconds(50);
 
 }  // namespace
-
-struct ShmLink::State {
-  std::atomic<uint32_t> seq;
-  std::atomic<uint32_t> sleepers;
-  std::atomic<uint32_t> closed;
-  uint32_t pad;
-  char procId[kIdBytes];  // localProcessId() of the member, written before it counts as mapped
-  char pad2[128 - 16 - kIdBytes];
-};
-static_assert(sizeof(ShmLink::State) == 128);
 
 size_t segmentBytes(int size, size_t slotBytes) {
   return kPage + roundUp(static_cast<size_t>(size) * sizeof(ShmLink::State), kPage) +
@@ -106,7 +97,11 @@ ShmLink::ShmLink(ShmSegment seg, int rank, int size, size_t slotBytes,
         fmt::format("shared memory: {} has a foreign or different header", seg_.name()));
   }
   std::string id = localProcessId();
-  std::strncpy(state(rank).procId, id.c_str(), kIdBytes - 1);
+  State& me = state(rank);
+  std::strncpy(me.procId, id.c_str(), kIdBytes - 1);
+  me.pid = static_cast<int32_t>(::getpid());
+  me.self = reinterpret_cast<uint64_t>(&me);
+  me.cmaVerdict = kCmaUnset;
   seq_ = state(rank).seq.load();
   h->mapped.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -159,6 +154,8 @@ void ShmLink::checkUsable() const {
 }
 
 float* ShmLink::scratch(int index, size_t floats) {
+  if (scratch_.size() <= static_cast<size_t>(index))
+    scratch_.resize(static_cast<size_t>(index) + 1);
   auto& v = scratch_[static_cast<size_t>(index)];
   if (v.size() < floats) v.resize(floats);
   return v.data();
@@ -172,6 +169,7 @@ std::string ShmLink::describe(int groupRank) const {
 void ShmLink::step(const char* what) {
   checkUsable();
   State& me = state(rank_);
+  me.remoteBusy.store(0, std::memory_order_release);  // done with the peers' buffers
   uint32_t target = ++seq_;
   me.seq.store(target, std::memory_order_seq_cst);
   if (me.sleepers.load(std::memory_order_seq_cst) > 0) futexWake(&me.seq);
@@ -224,11 +222,38 @@ void ShmLink::wakeAll() {
   for (int r = 0; r < size_; ++r) futexWake(&state(r).seq);
 }
 
+int32_t ShmLink::abortedBy() const {
+  return reinterpret_cast<Header*>(seg_.data())->abortRank.load(std::memory_order_seq_cst);
+}
+
+void ShmLink::quiesce() {
+  const auto start = std::chrono::steady_clock::now();
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    State& s = state(p);
+    auto lastCheck = start - kLivenessEvery;
+    while (s.remoteBusy.load(std::memory_order_seq_cst) != 0 && s.closed.load() == 0) {
+      auto now = std::chrono::steady_clock::now();
+      if (now - start > timeout_) return;  // a peer stuck in a copy: give up waiting
+      if (now - lastCheck >= kQuiesceCheckEvery) {
+        lastCheck = now;
+        if (processGone(std::string(s.procId))) break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
+
 void ShmLink::fail(int culprit, const char* what, const std::string& detail, bool timeout) {
   auto* h = reinterpret_cast<Header*>(seg_.data());
+  state(rank_).remoteBusy.store(0, std::memory_order_seq_cst);
   int32_t none = -1;
-  h->abortRank.compare_exchange_strong(none, culprit);
+  h->abortRank.compare_exchange_strong(none, culprit, std::memory_order_seq_cst);
   wakeAll();
+  // A peer in the middle of a single-copy collective may still write into this member's
+  // buffers: it sees the abort before its next copy; wait for that before the caller may free
+  // them.
+  quiesce();
   std::string msg = fmt::format("shm {} ({} of {}, group rank {}): {} {}", what, describe(rank_),
                                 size_, rank_, describe(culprit), detail);
   try {

@@ -5,6 +5,11 @@
 // or whose endpoint closed, records the culprit in the header, which fails every member's wait
 // at once with a CommError naming it. Not a collective. Used by one thread at a time (the
 // group's worker); abort state is shared through the segment.
+// Single copy (cma.h): each record also carries its member's pid, the address of the record in
+// the member's own mapping (the probe reads it back through CMA) and, per collective, the
+// addresses of the member's buffers (published before the collective's entry step, valid until
+// its exit step). agreeOnCma decides once, the same on every member, whether collectives of at
+// least cmaMinBytes take that path.
 #pragma once
 
 #include <atomic>
@@ -54,8 +59,29 @@ class ShmLink {
   void step(const char* what);
   // Throws what broke the group, if anything did (each collective starts with it).
   void checkUsable() const;
-  // Per-rank fp32 scratch (reused; grows, never shrinks).
+  // Per-rank fp32 scratch (reused; grows, never shrinks). Indices 0 and 1: reduceSlice's.
   float* scratch(int index, size_t floats);
+
+  // One step, at group creation, on every member: whether collectives may copy straight between
+  // the members' buffers (cma.h). Each member probes every peer (a CMA read of the peer's record
+  // in the peer's own address space, which must equal the record seen in the segment) unless
+  // `wanted` is false; the path is on only when every member wants it and every probe passed.
+  // Returns the reason when it is off ("" when on).
+  std::string agreeOnCma(bool wanted, size_t minBytes);
+  // Whether a collective on `bytes` (> 0) takes the single-copy path.
+  bool cmaFor(size_t bytes) const { return cmaOn_ && bytes > 0 && bytes >= cmaMinBytes_; }
+  size_t cmaMinBytes() const { return cmaMinBytes_; }
+  // This member's buffers for the current collective (before its entry step).
+  void publish(const void* first, const void* second);
+  // Peer p's published buffer (0: first, 1: second), an address in p's process.
+  char* peerBuffer(int peer, int which) const;
+  // Copies between this process and peer p's memory; a failure records p as the culprit (every
+  // member's wait fails) and throws CommError naming the collective, both ranks and the errno.
+  // Each first marks this member busy (until its next step) and fails at once if the group has
+  // failed, so a member that fails (fail) can wait until no live peer may still write into its
+  // buffers before it throws (its caller may free them).
+  void peerRead(int peer, const void* remote, void* local, size_t bytes, const char* what);
+  void peerWrite(int peer, void* remote, const void* local, size_t bytes, const char* what);
 
   struct State;  // one member's record in the segment (shm_link.cc)
 
@@ -65,6 +91,10 @@ class ShmLink {
   [[noreturn]] void fail(int culprit, const char* what, const std::string& detail, bool timeout);
   void wakeAll();
   std::string describe(int groupRank) const;
+  int32_t abortedBy() const;            // the recorded culprit, or -1
+  void beforeRemote(const char* what);  // marks this member busy; throws if the group failed
+  void quiesce();                       // fail's wait for the others' remoteBusy to clear (bounded)
+  [[noreturn]] void failCma(int peer, const char* what, const char* dir, size_t bytes, int err);
 
   ShmSegment seg_;
   int rank_;
@@ -76,6 +106,8 @@ class ShmLink {
   uint64_t chunks_ = 0;
   std::exception_ptr broken_;
   std::vector<std::vector<float>> scratch_{2};
+  bool cmaOn_ = false;
+  size_t cmaMinBytes_ = 0;
 };
 
 }  // namespace ds::comm::shm_impl

@@ -17,6 +17,9 @@ void reduceScatter(ShmLink& link, const void* input, void* output,
   const int n = link.size(), r = link.rank();
   DS_CHECK(counts.size() == static_cast<size_t>(n), "shm reduce_scatter: {} counts for {} ranks",
            counts.size(), n);
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  if (link.cmaFor(total * es)) return reduceScatterSingleCopy(link, input, output, counts, t, op);
   size_t piece = link.halfBytes() / static_cast<size_t>(n) / es;
   if (piece > 16) piece = piece / 16 * 16;
   DS_CHECK(piece > 0, "shm reduce_scatter: slot too small for {} ranks", n);

@@ -1,0 +1,152 @@
+// The single-copy collectives (shm_collectives.h), over cross-memory attach (cma.h) on the
+// members' own buffers: entry step (every member has published its buffers), the copies, exit
+// step (nobody returns, or reuses its buffers, before every peer is done reading or writing
+// them). Two steps per call whatever the size.
+// allreduce: rank p owns slice p (sliceOf over the whole buffer); per chunk of kChunkBytes it
+//   reads the others' chunk of its slice into a cache-resident scratch, reduces in rank order
+//   (reduceSlice: the slot path's arithmetic, bitwise) into its own buffer and writes the result
+//   into every other buffer at the same offset. Only the owner of a slice reads or writes that
+//   slice of any buffer during the call. Per rank: (n-1)/n of the buffer read remotely, as much
+//   written remotely, 1/n reduced locally.
+// reduce: the same, but the owner keeps its result in a scratch chunk and writes it into the
+//   root's buffer only (the root's slice: into its own); the others' buffers are only read.
+// reduce_scatter: rank p reads block p of the others' inputs, chunk by chunk, and reduces it
+//   with its own block p into its output (which may be that block).
+// allgather: every rank reads the others' blocks straight into its output (one copy).
+// broadcast: the others read the root's buffer straight into theirs.
+// Peers are visited starting after this rank (r+1, r+2, ...) so that not every rank reads the
+// same peer at once. Whatever can throw before the copies (scratch) runs before the entry step:
+// past it, every failure goes through ShmLink::fail, which lets no member return while a peer
+// may still write into its buffers.
+#include <algorithm>
+#include <cstring>
+
+#include "comm/shm/shm_collectives.h"
+#include "comm/shm/shm_slices.h"
+
+namespace ds::comm::shm_impl {
+namespace {
+
+constexpr size_t kChunkBytes = 256 << 10;  // per peer and chunk: stays in L2 with the reduce
+constexpr int kPeerScratch = 2;            // scratch indices from here on (0, 1: reduceSlice)
+
+// A scratch of `bytes` per group rank: the peers' chunks, and this rank's reduced chunk where it
+// keeps no result (reduce at a non-root).
+std::vector<char*> chunkScratch(ShmLink& link, size_t bytes) {
+  std::vector<char*> out(static_cast<size_t>(link.size()), nullptr);
+  for (int p = 0; p < link.size(); ++p) {
+    out[static_cast<size_t>(p)] =
+        reinterpret_cast<char*>(link.scratch(kPeerScratch + p, (bytes + 3) / 4));
+  }
+  return out;
+}
+
+size_t chunkOf(DType t) { return std::max<size_t>(kChunkBytes / dtypeSize(t) / 16 * 16, 16); }
+
+// Where reduceRange delivers each reduced chunk besides dst: nowhere, into every peer's buffer,
+// or into one peer's (the root's) buffer, at the same offset.
+struct Deliver {
+  enum Kind { kNone, kAll, kOne } kind = kNone;
+  int peer = -1;
+};
+
+// Reduces `count` elements at element offset `at` of every member's published buffer (this
+// rank's: `mine`) in rank order, chunk by chunk (chunkOf; the peers' chunks read into
+// scratch[p]), into dst (null: into scratch[rank], a chunk), then delivers the chunk.
+void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* mine, char* dst,
+                 size_t at, size_t count, DType t, ReduceOp op, Deliver to, const char* what) {
+  const size_t es = dtypeSize(t);
+  const int n = link.size(), r = link.rank();
+  const size_t chunk = chunkOf(t);
+  std::vector<const char*> srcs(static_cast<size_t>(n));
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t m = std::min(chunk, count - off), bytes = m * es, remote = (at + off) * es;
+    for (int k = 1; k < n; ++k) {
+      const int p = (r + k) % n;
+      link.peerRead(p, link.peerBuffer(p, 0) + remote, scratch[static_cast<size_t>(p)], bytes,
+                    what);
+    }
+    for (int p = 0; p < n; ++p) {
+      srcs[static_cast<size_t>(p)] = p == r ? mine + off * es : scratch[static_cast<size_t>(p)];
+    }
+    char* out = dst ? dst + off * es : scratch[static_cast<size_t>(r)];
+    reduceSlice(link, out, nullptr, srcs, m, t, op);
+    if (to.kind == Deliver::kOne) {
+      link.peerWrite(to.peer, link.peerBuffer(to.peer, 0) + remote, out, bytes, what);
+    }
+    for (int k = 1; to.kind == Deliver::kAll && k < n; ++k) {
+      const int p = (r + k) % n;
+      link.peerWrite(p, link.peerBuffer(p, 0) + remote, out, bytes, what);
+    }
+  }
+}
+
+}  // namespace
+
+void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
+  char* d = static_cast<char*>(data);
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
+  link.publish(d, nullptr);
+  link.step("allreduce");
+  const Slice s = sliceOf(count, link.size(), link.rank());
+  const size_t at = s.begin * dtypeSize(t);
+  reduceRange(link, scratch, d + at, d + at, s.begin, s.count, t, op, {Deliver::kAll}, "allreduce");
+  link.step("allreduce");
+}
+
+void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op) {
+  char* d = static_cast<char*>(data);
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
+  link.publish(d, nullptr);
+  link.step("reduce");
+  const Slice s = sliceOf(count, link.size(), link.rank());
+  const size_t at = s.begin * dtypeSize(t);
+  const bool isRoot = link.rank() == root;
+  reduceRange(link, scratch, d + at, isRoot ? d + at : nullptr, s.begin, s.count, t, op,
+              isRoot ? Deliver{} : Deliver{Deliver::kOne, root}, "reduce");
+  link.step("reduce");
+}
+
+void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
+                             const std::vector<size_t>& counts, DType t, ReduceOp op) {
+  const size_t r = static_cast<size_t>(link.rank());
+  size_t begin = 0;
+  for (size_t b = 0; b < r; ++b) begin += counts[b];
+  const char* in = static_cast<const char*>(input);
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
+  link.publish(in, nullptr);
+  link.step("reduce_scatter");
+  reduceRange(link, scratch, in + begin * dtypeSize(t), static_cast<char*>(output), begin,
+              counts[r], t, op, {}, "reduce_scatter");
+  link.step("reduce_scatter");
+}
+
+void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
+                         const std::vector<size_t>& counts, size_t elemSize) {
+  const int n = link.size(), r = link.rank();
+  std::vector<size_t> offs(counts.size(), 0);
+  for (size_t b = 1; b < counts.size(); ++b) offs[b] = offs[b - 1] + counts[b - 1];
+  char* out = static_cast<char*>(output);
+  link.publish(input, nullptr);
+  link.step("allgather");
+  for (int k = 1; k < n; ++k) {
+    const auto p = static_cast<size_t>((r + k) % n);
+    if (counts[p] > 0) {
+      link.peerRead(static_cast<int>(p), link.peerBuffer(static_cast<int>(p), 0),
+                    out + offs[p] * elemSize, counts[p] * elemSize, "allgather");
+    }
+  }
+  const auto me = static_cast<size_t>(r);
+  char* own = out + offs[me] * elemSize;
+  if (counts[me] > 0 && own != input) std::memmove(own, input, counts[me] * elemSize);
+  link.step("allgather");
+}
+
+void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root) {
+  link.publish(data, nullptr);
+  link.step("broadcast");
+  if (link.rank() != root) link.peerRead(root, link.peerBuffer(root, 0), data, bytes, "broadcast");
+  link.step("broadcast");
+}
+
+}  // namespace ds::comm::shm_impl
