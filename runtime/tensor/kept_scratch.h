@@ -1,8 +1,8 @@
 // KeptScratch: a kernel's thread_local scratch buffer that keeps its largest size between calls
 // (packing and widening in the bf16 GEMMs, per-thread attention rows), counted process-wide so the
 // memory the kernels keep is reported with the model's workspace instead of hiding in the peak
-// RSS. At GPT-2 vocabulary the bf16 GEMMs keep a packed copy of the tied embedding (2 bytes x V x C,
-// 74 MiB at 124M). Invariant: keptScratchBytes() is the sum of the capacities of every live
+// RSS. At GPT-2 vocabulary the bf16 GEMMs keep a packed copy of the tied embedding (2 bytes x V x
+// C, 74 MiB at 124M). Invariant: keptScratchBytes() is the sum of the capacities of every live
 // KeptScratch in the process (a thread's are released when it exits).
 #pragma once
 

@@ -94,18 +94,15 @@ const char* CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status) {
   return target(status);
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle,
-                                           cublasLtMatmulDesc_t computeDesc, const void* alpha,
-                                           const void* A, cublasLtMatrixLayout_t Adesc,
-                                           const void* B, cublasLtMatrixLayout_t Bdesc,
-                                           const void* beta, const void* C,
-                                           cublasLtMatrixLayout_t Cdesc, void* D,
-                                           cublasLtMatrixLayout_t Ddesc,
-                                           const cublasLtMatmulAlgo_t* algo, void* workspace,
-                                           size_t workspaceSizeInBytes, cudaStream_t stream) {
+cublasStatus_t CUBLASWINAPI cublasLtMatmul(
+    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void* alpha,
+    const void* A, cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
+    const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
+    cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* workspace,
+    size_t workspaceSizeInBytes, cudaStream_t stream) {
   DS_LT_TARGET(cublasLtMatmul);
-  return target(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc,
-                algo, workspace, workspaceSizeInBytes, stream);
+  return target(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
+                workspace, workspaceSizeInBytes, stream);
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout,
@@ -157,11 +154,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
-    cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
-    cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference,
-    int requestedAlgoCount, cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
-    int* returnAlgoCount) {
+    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc,
+    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+    cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+    cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returnAlgoCount) {
   DS_LT_TARGET(cublasLtMatmulAlgoGetHeuristic);
   return target(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference,
                 requestedAlgoCount, heuristicResultsArray, returnAlgoCount);
