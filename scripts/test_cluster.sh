@@ -94,12 +94,12 @@ running() {
   pid_alive "$dir/sshd.pid"
 }
 
-# A TCP port free on every address we will listen on (best effort: ss lists what is bound).
+# A TCP port P with no listener on P or P + 1 (slurm-start gives slurmd the port after slurmctld's).
 pick_port() {
   local p
   for _ in $(seq 1 200); do
     p=$((20000 + RANDOM % 30000))
-    if ! ss -Hltn 2>/dev/null | awk '{print $4}' | grep -qE "[:.]$p\$"; then
+    if ! ss -Hltn 2>/dev/null | awk '{print $4}' | grep -qE "[:.]($p|$((p + 1)))\$"; then
       echo "$p"
       return 0
     fi
@@ -453,14 +453,18 @@ slurm_start() {
     echo "SLURM_CONF='$s/slurm.conf'"
     echo "DS_TEST_SLURM_NODE='$node'"
   } > "$s/env"
-  for _ in $(seq 1 200); do
-    if SLURM_CONF="$s/slurm.conf" sinfo -h -o %T 2>/dev/null | grep -q '^idle'; then
+  # A deadline, not a count: sinfo itself can take seconds while slurmctld starts, and the caller
+  # waits 90 s for this script (tests/support/test_cluster.cc) and should see this message.
+  local deadline=$((SECONDS + 20))
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    if SLURM_CONF="$s/slurm.conf" timeout 5 sinfo -h -o %T 2>/dev/null | grep -q '^idle'; then
       echo "test_cluster: slurm up (node $node, SLURM_CONF=$s/slurm.conf)"
       return 0
     fi
     sleep 0.1
   done
-  echo "test_cluster: slurm node not idle within 20 s; see $s/slurmctld.log $s/slurmd.log" >&2
+  echo "test_cluster: slurm node not idle within 20 s (ports $p, $((p + 1))); see $s/slurmctld.log $s/slurmd.log" >&2
+  tail -n 5 "$s/slurmctld.log" "$s/slurmd.log" >&2 2>/dev/null
   return 1
 }
 
