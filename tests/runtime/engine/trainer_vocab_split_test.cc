@@ -13,6 +13,7 @@
 
 #include "runtime/engine/trainer.h"
 #include "tests/runtime/engine/engine_fixtures.h"
+#include "tests/runtime/engine/trainer_compare.h"
 #include "tests/support/scoped_knob.h"
 
 using namespace ds;
@@ -52,20 +53,11 @@ RunOut run(const Plan& p, int world, const std::string& resume = "") {
 }
 
 double worstLoss(const RunOut& got, const RunOut& want) {
-  REQUIRE(got.losses.size() == want.losses.size());
-  double worst = 0;
-  for (size_t i = 0; i < got.losses.size(); ++i)
-    worst = std::max(worst, test::relDiff(got.losses[i], want.losses[i]));
-  return worst;
+  return test::worstRel(got.losses, want.losses);
 }
 
 double worstWeight(const RunOut& got, const RunOut& want) {
-  REQUIRE(got.params.size() == want.params.size());
-  double scale = 0, worst = 0;
-  for (float value : want.params) scale = std::max(scale, double(std::fabs(value)));
-  for (size_t i = 0; i < got.params.size(); ++i)
-    worst = std::max(worst, std::fabs(double(got.params[i]) - double(want.params[i])));
-  return worst / scale;
+  return test::worstWeight(got.params, want.params);
 }
 
 // Tolerance: the split head sums the softmax denominators, the logits' maxima and the wte
