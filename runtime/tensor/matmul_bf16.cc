@@ -68,6 +68,9 @@ Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
 }
 
 Bf16LinearTiming measureBf16Linear() {
+  // Without AVX512-BF16 kAuto would widen too: both timings would measure the same path.
+  if (!bf16GemmNativeAvailable())
+    throw NotSupported("bf16 linear probe: this CPU has no AVX512-BF16, nothing to compare");
   constexpr int M = kProbeM, K = kProbeK, N = kProbeN, kReps = 5;
   std::vector<float> inp(static_cast<size_t>(M) * K), out(static_cast<size_t>(M) * N);
   std::vector<float> wf(static_cast<size_t>(N) * K);

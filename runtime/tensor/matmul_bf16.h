@@ -43,6 +43,7 @@ Bf16Linear decideBf16Linear(bool nativeAvailable, const EnvMap& env,
                             const std::function<Bf16LinearTiming()>& measure, bool amx = false);
 // Times both paths on M=256, K=N=768 (GPT-2 small attention projection): one warm-up and 5
 // interleaved reps each, about 20-50 ms in all on the current OpenMP/OpenBLAS threads.
+// NotSupported on a CPU without AVX512-BF16 (there is only the widening path).
 Bf16LinearTiming measureBf16Linear();
 // decideBf16Linear for this CPU, environment and measureBf16Linear, made once per process
 // (thread-safe) and logged at info level with both timings when measured.
