@@ -33,7 +33,7 @@ constexpr unsigned kGuardSeconds = 900;
 struct Shared {
   pthread_barrier_t barrier;
   pid_t pids[kMaxProcs];
-  uint64_t sources[kMaxProcs];  // each process's source buffer, an address in that process
+  const char* sources[kMaxProcs];  // each process's source buffer, an address in that process
   double seconds[kMaxProcs];
 };
 
@@ -77,11 +77,11 @@ int runProcess(Probe probe, const std::vector<size_t>& sizes) {
   const size_t most = *std::max_element(sizes.begin(), sizes.end());
   std::vector<char> src(most, 1), dst(most, 2);
   probe.shared->pids[probe.index] = ::getpid();
-  probe.shared->sources[probe.index] = reinterpret_cast<uint64_t>(src.data());
+  probe.shared->sources[probe.index] = src.data();
   probe.barrier();
   const int next = (probe.index + 1) % probe.procs;
   const auto peer = probe.shared->pids[next];
-  const auto* remote = reinterpret_cast<const char*>(probe.shared->sources[next]);
+  const char* remote = probe.shared->sources[next];
   for (const char* op : {"memcpy", "cmaread"}) {
     for (size_t bytes : sizes) {
       const bool cma = std::string(op) == "cmaread";
@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
     }
     sizes.push_back(bytes);
   }
-  void* mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     std::perror("bench_mem_probe: mmap");
     return 1;
