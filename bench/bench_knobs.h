@@ -18,8 +18,8 @@ inline constexpr Knob kBenchTargetSeconds{
     .type = KnobType::kSeconds,
     .dflt = "0.5",
     .doc =
-        "Raw-library peers (bench_raw_gloo, bench_raw_mpi): time each row for about this "
-        "long, as dsrt comm-bench --target_seconds.",
+        "Raw-library peers (bench_raw_gloo, bench_raw_mpi) and bench_mem_probe: time each row "
+        "for about this long, as dsrt comm-bench --target_seconds.",
     .readBy = kReadByBench,
     .lo = 0};
 

@@ -8,6 +8,10 @@
 #   libgloo  = dsrun --num_gpus N bench_raw_gloo                            (libgloo's own ring)
 #   openmpi  = mpirun -np N bench_raw_mpi                                   (MPI_Allreduce, Open MPI's
 #              shared-memory BTL (vader) with CMA single copy)
+#   memcpy   = bench_mem_probe N: N processes each copying SIZE bytes at once, no collective:
+#              two columns, memcpy (glibc) and cmaread (process_vm_readv from the next
+#              process), in GB/s per process: the copy bandwidth a single-copy allreduce is
+#              bound by (per rank it copies SIZE bytes through the kernel and reduces SIZE/2)
 # Method as bench/comm_bench.sh: REPS repetitions per side, the sides' order rotated each
 # repetition (shm,shmcopy,tcp,... / shmcopy,tcp,...,shm / ...), so drifting load hits all;
 # every side times rows alike (bench/raw_timing.h = runtime/cmd/comm_bench.cc); busbw in GB/s,
@@ -16,7 +20,8 @@
 # bench/comm_bench.sh: Open MPI's temporary buffers).
 # Usage: bench/comm_efficiency.sh [BUILD_DIR] [OUT_FILE]
 #   env: DS_BENCH_RANKS (2), DS_BENCH_REPS (5), DS_BENCH_TARGET_SECONDS (0.25),
-#        DS_BENCH_SIZES ("1M 4M 16M 64M 256M"), DS_BENCH_SIDES ("shm shmcopy tcp libgloo openmpi")
+#        DS_BENCH_SIZES ("1M 4M 16M 64M 256M"),
+#        DS_BENCH_SIDES ("shm shmcopy tcp libgloo openmpi memcpy")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
@@ -29,7 +34,7 @@ SIZES=$(echo $SIZE_LIST | tr ' ' ',')
 BYTES=$(for s in $SIZE_LIST; do numfmt --from=iec "$s"; done | tr '\n' ' ')
 N=${DS_BENCH_RANKS:-2}
 REPS=${DS_BENCH_REPS:-5}
-SIDES=(${DS_BENCH_SIDES:-shm shmcopy tcp libgloo openmpi})
+SIDES=(${DS_BENCH_SIDES:-shm shmcopy tcp libgloo openmpi memcpy})
 export DS_BENCH_TARGET_SECONDS=${DS_BENCH_TARGET_SECONDS:-0.25}
 export DS_RAW_MPI_THREAD=${DS_RAW_MPI_THREAD:-multiple}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -38,7 +43,7 @@ MPIRUN=(mpirun --oversubscribe --bind-to none --mca oob_tcp_if_include lo
         --mca btl_tcp_if_include lo --mca mpi_yield_when_idle 1 -x GLIBC_TUNABLES)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-strip() { sed -e 's/^\[[0-9]*\] //' | grep -E '^allreduce ' || true; }
+strip() { sed -e 's/^\[[0-9]*\] //' | grep -E '^(allreduce|memcpy|cmaread) ' || true; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 port=29800
 
@@ -58,7 +63,9 @@ run() {
                "$TMP/store" $BYTES ;;
     openmpi) "${MPIRUN[@]}" -np "$N" -x DS_BENCH_TARGET_SECONDS -x DS_RAW_MPI_THREAD \
                "$B/bench/bench_raw_mpi" $BYTES ;;
-  esac 2>>"$TMP/stderr" | strip | sed "s/^/$side $rep /" >> "$TMP/rows"
+    memcpy)  "$B/bench/bench_mem_probe" "$N" $BYTES ;;
+  esac 2>>"$TMP/stderr" | strip | if [ "$side" = memcpy ]; then sed -E "s/^(memcpy|cmaread) /\1 $rep \1 /"
+  else sed "s/^/$side $rep /"; fi >> "$TMP/rows"
 }
 
 {
@@ -79,7 +86,7 @@ run() {
   echo
   python3 - "$TMP/rows" "${SIDES[*]}" <<'PY'
 import statistics, sys
-sides = sys.argv[2].split()
+sides = sys.argv[2].replace("memcpy", "memcpy cmaread").split()  # the probe's two columns
 rows = {}
 for line in open(sys.argv[1]):
     f = line.split()  # side rep | op bytes count iters time_us algbw busbw [check]

@@ -4,10 +4,10 @@
 // them). Two steps per call whatever the size.
 // allreduce: rank p owns slice p (sliceOf over the whole buffer); per chunk of kChunkBytes it
 //   reads the others' chunk of its slice into a cache-resident scratch, reduces in rank order
-//   (reduceSlice: the slot path's arithmetic, bitwise) into its own buffer and writes the result
-//   into every other buffer at the same offset. Only the owner of a slice reads or writes that
-//   slice of any buffer during the call. Per rank: (n-1)/n of the buffer read remotely, as much
-//   written remotely, 1/n reduced locally.
+//   (reduceChunk: the slot path's arithmetic, bitwise) into its own buffer and writes the result
+//   into every other buffer at the same offset, lines the read has just brought into the cache.
+//   Only the owner of a slice reads or writes that slice of any buffer during the call. Per
+//   rank: (n-1)/n of the buffer read remotely, as much written remotely, 1/n reduced locally.
 // reduce: the same, but the owner keeps its result in a scratch chunk and writes it into the
 //   root's buffer only (the root's slice: into its own); the others' buffers are only read.
 // reduce_scatter: rank p reads block p of the others' inputs, chunk by chunk, and reduces it
@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/gloo/reduce_kernels.h"
 #include "comm/shm/shm_collectives.h"
 #include "comm/shm/shm_slices.h"
 
@@ -42,6 +43,35 @@ std::vector<char*> chunkScratch(ShmLink& link, size_t bytes) {
 }
 
 size_t chunkOf(DType t) { return std::max<size_t>(kChunkBytes / dtypeSize(t) / 16 * 16, 16); }
+
+// reduceSlice's result for fp32/int32/int64 (16-bit types: reduceSlice itself), without its L1
+// accumulator and the copy out of it: the chunk is reduced straight into dst, in rank order,
+// one pass per source (the chunk stays in L2). dst may be srcs[k] exactly (this rank's own
+// contribution); the peers' sources are this rank's scratch chunks, so srcs[0] may be written
+// (when k >= 2 it holds the running result of ranks 0..k-1). The same operations on the same
+// operands in the same order per element as reduceSlice: bitwise its result.
+void reduceChunk(ShmLink& link, char* dst, const std::vector<const char*>& srcs, size_t count,
+                 DType t, ReduceOp op) {
+  const int n = static_cast<int>(srcs.size());
+  if (!gloo_impl::isReduceNative(t) || n < 2) {
+    reduceSlice(link, dst, nullptr, srcs, count, t, op);
+    return;
+  }
+  auto src = [&](int p) { return srcs[static_cast<size_t>(p)]; };
+  int alias = -1;
+  for (int p = 0; p < n; ++p) alias = src(p) == dst ? p : alias;
+  if (alias < 2) {
+    gloo_impl::reduceFrom(dst, src(0), src(1), count, t, op);
+    for (int p = 2; p < n; ++p) gloo_impl::reduceInto(dst, src(p), count, t, op);
+  } else {
+    char* head = const_cast<char*>(src(0));  // a scratch chunk of this rank (alias >= 2 != 0)
+    gloo_impl::reduceFrom(head, head, src(1), count, t, op);
+    for (int p = 2; p < alias; ++p) gloo_impl::reduceInto(head, src(p), count, t, op);
+    gloo_impl::reduceFrom(dst, head, dst, count, t, op);
+    for (int p = alias + 1; p < n; ++p) gloo_impl::reduceInto(dst, src(p), count, t, op);
+  }
+  gloo_impl::finishAvg(dst, count, t, op, n);
+}
 
 // Where reduceRange delivers each reduced chunk besides dst: nowhere, into every peer's buffer,
 // or into one peer's (the root's) buffer, at the same offset.
@@ -70,7 +100,7 @@ void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* m
       srcs[static_cast<size_t>(p)] = p == r ? mine + off * es : scratch[static_cast<size_t>(p)];
     }
     char* out = dst ? dst + off * es : scratch[static_cast<size_t>(r)];
-    reduceSlice(link, out, nullptr, srcs, m, t, op);
+    reduceChunk(link, out, srcs, m, t, op);
     if (to.kind == Deliver::kOne) {
       link.peerWrite(to.peer, link.peerBuffer(to.peer, 0) + remote, out, bytes, what);
     }
