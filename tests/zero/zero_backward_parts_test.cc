@@ -3,8 +3,8 @@
 // engine releases W_b's gathered copy and reduces its gradient, and only then prefetches the
 // previous block's part 0, so a block's backward ends holding less than without parts; training
 // is bitwise the same as without parts (world 2 and 3, overlap on and off, accumulation) and as
-// stage 0 at world 2. Also: the index refuses parts it cannot honour, and the engine a part hook for a block
-// without parts.
+// stage 0 at world 2. Also: the index refuses parts it cannot honour, and the engine a part hook
+// for a block without parts.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -33,8 +33,9 @@ ZeroOptions stage3(bool overlap) {
   return z;
 }
 
-// Stage 0, then stage 3 without overlap_comm and with it (and 2 micro-steps); records the largest number of gathered
-// elements live at the end of a backward block's compute (blocks 1..L-1, every rank).
+// Stage 0, then stage 3 without overlap_comm and with it (and 2 micro-steps); records the largest
+// number of gathered elements live at the end of a backward block's compute (blocks 1..L-1, every
+// rank).
 std::vector<ds::test::ZeroRun> train(ToyModel& m, int world, size_t& liveAtEnd) {
   std::mutex mu;
   liveAtEnd = 0;
