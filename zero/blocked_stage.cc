@@ -19,13 +19,13 @@ namespace ds::zero {
 
 namespace {
 // Stage 3 clamps the reduce bucket below effectiveReduceBucket's eighth of the partition: it
-// reduces block by block as backward goes (a bucket larger than a block's gradients only adds
-// buffer) and takes a parameter larger than the bucket in pieces, so a thirty-second of the
-// partition (1.9M elements at 124M params and 2 ranks) keeps the collectives large while the
-// bucket slots shrink by 35 MiB there (issue 15 item 3). The same 1 Mi floor: small models keep
-// their bucket.
-constexpr size_t kStage3BucketDivisor = 32;
-constexpr size_t kStage3BucketFloor = size_t(1) << 20;
+// reduces block by block (and backward part by part) as backward goes, so a bucket larger than a
+// part's gradients only adds buffer, and takes a parameter larger than the bucket in pieces. A
+// 128th of the partition, at least 512 Ki elements (the floor at 124M params and 2 ranks: 2 MiB
+// in, 1 MiB out per slot) keeps the collectives large while the two slots hold 6 MiB there
+// instead of 23 at a thirty-second and 70 at an eighth (issue 15 item 3).
+constexpr size_t kStage3BucketDivisor = 128;
+constexpr size_t kStage3BucketFloor = size_t(1) << 19;
 }  // namespace
 
 BlockedStage::BlockedStage(const StageContext& ctx)
@@ -155,18 +155,56 @@ void BlockedStage::afterForward(int block) {
   gatherer_.releaseAfter(block, block + 1 < ctx_.index.numBlocks() ? block + 1 : block);
 }
 
+// Without parts: as forward, backwards. With parts (param_table.h): every param of the block is
+// gathered now but only part 0's are waited for (the others complete while part 0 computes), and
+// nothing of the previous block is prefetched yet: its first part is, at this block's last part,
+// into the buffers the earlier parts hand back (so backward holds about what forward does: this
+// block's copies and gradients, where prefetching the whole previous block here added a third
+// block's worth; issue 15 item 3).
 void BlockedStage::beforeBackward(int block) {
   gatherer_.setBackward(true);
-  gatherBlock(block, block - 1, -1);
+  partsBegun_ = 0;
+  if (ctx_.index.lastPart(block) == 0) {
+    gatherBlock(block, block - 1, -1);
+  } else {
+    for (size_t param : ctx_.index.usedBy(block)) gatherer_.ensureGathered(param);
+    gatherer_.readAhead(block - 1);
+    gatherer_.readAhead(block - 2);
+    waitPart(block, 0);
+  }
   const size_t world = size_t(ctx_.comm.world());
   for (size_t param : ctx_.index.usedBy(block))
     if (!ctx_.index.param(param).rowSharded)
       transient_.acquire(param, layout_.chunk(param) * world);
 }
 
+// Waits for block's gathers of backward part `part` (a tied param is part 0).
+void BlockedStage::waitPart(int block, int part) {
+  for (size_t param : ctx_.index.usedBy(block))
+    if (ctx_.index.param(param).backwardPart == part) gatherer_.waitGathered(param);
+}
+
+// The params of parts < part are done in this block (and used by no other): their copies go
+// back to the pool and their gradients are reduced now, before this part's compute.
+void BlockedStage::beforeBackwardPart(int block, int part) {
+  const int handled = partsBegun_;  // parts < handled were released at an earlier call
+  partsBegun_ = part;
+  for (size_t param : ctx_.index.usedBy(block)) {
+    if (!ctx_.index.doneBeforePart(param, part) || ctx_.index.doneBeforePart(param, handled))
+      continue;
+    gatherer_.release(param);
+    queueGrad(param);
+  }
+  flushGrads();
+  waitPart(block, part);
+  if (part == ctx_.index.lastPart(block)) gatherer_.prefetch(block - 1, 0);
+}
+
 void BlockedStage::afterBackward(int block) {
   gatherer_.releaseAfter(block, block - 1);
-  for (size_t param : ctx_.index.completeAfter(block)) queueGrad(param);
+  for (size_t param : ctx_.index.completeAfter(block))
+    if (!ctx_.index.doneBeforePart(param, partsBegun_)) queueGrad(param);  // not queued yet
+  partsBegun_ = 0;
   if (block == 0) finishReduction();
 }
 

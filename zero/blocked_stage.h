@@ -3,8 +3,10 @@
 // (ParamGatherer); per-param grads are reduce-scattered in reduce_bucket_size buckets as blocks
 // finish backward, every micro-step; a rowSharded param (param_table.h: GPT-2's wte) is split by
 // whole rows, never gathered nor reduced (the model computes on this rank's rows and writes the
-// data-parallel sum of their gradient in place). Not stages 0-2. Invariant: local index
-// localOffset(p) + i holds element r*chunk(p) + i of p.
+// data-parallel sum of their gradient in place). A block whose backward has parts
+// (ParamInfo::backwardPart) releases and reduces each part's params as the next part begins and
+// prefetches the previous block's first part at its last part. Not stages 0-2. Invariant: local
+// index localOffset(p) + i holds element r*chunk(p) + i of p.
 #pragma once
 
 #include <memory>
@@ -33,6 +35,7 @@ class BlockedStage final : public Stage {
   void afterForward(int block) override;
   void beforeBackward(int block) override;
   void afterBackward(int block) override;
+  void beforeBackwardPart(int block, int part) override;
 
   void beginMicroStep(bool /*lastMicroStep*/) override {}  // reduces every micro-step
   void finishReduction() override;
@@ -52,6 +55,7 @@ class BlockedStage final : public Stage {
  private:
   void bindRowSharded();
   void gatherBlock(int block, int ahead, int step);
+  void waitPart(int block, int part);
   void queueGrad(size_t param);
   void flushGrads();
   void flushLarge(size_t param);
@@ -72,6 +76,7 @@ class BlockedStage final : public Stage {
   size_t queuedElems_ = 0;
   size_t bucket_ = 1;                       // elements per reduce bucket: effectiveReduceBucket
   size_t gradBound_ = 0, gatherBound_ = 0;  // transient_bounds.h, elements
+  int partsBegun_ = 0;  // backward parts of the current block begun (beforeBackwardPart)
 };
 
 }  // namespace ds::zero

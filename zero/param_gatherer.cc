@@ -142,11 +142,12 @@ void ParamGatherer::waitGathered(size_t param) {
   else ctx_.table.value[param] = live32_[param].data();
 }
 
-void ParamGatherer::prefetch(int block) {
+void ParamGatherer::prefetch(int block, int part) {
   if (!ctx_.index.validBlock(block)) return;
   size_t budget = ctx_.options.prefetchBucketSize;
   for (size_t param : ctx_.index.usedBy(block)) {
     if (rowSharded(param) || issued(param)) continue;
+    if (part >= 0 && ctx_.index.param(param).backwardPart != part) continue;
     const size_t full = fullSize(param);
     if (full > budget || liveElems_ + full > ctx_.options.maxLiveParameters) break;
     budget -= full;

@@ -28,9 +28,10 @@ class ParamGatherer {
 
   void ensureGathered(size_t param);  // issues the allgather unless gathered or gathering
   void waitGathered(size_t param);    // publishes the copy in the table
-  void prefetch(int block);           // within the prefetch and live budgets
-  void readAhead(int block);          // nvme: reads of block's params not yet gathering
-  void release(size_t param);         // no-op for persistent params
+  // Within the prefetch and live budgets; part >= 0: only block's params of that backward part.
+  void prefetch(int block, int part = -1);
+  void readAhead(int block);   // nvme: reads of block's params not yet gathering
+  void release(size_t param);  // no-op for persistent params
   void releaseAll();
   // Releases block's params unless nextBlock (-1 = none) uses them.
   void releaseAfter(int block, int nextBlock);

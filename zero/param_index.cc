@@ -27,6 +27,16 @@ void validateParam(const ParamInfo& info, int numBlocks) {
     if (block < 0 || block >= numBlocks)
       throw ConfigError(fmt::format("ZeroEngine: parameter '{}' names block {} (numBlocks {})",
                                     info.name, block, numBlocks));
+  if (info.backwardPart < 0)
+    throw ConfigError(fmt::format("ZeroEngine: parameter '{}' has backward part {} (expected >= 0)",
+                                  info.name, info.backwardPart));
+  const bool oneBlock = std::all_of(info.blocks.begin(), info.blocks.end(),
+                                    [&](int block) { return block == info.blocks.front(); });
+  if (info.backwardPart > 0 && !oneBlock)
+    throw ConfigError(fmt::format(
+        "ZeroEngine: parameter '{}' has backward part {} but is used by several blocks (a part "
+        "is within one block; a tied parameter must be part 0)",
+        info.name, info.backwardPart));
 }
 
 }  // namespace
@@ -39,12 +49,17 @@ ParamIndex::ParamIndex(std::vector<ParamInfo> params, int numBlocks)
   offsets_ = paramOffsets(params_);
   usedBy_.resize(size_t(numBlocks));
   completeAfter_.resize(size_t(numBlocks));
+  lastPart_.assign(size_t(numBlocks), 0);
+  single_.assign(params_.size(), 0);
   for (size_t index = 0; index < params_.size(); ++index) {
     auto blocks = params_[index].blocks;
     std::sort(blocks.begin(), blocks.end());
     blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
     for (int block : blocks) usedBy_[size_t(block)].push_back(index);
     completeAfter_[size_t(blocks.front())].push_back(index);
+    single_[index] = blocks.size() == 1;
+    int& last = lastPart_[size_t(blocks.front())];
+    last = std::max(last, params_[index].backwardPart);
   }
 }
 

@@ -31,6 +31,12 @@ class ParamIndex {
     return completeAfter_[size_t(block)];
   }
   bool uses(int block, size_t index) const;
+  // Backward parts (ParamInfo::backwardPart): the highest part of `block` (0: no parts), and
+  // whether parameter `index` is done in its only block once part `part` begins.
+  int lastPart(int block) const { return lastPart_[size_t(block)]; }
+  bool doneBeforePart(size_t index, int part) const {
+    return single_[index] && params_[index].backwardPart < part;
+  }
   // The parameter containing flat element `flatIndex` (< numel()).
   size_t paramAt(size_t flatIndex) const;
 
@@ -41,6 +47,8 @@ class ParamIndex {
   std::vector<size_t> offsets_;
   std::vector<std::vector<size_t>> usedBy_;
   std::vector<std::vector<size_t>> completeAfter_;
+  std::vector<int> lastPart_;  // [block]
+  std::vector<char> single_;   // [param] used by one block
 };
 
 }  // namespace ds::zero

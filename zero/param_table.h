@@ -23,6 +23,13 @@ struct ParamInfo {
   // ranks and never gathered; the model reads and writes this rank's rows in place
   // (ParamTable.value/grad point at them: the GPT-2 vocabulary-parallel head, gpt2_data_vocab.h).
   bool rowSharded = false;
+  // Which part of its block's backward reads it, for a parameter of one block: parts run in
+  // order 0, 1, ..., and the model calls BlockHooks::beforeBackwardPart(block, k) between them,
+  // after which parameters of parts < k are neither read nor given gradient in that block again
+  // (GPT-2's layers: 0 = the MLP half, 1 = the attention half). Stage 3 releases their gathered
+  // copies and reduces their gradients there, and prefetches the next block at the last part
+  // instead of at beforeBackward (docs/zero.md). 0 everywhere for a model without parts.
+  int backwardPart = 0;
 };
 
 // A rowSharded parameter's value and grad point at this rank's rows only (Stage3Layout::ownRange,
@@ -46,6 +53,10 @@ class BlockHooks {
   virtual void afterForward(int block) = 0;
   virtual void beforeBackward(int block) = 0;
   virtual void afterBackward(int block) = 0;  // this block's gradient contributions are done
+  // Inside block's backward, before its part `part` >= 1 (ParamInfo::backwardPart): the
+  // parameters of earlier parts are done for this block. Optional for the owner (default: no-op);
+  // a wrapper forwards it.
+  virtual void beforeBackwardPart(int /*block*/, int /*part*/) {}
 };
 
 }  // namespace ds::zero

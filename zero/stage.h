@@ -62,6 +62,8 @@ class Stage {
   virtual void afterForward(int block) = 0;
   virtual void beforeBackward(int block) = 0;
   virtual void afterBackward(int block) = 0;
+  // Between backward parts of block (ParamInfo::backwardPart); only stage 3 acts on it.
+  virtual void beforeBackwardPart(int /*block*/, int /*part*/) {}
 
   virtual void beginMicroStep(bool lastMicroStep) = 0;
   // step(): issue whatever reduction backward left (the buckets are drained by the caller).

@@ -334,6 +334,14 @@ void ZeroEngine::afterBackward(int block) {
   impl_->stage->afterBackward(block);
 }
 
+void ZeroEngine::beforeBackwardPart(int block, int part) {
+  DS_CHECK(impl_->index.validBlock(block) && part >= 1 && part <= impl_->index.lastPart(block),
+           "beforeBackwardPart({}, {}): block {} of {} declares parts 0..{}", block, part, block,
+           impl_->index.numBlocks(),
+           impl_->index.validBlock(block) ? impl_->index.lastPart(block) : 0);
+  impl_->stage->beforeBackwardPart(block, part);
+}
+
 void ZeroEngine::beginStep(bool lastMicroStep) {
   if (impl_->compressed) impl_->replicated->setAllreduce(!impl_->localGradients());
   impl_->stage->beginMicroStep(lastMicroStep);

@@ -101,6 +101,7 @@ class ZeroEngine final : public TrainingEngine {
   void afterForward(int block) override;
   void beforeBackward(int block) override;
   void afterBackward(int block) override;
+  void beforeBackwardPart(int block, int part) override;  // stage 3 (param_table.h)
 
   void beginStep(bool lastMicroStep) override;
   StepResult step(float learningRate, float lossScale, float clipNorm) override;

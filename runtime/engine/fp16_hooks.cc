@@ -2,6 +2,7 @@
 #include "runtime/engine/fp16_hooks.h"
 
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,7 @@ Fp16Hooks::Fp16Hooks(zero::BlockHooks& inner, std::function<zero::ParamTable&()>
       roundWeights_(roundWeights) {
   for (size_t i = 0; i < params.size(); ++i) {
     numel_.push_back(params[i].numel);
+    part_.push_back(params[i].backwardPart);
     for (int b : params[i].blocks)
       if (b >= 0 && b < numBlocks) blockParams_[size_t(b)].push_back(i);
   }
@@ -85,15 +87,26 @@ void Fp16Hooks::beforeBackward(int b) {
   enter(b);
 }
 
-void Fp16Hooks::afterBackward(int b) {
-  leave(b);
+void Fp16Hooks::roundGrads(int b, int beforePart) {
   auto& t = table_();
   for (size_t i : blockParams_[size_t(b)])
-    if (i < t.grad.size() && t.grad[i]) {
+    if (part_[i] < beforePart && i < t.grad.size() && t.grad[i]) {
       if (ops_ != nullptr) ops_->roundToFp16(t.grad[i], numel_[i]);
       else roundToFp16(t.grad[i], numel_[i]);
     }
+}
+
+void Fp16Hooks::afterBackward(int b) {
+  leave(b);
+  roundGrads(b, std::numeric_limits<int>::max());
   inner_.afterBackward(b);
+}
+
+void Fp16Hooks::beforeBackwardPart(int b, int part) {
+  leave(b);
+  roundGrads(b, part);
+  inner_.beforeBackwardPart(b, part);
+  enter(b);
 }
 
 }  // namespace ds::runtime

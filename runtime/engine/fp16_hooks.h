@@ -36,15 +36,20 @@ class Fp16Hooks : public zero::BlockHooks {
   void afterForward(int b) override;
   void beforeBackward(int b) override;
   void afterBackward(int b) override;
+  // The earlier parts' gradients are rounded before the owner reduces them, and the weights the
+  // owner publishes for this part are redirected to rounded copies too.
+  void beforeBackwardPart(int b, int part) override;
 
  private:
   void enter(int b);  // redirect table().value of block b's params to rounded copies
   void leave(int b);  // restore the owner's pointers
+  void roundGrads(int b, int beforePart);  // block b's gradients (of params of earlier parts)
 
   zero::BlockHooks& inner_;
   std::function<zero::ParamTable&()> table_;
   std::vector<size_t> numel_;
   std::vector<std::vector<size_t>> blockParams_;  // [block] -> param indices
+  std::vector<int> part_;                         // [param] ParamInfo::backwardPart
   std::vector<float> scratch_;                    // the active block's rounded weights (host)
   Ops* ops_ = nullptr;                            // set: the table is this Ops' memory
   OpsBuffer devScratch_;                          // ops_ set: the rounded weights there

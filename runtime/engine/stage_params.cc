@@ -81,5 +81,9 @@ void StageParams::afterBackward(int block) {
   engine().afterBackward(local(block));
   refresh();
 }
+void StageParams::beforeBackwardPart(int block, int part) {
+  engine().beforeBackwardPart(local(block), part);
+  refresh();
+}
 
 }  // namespace ds::runtime

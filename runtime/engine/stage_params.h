@@ -35,6 +35,7 @@ class StageParams : public zero::BlockHooks {
   void afterForward(int block) override;
   void beforeBackward(int block) override;
   void afterBackward(int block) override;
+  void beforeBackwardPart(int block, int part) override;
 
  private:
   void refresh();

@@ -26,6 +26,9 @@ class TimedHooks : public zero::BlockHooks {
   void afterBackward(int b) override {
     timed([&] { inner_.afterBackward(b); });
   }
+  void beforeBackwardPart(int b, int part) override {
+    timed([&] { inner_.beforeBackwardPart(b, part); });
+  }
 
   // Milliseconds spent in hooks since the last take().
   double take() {

@@ -118,10 +118,17 @@ Gpt2Model::Gpt2Model(const ModelConfig& cfg, TensorParallel tp)
   for (int k = 0; k < kLayerKinds; ++k) {
     for (int l = 0; l < L; ++l) {
       add(fmt::format("h.{}.{}", l, kLayerNames[k]), shapes[k], {l + 1});
+      if (!ckpt_) params_.back().backwardPart = k < kLn2w ? 1 : 0;  // attention half : MLP half
     }
   }
+  backwardParts_ = !ckpt_;
   add("lnfw", {C}, {static_cast<int>(L) + 1});
   add("lnfb", {C}, {static_cast<int>(L) + 1});
+}
+
+void Gpt2Model::dropBackwardParts() {
+  for (zero::ParamInfo& info : params_) info.backwardPart = 0;
+  backwardParts_ = false;
 }
 
 void Gpt2Model::initParams(float* flat, uint64_t seed) const {
@@ -445,7 +452,7 @@ void Gpt2Model::backward(float lossScale, zero::ParamTable& p, zero::BlockHooks&
   hooks.afterBackward(L + 1);
   for (int l = L - 1; l >= 0; --l) {
     hooks.beforeBackward(l + 1);
-    layerBackward(l, p);
+    layerBackward(l, p, hooks);
     hooks.afterBackward(l + 1);
   }
   hooks.beforeBackward(0);
@@ -523,7 +530,7 @@ void Gpt2Model::dataVocabHeadBackward(const HeadActs& h, const float* wte, float
                          "the head's input gradient");
 }
 
-void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
+void Gpt2Model::layerBackward(int l, zero::ParamTable& p, zero::BlockHooks& hooks) {
   const int B = B_, T = T_, C = cfg_.nEmbd, blk = l + 1, BT = B * T;
   LayerActs a{};
   if (!bf16_ && !ckpt_) {
@@ -569,6 +576,9 @@ void Gpt2Model::layerBackward(int l, zero::ParamTable& p) {
     tensorAllreduce(tp_, dln_.data(), BTC, "fc's input gradient");
   layernormBackward(dres_.data(), g(kLn2w), g(kLn2b), dln_.data(), a.res2, w(kLn2w), a.ln2Mean,
                     a.ln2Rstd, BT, C);
+  // The MLP half (backward part 0) is done: stage 3 releases its weights and reduces their
+  // gradients before the attention half (part 1) runs.
+  if (backwardParts_) hooks.beforeBackwardPart(blk, 1);
   // dres_ now holds d(res2). res2 = x + attproj(attention(qkv(ln1(x)))).
   zero(datty_);
   linearBack(datty_.data(), dres_.data(), a.atty, kAttprojw, kAttprojb, attC_, C);
@@ -636,7 +646,7 @@ void Gpt2Model::backwardBlocks(float lossScale, const float* dOut, zero::ParamTa
   }
   for (int blk = std::min(rangeLast_, L + 1) - 1; blk >= std::max(rangeFirst_, 1); --blk) {
     hooks.beforeBackward(blk);
-    layerBackward(blk - 1, p);
+    layerBackward(blk - 1, p, hooks);
     hooks.afterBackward(blk);
   }
   if (rangeFirst_ > 0) return;

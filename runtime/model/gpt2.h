@@ -44,6 +44,11 @@ class Gpt2Model : public Model {
   size_t workspaceBytes() const override;
   double flopsPerToken() const override;
 
+  // Without activation checkpointing each layer's backward has two parts (zero::ParamInfo::
+  // backwardPart: 0 = the MLP half, 1 = the attention half; checkpointing's recompute reads
+  // both at once). OpsGpt2Model, whose backward calls no part hook, drops them.
+  void dropBackwardParts();
+
   // Index in params() of per-layer tensor `kind` (0..11, llm.c order ln1w..fcprojb) of layer l.
   int layerParam(int kind, int l) const { return 2 + kind * cfg_.nLayer + l; }
   // fp32 softmax probabilities [B, T, vocab] of the last forward (dsrt generate's tests compare
@@ -78,7 +83,8 @@ class Gpt2Model : public Model {
   float* residOutBuffer(int i);  // where block writes resid_[i] (then commit)
   void commitResid(int i, const float* out);
   void layerForward(int l, zero::ParamTable& p, bool recompute);
-  void layerBackward(int l, zero::ParamTable& p);
+  // Calls hooks.beforeBackwardPart(l + 1, 1) between the MLP half and the attention half.
+  void layerBackward(int l, zero::ParamTable& p, zero::BlockHooks& hooks);
   double headForward(zero::ParamTable& p, bool recompute);
   double dataVocabHeadForward(const HeadActs& h, const float* wte, bool recompute, bool direct);
   void dataVocabHeadBackward(const HeadActs& h, const float* wte, float* dwte, float lossScale);
@@ -105,6 +111,7 @@ class Gpt2Model : public Model {
   std::vector<zero::ParamInfo> params_;
   ParamAccess access_;
   bool bf16_, ckpt_;
+  bool backwardParts_ = false;  // layers declare backward parts (dropBackwardParts)
   int B_ = 0, T_ = 0, valid_ = 0;
   bool haveForward_ = false;
   int rangeFirst_ = 0, rangeLast_ = 0;  // forwardBlocks's range

@@ -46,6 +46,7 @@ OpsGpt2Model::OpsGpt2Model(const ModelConfig& cfg, Ops& ops)
     throw ConfigError(fmt::format("model compute dtype {} not supported; use fp32, bf16 or fp16",
                                   dtypeName(cfg.compute)));
   }
+  meta_.dropBackwardParts();  // this backward calls no part hook (gpt2.h)
 }
 
 // Gpt2Model's checks and messages; returns the number of targets >= 0.

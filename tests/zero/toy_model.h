@@ -3,6 +3,8 @@
 // must (values and grads looked up inside each block). Block 0 scales its input by a vector E
 // and the last block scales its output by the same E: a tied parameter (blocks {0, L-1}); with
 // tieNext block 1 also scales its input by E (blocks {0, 1, L-1}: adjacent and distant uses).
+// With parts, each block's backward has two parts (zero::ParamInfo::backwardPart): part 0 reads
+// W_b and adds its gradient, part 1 adds c_b's (the engine hears beforeBackwardPart between).
 // Deterministic: data depend only on (step, micro, row).
 #pragma once
 
@@ -28,10 +30,12 @@ struct ToyModel {
   std::function<void(zero::ZeroEngine&, int block, bool backward)> inBlock;
 
   bool tieNext = false;
+  bool parts = false;
   bool scalesInput(int b) const { return b == 0 || (tieNext && b == 1); }
 
-  ToyModel(int layers, int width, bool useBf16 = false, bool tieNextBlock = false)
-      : L(layers), d(width), bf16(useBf16), tieNext(tieNextBlock) {
+  ToyModel(int layers, int width, bool useBf16 = false, bool tieNextBlock = false,
+           bool backwardParts = false)
+      : L(layers), d(width), bf16(useBf16), tieNext(tieNextBlock), parts(backwardParts) {
     std::vector<int> eb{0, L - 1};
     if (tieNext) eb = {0, 1, L - 1};
     zero::ParamInfo e{"E", {d}, size_t(d), eb, false};
@@ -39,6 +43,7 @@ struct ToyModel {
     for (int b = 0; b < L; ++b) {
       params.push_back({"W" + std::to_string(b), {d, d}, size_t(d) * size_t(d), {b}, true});
       params.push_back({"c" + std::to_string(b), {d}, size_t(d), {b}, false});
+      if (parts) params.back().backwardPart = 1;
     }
   }
 
@@ -120,18 +125,20 @@ struct ToyModel {
           }
       }
       float* gW = t.grad[size_t(1 + 2 * b)];
-      float* gc = t.grad[size_t(2 + 2 * b)];
-      std::vector<float> du(B * D, 0.f);
+      std::vector<float> du(B * D, 0.f), dz(B * D);
       for (size_t r = 0; r < B; ++r)
         for (size_t i = 0; i < D; ++i) {
           float y = a[size_t(b) + 1][r * D + i];
-          float dz = da[r * D + i] * (1.f - y * y);
-          gc[i] += dz;
+          dz[r * D + i] = da[r * D + i] * (1.f - y * y);
           for (size_t j = 0; j < D; ++j) {
-            gW[i * D + j] += dz * u[size_t(b)][r * D + j];
-            du[r * D + j] += dz * value(eng, 1 + 2 * b, i * D + j);
+            gW[i * D + j] += dz[r * D + i] * u[size_t(b)][r * D + j];
+            du[r * D + j] += dz[r * D + i] * value(eng, 1 + 2 * b, i * D + j);
           }
         }
+      if (parts) eng.beforeBackwardPart(b, 1);
+      float* gc = eng.table().grad[size_t(2 + 2 * b)];
+      for (size_t r = 0; r < B; ++r)
+        for (size_t i = 0; i < D; ++i) gc[i] += dz[r * D + i];
       if (scalesInput(b)) {  // u = a * E: dE += du * a, da = du * E
         float* gE = t.grad[0];
         for (size_t r = 0; r < B; ++r)
