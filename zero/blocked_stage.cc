@@ -78,17 +78,16 @@ BlockedStage::BlockedStage(const StageContext& ctx)
 }
 
 // rowSharded params (param_table.h): the table points at this rank's rows of the partition and
-// of the gradient partition for the whole run. Needs the partition as fp32 in memory and one
-// partition over the whole data-parallel group.
+// of the gradient partition for the whole run. Needs the partition as fp32 in memory. ZeRO++
+// leaves them alone: the gatherer never gathers them (so neither qwZ's quantized gather nor
+// hpZ's host copies see them) and queueGrad never reduces them (nor qgZ).
 void BlockedStage::bindRowSharded() {
   for (size_t param = 0; param < ctx_.index.count(); ++param) {
     if (!ctx_.index.param(param).rowSharded) continue;
-    const char* why = ctx_.options.halfCompute()          ? "bf16/fp16 compute"
-                      : store_->masterAlias() == nullptr  ? "offload_param nvme"
-                      : ctx_.options.quantizedWeights     ? "zero_quantized_weights"
-                      : ctx_.options.hpzPartitionSize > 1 ? "zero_hpz_partition_size > 1"
-                      : ctx_.comm.single()                ? "one rank"
-                                                          : nullptr;
+    const char* why = ctx_.options.halfCompute()         ? "bf16/fp16 compute"
+                      : store_->masterAlias() == nullptr ? "offload_param nvme"
+                      : ctx_.comm.single()               ? "one rank"
+                                                         : nullptr;
     if (why != nullptr)
       throw InternalError(fmt::format(
           "zero stage 3: parameter '{}' is split by rows (vocabulary-parallel) but {} needs it "

@@ -33,8 +33,9 @@ struct ParamInfo {
 };
 
 // A rowSharded parameter's value and grad point at this rank's rows only (Stage3Layout::ownRange,
-// whole rows), for the whole run; its grad is the data-parallel sum (the model computes it from
-// every rank's tokens), so no reduction follows.
+// whole rows), for the whole run; its grad is the sum over the stage's partition group (the
+// model computes it from every rank's tokens), so no reduction follows (MiCS then sums the shard
+// groups' gradient partitions, this one's rows included). ZeRO++'s qwZ, hpZ and qgZ skip it.
 struct ParamTable {
   std::vector<float*> value;  // [numParams] fp32 values (full tensor), or nullptr
   // [numParams] 16-bit copies when computing in 16 bits, else null: bf16, or fp16 bits (read

@@ -36,14 +36,16 @@ ZeroOptions validated(ZeroOptions options) {
   return options;
 }
 
-// A rowSharded param (param_table.h) is a stage-3 split over the whole data-parallel group.
-void checkRowSharded(const ParamIndex& index, const ZeroOptions& options, bool mics) {
+// A rowSharded param (param_table.h) is a stage-3 split over the group the stage partitions
+// over: the whole data-parallel group, or under MiCS the shard group (the model splits it over
+// the same ranks; the replicas' gradient partitions are summed like every other parameter's).
+void checkRowSharded(const ParamIndex& index, const ZeroOptions& options) {
   for (size_t param = 0; param < index.count(); ++param)
-    if (index.param(param).rowSharded && (options.stage != 3 || mics))
+    if (index.param(param).rowSharded && options.stage != 3)
       throw InternalError(fmt::format(
           "zero: parameter '{}' is split by rows (vocabulary-parallel), which only ZeRO stage 3 "
-          "over the whole data-parallel group keeps (stage {}{})",
-          index.param(param).name, options.stage, mics ? ", MiCS" : ""));
+          "keeps (stage {})",
+          index.param(param).name, options.stage));
 }
 
 std::unique_ptr<Stage> makeStage(const StageContext& ctx) {
@@ -121,7 +123,7 @@ struct ZeroEngine::Impl {
     table.value16.assign(index.count(), nullptr);
     table.grad.assign(index.count(), nullptr);
     setUpMics();
-    checkRowSharded(index, options, mics);
+    checkRowSharded(index, options);
     stage = makeStage({index, options, partitionComm(), table, buckets, tracer});
     // The fp32 master aliases the stage's host fp32 params unless it lives on disk: cpu offload
     // keeps it in host memory either way, and a second copy would only raise the RSS.

@@ -71,16 +71,27 @@ bool fp16Native(const Plan& plan, const Ops* ops) {
 
 // ZeRO stage 3 on the host keeps GPT-2's tied wte split by vocabulary rows over the
 // data-parallel group instead of gathering it (gpt2_data_vocab.h, issue 15 item 3) where the
-// host stage can: fp32 parameters in memory, one partition over the whole group. Elsewhere
-// (bf16/fp16, offload_param nvme, qwZ, hpZ, MiCS subgroups, a device, tensor or pipeline
-// parallelism, one rank, DS_ZERO3_VOCAB_SPLIT=0) wte is gathered whole as before.
+// host stage can: fp32 parameters in memory. ZeRO++ composes with it (issue 18): qwZ, hpZ and
+// qgZ leave the split wte out of their quantized gathers, host partitions and quantized
+// reduce-scatters and apply to every other parameter; under MiCS the split runs over the shard
+// group (vocabSplitSize), whose partition is the one the stage keeps. Elsewhere (bf16/fp16,
+// offload_param nvme, a device, tensor or pipeline parallelism, one rank, MiCS shards of one
+// rank, DS_ZERO3_VOCAB_SPLIT=0) wte is gathered whole as before.
 bool vocabSplitApplies(const Plan& plan, const ModelConfig& mc, bool device, int world) {
   const zero::ZeroOptions& z = plan.deepspeed.zero;
   return !device && world > 1 && z.stage == 3 && mc.kind == "gpt2" && mc.compute == DType::kF32 &&
          !plan.deepspeed.fp16.enabled && !plan.deepspeed.bf16 && plan.parallel.pipeline <= 1 &&
-         plan.parallel.tensor <= 1 && z.offloadParam.device != "nvme" && !z.quantizedWeights &&
-         z.hpzPartitionSize <= 1 && (z.micsShardSize <= 0 || z.micsShardSize >= world) &&
+         plan.parallel.tensor <= 1 && z.offloadParam.device != "nvme" && z.micsShardSize != 1 &&
          knobBoolOrDefault(knobs::kZero3VocabSplit);
+}
+
+// The ranks wte is split over: the whole data-parallel group, or MiCS's shard group of
+// mics_shard_size consecutive ranks (zero_engine.cc's setUpMics; a size that does not divide
+// the world is refused there, naming the key, so the whole group is used here and the engine
+// reports it).
+int vocabSplitSize(const zero::ZeroOptions& z, int world) {
+  const int shard = z.micsShardSize;
+  return shard > 1 && shard < world && world % shard == 0 ? shard : world;
 }
 
 int dataVocab(const ModelConfig& m) {
@@ -142,12 +153,24 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     tensor_->setLocalParams(model_->params());
   } else if (vocabSplitApplies(plan_, mc, ops_ != nullptr, world_)) {
     makeModel(mc);  // validates the shape (ConfigError naming the key)
-    model_ = std::make_unique<Gpt2Model>(mc, DataVocab{group_, rank_, world_});
+    const int ranks = vocabSplitSize(plan_.deepspeed.zero, world_);
+    DataVocab dv{group_, rank_, world_};
+    if (ranks < world_) {  // MiCS: this rank's shard group (collective over the whole group)
+      for (int first = 0; first < world_; first += ranks) {
+        std::vector<int> members;
+        for (int member = first; member < first + ranks; ++member) members.push_back(member);
+        if (auto sub = group_->newSubgroup(members)) vocabGroup_ = std::move(sub);
+      }
+      dv = DataVocab{vocabGroup_.get(), vocabGroup_->rank(), vocabGroup_->size()};
+    }
+    model_ = std::make_unique<Gpt2Model>(mc, dv);
+    const zero::ZeroOptions& z = plan_.deepspeed.zero;
+    const bool zeropp = z.quantizedWeights || z.quantizedGradients || z.hpzPartitionSize > 1;
     logLine(fmt::format(
-        "zero stage 3: wte split by vocabulary rows over the {} data-parallel ranks (embedding "
-        "and LM head vocabulary-parallel; never gathered whole; DS_ZERO3_VOCAB_SPLIT=0 gathers "
-        "it)",
-        world_));
+        "zero stage 3: wte split by vocabulary rows over the {} {} (embedding and LM head "
+        "vocabulary-parallel; never gathered whole{}; DS_ZERO3_VOCAB_SPLIT=0 gathers it)",
+        ranks, ranks < world_ ? "ranks of this MiCS shard group" : "data-parallel ranks",
+        zeropp ? "; ZeRO++ quantizes and partitions the other parameters" : ""));
   } else {
     model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
   }

@@ -109,6 +109,9 @@ class Trainer {
   int rank_ = 0, world_ = 1;
   std::unique_ptr<Ops> ownedOps_;  // the training device's ops, when the trainer opened them
   Ops* ops_ = nullptr;             // the ops the model runs on; null: host kernels (Gpt2Model)
+  // MiCS with the stage-3 vocabulary split: this rank's shard group, which wte is split over
+  // (declared before model_, which refers to it).
+  std::unique_ptr<comm::ProcessGroup> vocabGroup_;
   std::unique_ptr<Model> model_;
   // Swap-file traffic of this process before the engine was built (the summary's nvme figures
   // are this trainer's share); declared before eng_ so it is read before the engine writes.

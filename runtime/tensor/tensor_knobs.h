@@ -164,11 +164,12 @@ inline constexpr Knob kZero3VocabSplit{
     .dflt = "1",
     .doc =
         "ZeRO stage 3 on the host (GPT-2, fp32, 2+ data-parallel ranks, no tensor or pipeline "
-        "parallelism, offload_param none/cpu, no qwZ/hpZ/MiCS subgroups): 1 splits the tied wte "
-        "by vocabulary rows over the data-parallel ranks and runs the embedding and LM head "
-        "vocabulary-parallel, so no rank gathers wte or holds its full gradient (docs/zero.md "
-        "\"Stage 3 and the vocabulary\"); 0: gather wte whole like every other parameter (the "
-        "path before, for A/B memory and loss comparisons).",
+        "parallelism, offload_param none/cpu): 1 splits the tied wte by vocabulary rows over "
+        "the data-parallel ranks (a MiCS shard group's ranks under mics_shard_size) and runs the "
+        "embedding and LM head vocabulary-parallel, so no rank gathers wte or holds its full "
+        "gradient; ZeRO++ (qwZ/qgZ/hpZ) then quantizes and partitions only the other "
+        "parameters (docs/zero.md \"Stage 3 and the vocabulary\"); 0: gather wte whole like "
+        "every other parameter (the path before, for A/B memory and loss comparisons).",
     .readBy = kReadByDsrt};
 
 // runtime/cmd/serve_command.cc: a follower of tensor-parallel `dsrt serve` dies mid-request.
