@@ -32,7 +32,7 @@ function(ds_library name)
   set_target_properties(${name} PROPERTIES EXPORT_NAME ${export_name})
 endfunction()
 
-set(DS_TEST_TAGS unit multirank multiproc e2e mpi gpu optional fault)
+set(DS_TEST_TAGS unit multirank multiproc e2e mpi gpu optional fault cpu_isa)
 # DS_SKIP's exit status (tests/support/skip.h); CTest reports such a test as skipped.
 set(DS_TEST_SKIP_CODE 77)
 set(DS_DISCOVER_TESTS_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/DsDiscoverTests.cmake)

@@ -2,10 +2,10 @@
 """Summarises CTest runs for scripts/test.sh: passed / failed / skipped counts over the JUnit
 files that `ctest --output-junit` wrote, every skipped test with its reason (the "SKIPPED:
 <case>: <reason>" line DS_SKIP prints, tests/support/skip.h), and every failed one. Exits 1 when a
-test failed or when a test skipped that is labelled neither gpu nor optional (only a missing GPU, or
-a Python package Debian 12 does not ship, such as transformers, or network namespaces a container
-may forbid, may skip a test in CI); 0
-otherwise.
+test failed or when a test skipped that is labelled none of gpu, optional, cpu_isa (only a missing
+GPU, a Python package Debian 12 does not ship, such as transformers, network namespaces a container
+may forbid, or a CPU without the instruction set a kernel is written for (AVX-512, AVX512-BF16,
+AMX) may skip a test in CI); 0 otherwise.
 
     scripts/test_report.py BUILD_DIR JUNIT.xml [JUNIT.xml ...]
 """
@@ -14,7 +14,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-ALLOWED_SKIP_LABELS = ("gpu", "optional")
+ALLOWED_SKIP_LABELS = ("gpu", "optional", "cpu_isa")
 
 
 def labels_by_test(build_dir):
@@ -57,14 +57,14 @@ def main(argv):
     bad_skips = [(n, r) for n, r in skipped
                  if not any(label in labels.get(n, []) for label in ALLOWED_SKIP_LABELS)]
     print(f"test_report: {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped "
-          f"({len(skipped) - len(bad_skips)} of them [gpu] or [optional]) of "
+          f"({len(skipped) - len(bad_skips)} of them [gpu], [optional] or [cpu_isa]) of "
           f"{len(passed) + len(failed) + len(skipped)}")
     for name, reason in skipped:
         print(f"  skipped: {name} [{','.join(labels.get(name, []))}]: {reason}")
     for name in failed:
         print(f"  FAILED: {name}")
     if bad_skips:
-        print(f"test_report: {len(bad_skips)} test(s) skipped that are not [gpu] or [optional]: install or start "
+        print(f"test_report: {len(bad_skips)} test(s) skipped that are not [gpu], [optional] or [cpu_isa]: install or start "
               "what they need (scripts/install_deps.sh, docs/test_cluster.md)")
     return 1 if failed or bad_skips else 0
 

@@ -155,7 +155,7 @@ void checkBitwiseStable(Bf16GemmPath path, int M, int N, int K, bool bBf16) {
 
 }  // namespace
 
-TEST_CASE("bf16 gemm AMX path matches fp64 within the fp32 summation bound", "[unit]") {
+TEST_CASE("bf16 gemm AMX path matches fp64 within the fp32 summation bound", "[unit][cpu_isa]") {
   if (!amxOrRefused()) DS_SKIP("CPU lacks AMX (or Linux refused the tile state)");
   std::vector<Size> sizes = kSizes;
   // Tile edges (16 rows, 32 k a step, 32 x 32 blocks) and B read in place (K % 32 == 0).
@@ -167,7 +167,7 @@ TEST_CASE("bf16 gemm AMX path matches fp64 within the fp32 summation bound", "[u
   checkPath(Bf16GemmPath::kAmx, sizes);
 }
 
-TEST_CASE("bf16 gemm AMX results do not depend on thread count or on the other rows", "[unit]") {
+TEST_CASE("bf16 gemm AMX results do not depend on thread count or on the other rows", "[unit][cpu_isa]") {
   if (!amxOrRefused()) DS_SKIP("CPU lacks AMX (or Linux refused the tile state)");
   checkBitwiseStable(Bf16GemmPath::kAmx, 203, 211, 777, false);  // A and B packed
   checkBitwiseStable(Bf16GemmPath::kAmx, 203, 211, 768, true);   // B read in place, C^T

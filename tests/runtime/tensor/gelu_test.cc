@@ -107,7 +107,7 @@ TEST_CASE("gelu portable kernel: bounds against libm and exact, specials", "[uni
   checkIsa(GeluIsa::kPortable);
 }
 
-TEST_CASE("gelu AVX-512 kernel: bounds against libm and exact, specials", "[unit]") {
+TEST_CASE("gelu AVX-512 kernel: bounds against libm and exact, specials", "[unit][cpu_isa]") {
   if (!geluIsaSupported(GeluIsa::kAvx512)) DS_SKIP("this CPU has no AVX-512F");
   checkIsa(GeluIsa::kAvx512);
 }

@@ -37,7 +37,7 @@ std::vector<ds::bf16> toBf16(const std::vector<float>& src) {
 
 }  // namespace
 
-TEST_CASE("gemvForwardBf16Dot matches an fp64 reference of bf16-rounded operands", "[unit]") {
+TEST_CASE("gemvForwardBf16Dot matches an fp64 reference of bf16-rounded operands", "[unit][cpu_isa]") {
   if (!gemvBf16DotSupported()) {
     float out = 0, inp = 1;
     const ds::bf16 wgt = ds::floatToBf16(1.0f);
@@ -75,7 +75,7 @@ TEST_CASE("gemvForwardBf16Dot matches an fp64 reference of bf16-rounded operands
   }
 }
 
-TEST_CASE("gemvForwardBf16Dot results do not depend on the thread count", "[unit]") {
+TEST_CASE("gemvForwardBf16Dot results do not depend on the thread count", "[unit][cpu_isa]") {
   if (!gemvBf16DotSupported()) DS_SKIP("no AVX512-BF16 on this CPU");
   const int N = 16, C = 768, OC = 2304;  // a batch-16 step of GPT-2's qkv: runs in parallel
   const auto inp = randomVec(size_t(N) * C, 4);
