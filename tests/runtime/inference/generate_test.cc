@@ -332,7 +332,8 @@ TEST_CASE("decoder: a 16-row fp32 decode step on gemv equals the gemm path", "[u
   CHECK(err <= kTol);
 }
 
-TEST_CASE("decoder: native bf16 decode on the dot-product gemv equals the bf16 gemm", "[unit][cpu_isa]") {
+TEST_CASE("decoder: native bf16 decode on the dot-product gemv equals the bf16 gemm",
+          "[unit][cpu_isa]") {
   // Both round the inputs to bf16 and sum exact bf16 products in fp32, in different orders.
   if (!bf16LinearNative() || !gemvBf16DotSupported())
     DS_SKIP("bf16 linears are not native here or the CPU lacks AVX512-BF16 (no dot-product gemv)");

@@ -167,7 +167,8 @@ TEST_CASE("bf16 gemm AMX path matches fp64 within the fp32 summation bound", "[u
   checkPath(Bf16GemmPath::kAmx, sizes);
 }
 
-TEST_CASE("bf16 gemm AMX results do not depend on thread count or on the other rows", "[unit][cpu_isa]") {
+TEST_CASE("bf16 gemm AMX results do not depend on thread count or on the other rows",
+          "[unit][cpu_isa]") {
   if (!amxOrRefused()) DS_SKIP("CPU lacks AMX (or Linux refused the tile state)");
   checkBitwiseStable(Bf16GemmPath::kAmx, 203, 211, 777, false);  // A and B packed
   checkBitwiseStable(Bf16GemmPath::kAmx, 203, 211, 768, true);   // B read in place, C^T

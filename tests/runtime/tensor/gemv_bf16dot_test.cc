@@ -37,7 +37,8 @@ std::vector<ds::bf16> toBf16(const std::vector<float>& src) {
 
 }  // namespace
 
-TEST_CASE("gemvForwardBf16Dot matches an fp64 reference of bf16-rounded operands", "[unit][cpu_isa]") {
+TEST_CASE("gemvForwardBf16Dot matches an fp64 reference of bf16-rounded operands",
+          "[unit][cpu_isa]") {
   if (!gemvBf16DotSupported()) {
     float out = 0, inp = 1;
     const ds::bf16 wgt = ds::floatToBf16(1.0f);
