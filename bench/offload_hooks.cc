@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
   cfg.paddedVocab = 50304;
   cfg.compute = a.fp32 ? DType::kF32 : DType::kBF16;
   auto host = makeModel(cfg);  // only for the parameter list and the init
+  // The op model's list: its backward calls no part hook, so no param declares a backward part
+  // (as OpsGpt2Model does; the mirror refuses params with parts).
+  std::vector<zero::ParamInfo> params = host->params();
+  for (zero::ParamInfo& p : params) p.backwardPart = 0;
   std::unique_ptr<Ops> ops = a.device == "cuda" ? makeCudaOps(0) : makeCpuOps();
   zero::ZeroOptions z;
   z.stage = a.stage;
@@ -87,7 +91,7 @@ int main(int argc, char** argv) {
   z.offloadOptimizer.device = "cpu";
   if (a.stage == 3) z.offloadParam.device = "cpu";
   zero::OptimizerOptions o;
-  zero::ZeroEngine eng(host->params(), host->numBlocks(), nullptr, z, o);
+  zero::ZeroEngine eng(params, host->numBlocks(), nullptr, z, o);
   {
     std::vector<float> init(host->numParamsTotal());
     host->initParams(init.data(), 1);
@@ -97,8 +101,7 @@ int main(int argc, char** argv) {
   DeviceMirrorOptions mo;
   mo.windowed = a.stage == 3;
   DeviceMirror mirror(
-      *ops, host->params(), cfg.compute, timed,
-      [&eng]() -> zero::ParamTable& { return eng.table(); }, mo);
+      *ops, params, cfg.compute, timed, [&eng]() -> zero::ParamTable& { return eng.table(); }, mo);
   const size_t overlapTile = connectOptimizerOverlap(eng, mirror);
   const int N = host->numBlocks();
   std::printf(

@@ -37,6 +37,13 @@ DeviceMirror::DeviceMirror(Ops& ops, const std::vector<zero::ParamInfo>& params,
   if (compute_ != DType::kF32 && compute_ != DType::kBF16)
     throw NotSupported(fmt::format("{}: device training computes in fp32 or bf16, not {}",
                                    ops_.name(), dtypeName(compute_)));
+  for (const zero::ParamInfo& p : params_)
+    if (p.backwardPart != 0)
+      throw InternalError(fmt::format(
+          "device mirror: parameter '{}' declares backward part {}, but the mirror reads a "
+          "block's values one block ahead and calls no part hook; give it the params of a model "
+          "without backward parts (Gpt2Model::dropBackwardParts)",
+          p.name, p.backwardPart));
   layout();
   const bool win = options_.windowed;
   size_t resident = 0;

@@ -24,6 +24,8 @@
 // The engine's hooks therefore run ahead and behind the model's: its before*(b+1) is called while
 // block b is in flight (to read b+1's host parameters early) and its afterBackward(b) one block
 // late, always in the model's block order, each exactly once per pass.
+// The params must declare no backward parts (zero/param_table.h): the mirror calls the engine's
+// beforeBackward(b-1) while b runs, before any part hook could; OpsGpt2Model drops them.
 // Not an owner of the engine. Not thread-safe (the training thread calls the hooks).
 // Invariants: table() holds device pointers only; in windowed mode a block's values, and in both
 // modes its gradients, are non-null only between its before* and after* hooks; a gradient slot

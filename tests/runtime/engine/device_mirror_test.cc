@@ -475,3 +475,29 @@ TEST_CASE("device mirror optimizer overlap: tiles upload inside the step, the sa
     }
   }
 }
+
+TEST_CASE("device mirror refuses params that declare backward parts", "[unit]") {
+  // The host GPT-2 declares parts (MLP half, attention half); the mirror calls no part hook and
+  // reads the previous block's values early, so it must refuse them up front, naming a param.
+  const auto model = runtime::makeModel(tinyGpt());
+  REQUIRE(std::any_of(model->params().begin(), model->params().end(),
+                      [](const zero::ParamInfo& p) { return p.backwardPart != 0; }));
+  zero::ZeroOptions z;
+  z.stage = 3;
+  zero::ZeroEngine eng(model->params(), model->numBlocks(), nullptr, z, zero::OptimizerOptions{});
+  runtime::TimedHooks hooks(eng);
+  auto ops = runtime::makeCpuOps();
+  runtime::DeviceMirrorOptions mo;
+  mo.windowed = true;
+  auto make = [&](const std::vector<zero::ParamInfo>& params) {
+    return runtime::DeviceMirror(
+        *ops, params, DType::kF32, hooks, [&eng]() -> zero::ParamTable& { return eng.table(); },
+        mo);
+  };
+  CHECK_THROWS_WITH(make(model->params()), Catch::Contains("backward part") &&
+                                               Catch::Contains("h.0.") &&
+                                               Catch::Contains("dropBackwardParts"));
+  std::vector<zero::ParamInfo> flat = model->params();
+  for (zero::ParamInfo& p : flat) p.backwardPart = 0;
+  CHECK_NOTHROW(make(flat));
+}
