@@ -388,10 +388,7 @@ void CudaOps::layernormBackward(void* dinp, float* dweight, float* dbias, const 
   dispatchStorage(dt, "layernormBackward", [&](auto tag) {
     using T = decltype(tag);
     if (N <= 0 || C <= 0) return;
-    // The fused and vector kernels are templated on the 16-bit element, but fp16 takes them only
-    // after a GPU run has checked its instantiation (tests/runtime/tensor/ops/cuda_ops_core_test.cc
-    // layernorm rows at C 768/1536); until then fp16 keeps the generic kernels, which passed.
-    constexpr bool half = std::is_same_v<T, uint16_t>;
+    constexpr bool half = !std::is_same_v<T, float>;  // bf16 bits or fp16
     if (useFusedBackward(half, dinp, dweight, dbias, dout, inp, weight, C)) {
       const int blocks = fusedBackwardBlocks<T>(N, C);
       auto* partials = static_cast<float*>(
