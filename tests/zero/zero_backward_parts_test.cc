@@ -19,19 +19,10 @@
 using namespace ds;
 using namespace ds::zero;
 using ds::test::ToyModel;
+using ds::test::toyStage3;
 using ds::test::ZeroJob;
 
 namespace {
-
-ZeroOptions stage3(bool overlap) {
-  ZeroOptions z;
-  z.stage = 3;
-  z.overlapComm = overlap;
-  z.reduceBucketSize = 60;
-  z.paramPersistenceThreshold = 0;  // c_b (10 elements) is gathered and released too
-  z.prefetchBucketSize = 1000;
-  return z;
-}
 
 // Stage 0, then stage 3 without overlap_comm and with it (and 2 micro-steps); records the largest
 // number of gathered elements live at the end of a backward block's compute (blocks 1..L-1, every
@@ -50,7 +41,7 @@ std::vector<ds::test::ZeroRun> train(ToyModel& m, int world, size_t& liveAtEnd) 
   std::vector<ZeroJob> jobs{base};
   for (bool overlap : {false, true}) {
     ZeroJob j = base;
-    j.z = stage3(overlap);
+    j.z = toyStage3(overlap);
     j.gas = overlap ? 2 : 1;  // accumulation: parts reduce each micro-step's gradients too
     jobs.push_back(j);
   }

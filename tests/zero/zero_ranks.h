@@ -122,6 +122,18 @@ inline std::vector<ZeroRun> runZeroJobs(const ToyModel& m, int world,
 }
 
 // Largest |a-b|/|b| over the two loss curves (infinity when the lengths differ).
+// Stage 3 on the ToyModel with every parameter gathered and released (threshold 0: even the
+// 10-element c_b and E), small reduce buckets and a prefetch of a few blocks.
+inline zero::ZeroOptions toyStage3(bool overlap) {
+  zero::ZeroOptions z;
+  z.stage = 3;
+  z.overlapComm = overlap;
+  z.reduceBucketSize = 60;
+  z.paramPersistenceThreshold = 0;
+  z.prefetchBucketSize = 1000;
+  return z;
+}
+
 inline double maxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return 1e300;
   double worst = 0;

@@ -14,20 +14,11 @@
 using namespace ds;
 using namespace ds::zero;
 using ds::test::ToyModel;
+using ds::test::toyStage3;
 using ds::test::ZeroJob;
 using Kind = TraceEvent::Kind;
 
 namespace {
-
-ZeroOptions stage3(bool overlap) {
-  ZeroOptions z;
-  z.stage = 3;
-  z.overlapComm = overlap;
-  z.reduceBucketSize = 60;
-  z.paramPersistenceThreshold = 0;  // even E (10 elements) is gathered and released
-  z.prefetchBucketSize = 1000;
-  return z;
-}
 
 // Index of the first event (kind, id) at or after `from`; -1 when none.
 ptrdiff_t find(const std::vector<TraceEvent>& t, Kind k, int64_t id, size_t from = 0) {
@@ -61,7 +52,7 @@ TEST_CASE(
     jobs.push_back(base);  // stage 0
     for (bool overlap : {false, true}) {
       ZeroJob j = base;
-      j.z = stage3(overlap);
+      j.z = toyStage3(overlap);
       j.steps = 20;
       if (!overlap) {
         j.setup = [](ZeroEngine& e, int) { e.enableTrace(true); };
