@@ -7,10 +7,12 @@
 # 1-bit averaged), sides alternating per repetition. The figure: the mean step time over the
 # compressed steps (FREEZE+1 .. STEPS, from each rank-0 step line) on both sides and the ratio
 # adam / onebit, next to the raw TCP bandwidth of one link measured in the same run; the losses
-# of both sides at the last step.
+# of both sides at the last step. Each rank computes with its share of the machine's cores,
+# train.threads = max(1, cores / HOSTS) (DS_BENCH_THREADS overrides), as in zeropp_multihost.sh.
 # Usage: bench/onebit_multihost.sh [BUILD_DIR] [OUT_FILE]   (root: namespaces and tc)
 #   env: DS_BENCH_HOSTS (2), DS_BENCH_RATE (1gbit), DS_BENCH_STEPS (10), DS_BENCH_FREEZE (4),
-#        DS_BENCH_REPS (1), DS_BENCH_DELAY_US (0: one-way latency added between hosts)
+#        DS_BENCH_REPS (1), DS_BENCH_DELAY_US (0: one-way latency added between hosts),
+#        DS_BENCH_THREADS (compute threads per rank; default cores / HOSTS, at least 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$(realpath "${1:-build}")
@@ -25,13 +27,15 @@ SIDES=(adam onebit)
 # shellcheck source=bench/netns_lib.sh
 . bench/netns_lib.sh
 port=30300
+THREADS=${DS_BENCH_THREADS:-$(( $(nproc) / H > 0 ? $(nproc) / H : 1 ))}
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "onebit_multihost: DS_BENCH_THREADS '$THREADS' is not a count >= 1" >&2; exit 2; }
 MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_head=12
        --set model.gpt.seq_len=64 --set model.gpt.vocab_size=50257
        --set data.synthetic.tokens=65536 --set data.synthetic.val_tokens=4096
        --set train.eval_every=0 --set train.log_every=1 --set train.steps="$STEPS"
        --set deepspeed.train_batch_size="$H"
        --set deepspeed.scheduler.params.warmup_num_steps=1
-       --set deepspeed.zero_optimization.stage=0)
+       --set deepspeed.zero_optimization.stage=0 --set train.threads="$THREADS")
 
 {
   echo "# bench/onebit_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
@@ -40,7 +44,7 @@ MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
        "$H ($H simulated hosts x 1 rank: $LINK_DESC, $RATE);"
   echo "# $STEPS steps, OneBitAdam freeze_step $FREEZE; step times are the mean of steps" \
        "$((FREEZE + 1))..$STEPS on both sides; $REPS repetition(s), order alternating."
-  echo "# Every host shares this machine's $(nproc) cores. load average (1/5/15 min) at start: $(loadavg)"
+  echo "# Every host shares this machine's $(nproc) cores; $THREADS compute thread(s) per rank. load average (1/5/15 min) at start: $(loadavg)"
   netns_up "$RATE" "$H" 1
   echo "link $RATE: raw TCP one way $LINK_BW GB/s; UDP round trip min/median/max $LINK_RTT us"
   for rep in $(seq "$REPS"); do

@@ -9,10 +9,16 @@
 # rotating per repetition. The figure: step time (the run summary's timed steps, the first step excluded)
 # and the ratio exact / ZeRO++, next to the raw TCP bandwidth of one link measured in the same
 # run (a 64 MiB socket transfer between two of the namespaces) and the final losses of both.
+# Every simulated host shares this machine's cores, so each rank computes with its share of them,
+# train.threads = max(1, cores / (HOSTS x RANKS)) (DS_BENCH_THREADS overrides): dsrt's default,
+# cores / local ranks, is right on a real host but here would run HOSTS times as many compute
+# threads as there are cores, and the oversubscribed OpenMP loops (ZeRO++'s quantization above
+# all) then measure the scheduler rather than the link.
 # Usage: bench/zeropp_multihost.sh [BUILD_DIR] [OUT_FILE]   (root: namespaces and tc)
 #   env: DS_BENCH_HOSTS (2), DS_BENCH_RANKS (1 per host), DS_BENCH_RATES ("1gbit 10gbit"),
 #        DS_BENCH_STEPS (4), DS_BENCH_REPS (2), DS_BENCH_SIDES ("exact zeropp" [+ " hpz"]),
-#        DS_BENCH_DELAY_US (0: one-way latency added between hosts, bench/netns_lib.sh)
+#        DS_BENCH_DELAY_US (0: one-way latency added between hosts, bench/netns_lib.sh),
+#        DS_BENCH_THREADS (compute threads per rank; default cores / (HOSTS x RANKS), at least 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=$(realpath "${1:-build}")
@@ -28,13 +34,15 @@ read -r -a SIDES <<< "${DS_BENCH_SIDES:-$DEFAULT_SIDES}"
 # shellcheck source=bench/netns_lib.sh
 . bench/netns_lib.sh
 port=30100
+THREADS=${DS_BENCH_THREADS:-$(( $(nproc) / (H * R) > 0 ? $(nproc) / (H * R) : 1 ))}
+[[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "zeropp_multihost: DS_BENCH_THREADS '$THREADS' is not a count >= 1" >&2; exit 2; }
 MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_head=12
        --set model.gpt.seq_len=64 --set model.gpt.vocab_size=50257
        --set data.synthetic.tokens=65536 --set data.synthetic.val_tokens=4096
        --set train.eval_every=0 --set train.log_every=1 --set train.steps="$STEPS"
        --set deepspeed.train_batch_size=$((H * R))
        --set deepspeed.scheduler.params.warmup_num_steps=1
-       --set deepspeed.zero_optimization.stage=3)
+       --set deepspeed.zero_optimization.stage=3 --set train.threads="$THREADS")
 
 {
   echo "# bench/zeropp_multihost.sh $B $OUT   ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores," \
@@ -42,7 +50,7 @@ MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_h
   echo "# GPT-2 124M shapes (12x768, 12 heads, vocab 50257, T=64), fp32, ZeRO stage 3, global batch" \
        "$((H * R)) ($H simulated hosts x $R ranks: $LINK_DESC),"
   echo "# $STEPS steps (the first untimed); $REPS repetitions per side, order" \
-       "alternating. Every host shares this machine's $(nproc) cores."
+       "alternating. Every host shares this machine's $(nproc) cores; $THREADS compute thread(s) per rank."
   echo "# load average (1/5/15 min) at start: $(loadavg)"
   for rate in $RATES; do
     netns_up "$rate" "$H" "$R"
