@@ -7,6 +7,9 @@
 #                              and LINK_RTT (min/median/max UDP round trip between them, us)
 #   netns_down                 stops it (also done on exit)
 #   LINK_DESC                  the links in words, for a result's header
+#   rank_threads RANKS WHO     compute threads per simulated rank: DS_BENCH_THREADS, else
+#                              max(1, cores / RANKS): every simulated host shares this machine's
+#                              cores, and dsrt's default (cores / local ranks) would oversubscribe
 # DS_BENCH_DELAY_US (0) adds that one-way delay between hosts (test_cluster.sh --delay-us: TAP
 # pairs joined by $B/ds_netdelay instead of veths; B is the caller's build dir); DS_BENCH_TAP=1
 # takes that path with no delay (the control: same forwarding, nothing held).
@@ -16,6 +19,11 @@ PY=${DS_PYTHON:-/usr/bin/python3}
 netns_down() { scripts/test_cluster.sh stop "$CL" >/dev/null 2>&1 || true; }
 trap 'netns_down; rm -rf "$TMP"' EXIT
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+rank_threads() {
+  local t=${DS_BENCH_THREADS:-$(($(nproc) / $1 > 0 ? $(nproc) / $1 : 1))}
+  [[ $t =~ ^[1-9][0-9]*$ ]] || { echo "$2: DS_BENCH_THREADS '$t' is not a count >= 1" >&2; return 2; }
+  echo "$t"
+}
 DELAY_US=${DS_BENCH_DELAY_US:-0}
 TAP=()
 [ "${DS_BENCH_TAP:-0}" = 0 ] || TAP=(--tap)

@@ -34,8 +34,7 @@ read -r -a SIDES <<< "${DS_BENCH_SIDES:-$DEFAULT_SIDES}"
 # shellcheck source=bench/netns_lib.sh
 . bench/netns_lib.sh
 port=30100
-THREADS=${DS_BENCH_THREADS:-$(( $(nproc) / (H * R) > 0 ? $(nproc) / (H * R) : 1 ))}
-[[ $THREADS =~ ^[1-9][0-9]*$ ]] || { echo "zeropp_multihost: DS_BENCH_THREADS '$THREADS' is not a count >= 1" >&2; exit 2; }
+THREADS=$(rank_threads $((H * R)) zeropp_multihost)
 MODEL=(--set model.gpt.n_layer=12 --set model.gpt.n_embd=768 --set model.gpt.n_head=12
        --set model.gpt.seq_len=64 --set model.gpt.vocab_size=50257
        --set data.synthetic.tokens=65536 --set data.synthetic.val_tokens=4096

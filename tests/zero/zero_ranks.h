@@ -121,7 +121,6 @@ inline std::vector<ZeroRun> runZeroJobs(const ToyModel& m, int world,
   return res;
 }
 
-// Largest |a-b|/|b| over the two loss curves (infinity when the lengths differ).
 // Stage 3 on the ToyModel with every parameter gathered and released (threshold 0: even the
 // 10-element c_b and E), small reduce buckets and a prefetch of a few blocks.
 inline zero::ZeroOptions toyStage3(bool overlap) {
@@ -134,6 +133,7 @@ inline zero::ZeroOptions toyStage3(bool overlap) {
   return z;
 }
 
+// Largest |a-b|/|b| over the two loss curves (infinity when the lengths differ).
 inline double maxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return 1e300;
   double worst = 0;
