@@ -27,6 +27,8 @@ class BucketQueue {
 
   // A free slot, now marked busy; waits for the oldest bucket in flight when all are busy.
   int acquire();
+  // Frees a slot acquired for a bucket that is not issued after all (one rank: nothing to reduce).
+  void release(int slot) { busy_[size_t(slot)] = 0; }
   // Records an issued bucket (slot -1: none) and, without overlap_comm, waits for everything.
   // finish (may be empty) runs after the work completed; the slot is freed after it.
   void issue(comm::WorkPtr work, std::function<void()> finish, int slot, bool allreduce = false);

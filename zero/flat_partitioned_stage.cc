@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "zero/bucket_queue.h"
 #include "zero/bulk_ops.h"
 #include "zero/dp_comm.h"
@@ -47,8 +51,10 @@ FlatPartitionedStage::FlatPartitionedStage(const StageContext& ctx)
   if (partitionGrads_ && ctx_.options.reduceScatter) {
     paramBuckets_ = std::make_unique<ParamBuckets>(ctx_, layout_, transient_, gradPart_.data(),
                                                    partStart_, cap);
+    takeGradsByRows();
     transientBound_ = transientGradBound(
-        ctx_.index, [this](size_t param) { return ctx_.index.param(param).numel; }, cap);
+        ctx_.index,
+        [this](size_t param) { return byRows(param) ? 0 : ctx_.index.param(param).numel; }, cap);
   } else if (partitionGrads_) {  // flat frontier: a gradient may be held until backward ends
     transientBound_ = ctx_.index.numel();
   }
@@ -57,9 +63,84 @@ FlatPartitionedStage::FlatPartitionedStage(const StageContext& ctx)
 
 FlatPartitionedStage::~FlatPartitionedStage() = default;
 
+// With whole-parameter buckets: every gradByRows parameter whose whole rows fit a bucket (the
+// model's chunk is at least one row) comes by rows.
+void FlatPartitionedStage::takeGradsByRows() {
+  const ParamIndex& index = ctx_.index;
+  for (size_t param = 0; param < index.count(); ++param) {
+    const ParamInfo& info = index.param(param);
+    if (!info.gradByRows || info.shape.empty() || info.shape[0] <= 0 || info.numel == 0 ||
+        info.numel / size_t(info.shape[0]) > bucket_)
+      continue;
+    if (byRows_.empty()) {
+      byRows_.assign(index.count(), 0);
+      rowsGiven_.assign(index.count(), 0);
+      ctx_.table.rowSink.assign(index.count(), nullptr);
+    }
+    byRows_[param] = 1;
+    ctx_.table.rowSink[param] = this;
+  }
+}
+
+size_t FlatPartitionedStage::rowsPerChunk(size_t param) const {
+  const ParamInfo& info = ctx_.index.param(param);
+  const size_t cols = info.numel / size_t(info.shape[0]);
+  // Whole multiples of 96 rows where the bucket allows: a multiple of the row blocking of
+  // OpenBLAS's sgemm kernels (16, 24 or 32 rows), so a chunked product rounds like one call.
+  const size_t rows = std::max<size_t>(1, bucket_ / cols);
+  return rows >= 96 ? rows - rows % 96 : rows;
+}
+
+float* FlatPartitionedStage::beginRows(size_t param, size_t first, size_t rows) {
+  const ParamInfo& info = ctx_.index.param(param);
+  const size_t cols = info.numel / size_t(info.shape[0]);
+  if (!byRows(param) || rowSlot_ >= 0 || rows > rowsPerChunk(param) || first != rowsGiven_[param])
+    throw InternalError(fmt::format(
+        "zero stage 2: the gradient of '{}' by rows: chunk [{}, {}) out of order (rows given so "
+        "far {}, chunk at most {}{})",
+        info.name, first, first + rows, byRows(param) ? rowsGiven_[param] : 0,
+        byRows(param) ? rowsPerChunk(param) : 0, rowSlot_ >= 0 ? ", a chunk still open" : ""));
+  rowSlot_ = ctx_.buckets.acquire();
+  float* buf = ctx_.buckets.input(rowSlot_).data();
+  bulkZero(buf, rows * cols);
+  return buf;
+}
+
+void FlatPartitionedStage::endRows(size_t param, size_t first, size_t rows) {
+  const ParamInfo& info = ctx_.index.param(param);
+  const size_t cols = info.numel / size_t(info.shape[0]);
+  if (rowSlot_ < 0 || first != rowsGiven_[param])
+    throw InternalError(
+        fmt::format("zero stage 2: the gradient of '{}' by rows: rows [{}, {}) "
+                    "ended but not begun",
+                    info.name, first, first + rows));
+  const int slot = std::exchange(rowSlot_, -1);
+  rowsGiven_[param] += rows;
+  const size_t begin = ctx_.index.offset(param) + first * cols, count = rows * cols;
+  const float* buf = ctx_.buckets.input(slot).data();
+  if (ctx_.comm.single()) {  // the reduction is the identity (ParamBuckets::queue)
+    bulkAdd(gradPart_.data() + (begin - partStart_), buf, count);
+    ctx_.buckets.release(slot);
+    return;
+  }
+  emitReduceScatter(slot, buf, begin, begin + count);
+}
+
 void FlatPartitionedStage::afterBackward(int block) {
   if (!paramBuckets_) return FlatStage::afterBackward(block);
-  for (size_t param : ctx_.index.completeAfter(block)) paramBuckets_->queue(param);
+  for (size_t param : ctx_.index.completeAfter(block)) {
+    if (!byRows(param)) {
+      paramBuckets_->queue(param);
+      continue;
+    }
+    const ParamInfo& info = ctx_.index.param(param);
+    if (rowsGiven_[param] != size_t(info.shape[0]))
+      throw InternalError(fmt::format(
+          "zero stage 2: the backward of block {} completed '{}' with {} of its {} gradient rows "
+          "given by rows",
+          block, info.name, rowsGiven_[param], info.shape[0]));
+    rowsGiven_[param] = 0;
+  }
   if (block == 0) paramBuckets_->flush();  // backward is over
 }
 
@@ -83,7 +164,7 @@ void FlatPartitionedStage::clearGrads() {
 void FlatPartitionedStage::allocGrads(int block) {
   if (!partitionGrads_) return;
   for (size_t param : ctx_.index.usedBy(block))
-    transient_.acquire(param, ctx_.index.param(param).numel);
+    if (!byRows(param)) transient_.acquire(param, ctx_.index.param(param).numel);
 }
 
 // Stage 2: copies the completed params' grads in [begin, end) into the slot's contiguous

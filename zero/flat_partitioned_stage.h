@@ -2,7 +2,10 @@
 // stage 1 keeps full grads reduced on the last micro-step, stage 2 only the gradient partition,
 // reduced every micro-step in buckets of whole parameters as they complete (ParamBuckets; with
 // reduce_scatter=false, flat ranges allreduced); stage 1's flat buckets are reduce-scattered (or
-// allreduced) in place; params allgathered after the optimizer. Not stage 0 or 3.
+// allreduced) in place; params allgathered after the optimizer. Stage 2 takes a gradByRows
+// parameter's gradient by row chunks (GradRowSink, param_table.h), each chunk reduced as its own
+// bucket, so no transient buffer of that parameter is held (GPT-2's tied wte would otherwise be
+// held whole from the head's backward to the embedding's). Not stage 0 or 3.
 // Invariant: the local partition is [partStart_, partStart_ + localSize()) of the padded space.
 #pragma once
 
@@ -16,7 +19,7 @@
 
 namespace ds::zero {
 
-class FlatPartitionedStage final : public FlatStage {
+class FlatPartitionedStage final : public FlatStage, private GradRowSink {
  public:
   explicit FlatPartitionedStage(const StageContext& ctx);
   ~FlatPartitionedStage() override;
@@ -38,6 +41,13 @@ class FlatPartitionedStage final : public FlatStage {
   void clearGrads() override;
 
  private:
+  // GradRowSink (stage 2 with whole-parameter buckets, ParamBuckets).
+  size_t rowsPerChunk(size_t param) const override;
+  float* beginRows(size_t param, size_t first, size_t rows) override;
+  void endRows(size_t param, size_t first, size_t rows) override;
+  void takeGradsByRows();
+  bool byRows(size_t param) const { return !byRows_.empty() && byRows_[param]; }
+
   const float* fillBucket(int slot, size_t begin, size_t end);
   void reduceSingle(size_t begin, size_t end);
   void emitAllreduce(int slot, size_t begin, size_t end);
@@ -53,6 +63,9 @@ class FlatPartitionedStage final : public FlatStage {
   size_t gatherChunk_ = 0;                      // allgather chunk per rank (elements)
   std::vector<uint16_t> gatherStaging_;         // gatherChunk_ * world model-dtype elements, when
                                                 // the chunk is smaller than the partition
+  std::vector<char> byRows_;       // per param: its gradient comes by rows (empty: none does)
+  int rowSlot_ = -1;               // the bucket slot of the row chunk being written
+  std::vector<size_t> rowsGiven_;  // per by-rows param: rows given in this micro-step
 };
 
 }  // namespace ds::zero

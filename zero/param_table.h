@@ -30,6 +30,26 @@ struct ParamInfo {
   // copies and reduces their gradients there, and prefetches the next block at the last part
   // instead of at beforeBackward (docs/zero.md). 0 everywhere for a model without parts.
   int backwardPart = 0;
+  // The model can give this parameter's gradient in chunks of whole rows (shape[0]) during the
+  // backward of its last use, through ParamTable::rowSink, instead of accumulating it in
+  // ParamTable::grad (GPT-2's tied wte: the LM head's product waits for the embedding's
+  // backward). The engine decides whether to take it that way (stage 2 does).
+  bool gradByRows = false;
+};
+
+// Receives a gradByRows parameter's gradient in chunks of whole rows, each row once per
+// micro-step, chunks in row order, all of them before the backward of the block that completes
+// the parameter ends (ZeRO stage 2: each chunk goes out as its own reduce bucket, so the
+// parameter's full-size gradient is never held).
+class GradRowSink {
+ public:
+  virtual ~GradRowSink() = default;
+  virtual size_t rowsPerChunk(size_t param) const = 0;  // >= 1
+  // A zeroed buffer of rows x (numel / shape[0]) elements for rows [first, first + rows) of
+  // param's gradient (rows <= rowsPerChunk), valid until endRows.
+  virtual float* beginRows(size_t param, size_t first, size_t rows) = 0;
+  // The buffer holds this rank's whole contribution of this micro-step to those rows.
+  virtual void endRows(size_t param, size_t first, size_t rows) = 0;
 };
 
 // A rowSharded parameter's value and grad point at this rank's rows only (Stage3Layout::ownRange,
@@ -43,6 +63,9 @@ struct ParamTable {
   // fp16 copies; the pointer type stays bf16 so every owner shares one table layout).
   std::vector<const bf16*> value16;
   std::vector<float*> grad;  // [numParams] fp32 gradient accumulators (full tensor)
+  // [numParams], or empty: a non-null entry takes that (gradByRows) parameter's gradient, whose
+  // grad entry is then null (GradRowSink).
+  std::vector<GradRowSink*> rowSink;
 };
 
 // The training loop's notifications, called by the model around each block. Block numbering is

@@ -85,6 +85,15 @@ bool vocabSplitApplies(const Plan& plan, const ModelConfig& mc, bool device, int
          knobBoolOrDefault(knobs::kZero3VocabSplit);
 }
 
+// ZeRO stage 2 on the host takes GPT-2's tied wte gradient by rows (Gpt2Model::
+// giveTiedGradByRows; zero::FlatPartitionedStage reduces each chunk as a bucket) so that no rank
+// holds it whole through the backward (issue 15 item 2). Not on a device (the device engine and
+// the mirror's model have their own gradient buffers), not with tensor or pipeline parallelism.
+bool gradByRowsApplies(const Plan& plan, bool device) {
+  return !device && plan.deepspeed.zero.stage == 2 && plan.parallel.pipeline <= 1 &&
+         plan.parallel.tensor <= 1 && knobBoolOrDefault(knobs::kZero2GradByRows);
+}
+
 // The ranks wte is split over: the whole data-parallel group, or MiCS's shard group of
 // mics_shard_size consecutive ranks (zero_engine.cc's setUpMics; a size that does not divide
 // the world is refused there, naming the key, so the whole group is used here and the engine
@@ -173,6 +182,11 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
         zeropp ? "; ZeRO++ quantizes and partitions the other parameters" : ""));
   } else {
     model_ = ops_ ? makeModel(mc, *ops_) : makeModel(mc);
+    auto* gpt = dynamic_cast<Gpt2Model*>(model_.get());
+    if (gpt && gradByRowsApplies(plan_, ops_ != nullptr) && gpt->giveTiedGradByRows())
+      logLine(
+          "zero stage 2: wte's gradient reduced by chunks of rows at the embedding's backward "
+          "(never held whole; DS_ZERO2_GRAD_BY_ROWS=0 holds it)");
   }
 
   zero::ZeroOptions z = plan_.deepspeed.zero;

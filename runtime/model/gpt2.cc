@@ -20,6 +20,7 @@
 #include "runtime/tensor/layernorm.h"
 #include "runtime/tensor/matmul.h"
 #include "runtime/tensor/matmul_bf16.h"
+#include "runtime/tensor/sgemm.h"
 
 namespace ds::runtime {
 namespace {
@@ -322,8 +323,44 @@ void Gpt2Model::embedForward(zero::ParamTable& p) {
   commitResid(0, x0);
 }
 
+bool Gpt2Model::giveTiedGradByRows() {
+  if (tp_.enabled() || dv_.enabled() || (bf16_ && bf16LinearNative())) return false;
+  params_[0].gradByRows = true;
+  return true;
+}
+
+zero::GradRowSink* Gpt2Model::tiedSink(const zero::ParamTable& p) {
+  return p.rowSink.empty() ? nullptr : p.rowSink[0];
+}
+
+// Per chunk: the head's product for the chunk's real vocabulary rows (one sgemm over the same K
+// as the whole product: each element the same dot product; chunks are whole 16-row blocks, as
+// sgemm.h splits rows) onto zeros, then the embedding's rows in (b, t) order, as the whole path
+// accumulates them.
+void Gpt2Model::tiedGradByRows(zero::GradRowSink& sink) {
+  if (!params_[0].gradByRows || headLnf_ == nullptr)
+    throw InternalError(
+        "gpt2: wte's gradient by rows without giveTiedGradByRows or a head backward");
+  const int C = cfg_.nEmbd, BT = B_ * T_;
+  const size_t chunk = sink.rowsPerChunk(0), rows = size_t(Vp_), real = size_t(vocabCols_);
+  for (size_t first = 0; first < rows; first += chunk) {
+    const size_t count = std::min(chunk, rows - first);
+    float* g = sink.beginRows(0, first, count);
+    const size_t head = first < real ? std::min(count, real - first) : 0;
+    if (head > 0)
+      sgemm(true, false, static_cast<int>(head), C, BT, 1.0f, dlogits_.data() + first, vocabCols_,
+            headLnf_, C, 1.0f, g, C);
+    encoderBackwardRows(g, static_cast<int64_t>(first), static_cast<int64_t>(count), dres_.data(),
+                        tokens_.data(), B_, T_, C);
+    sink.endRows(0, first, count);
+  }
+}
+
 void Gpt2Model::embedBackward(zero::ParamTable& p) {
-  if (dv_.enabled()) {
+  if (zero::GradRowSink* sink = tiedSink(p)) {
+    tiedGradByRows(*sink);
+    encoderBackwardPositions(access_.grad(p, 1, 0), dres_.data(), B_, T_, cfg_.nEmbd);
+  } else if (dv_.enabled()) {
     dataVocabEmbeddingBackward(dv_, access_.grad(p, 0, 0), access_.grad(p, 1, 0), dres_.data(),
                                tokensAll_.data(), dvCounts_, T_, cfg_.nEmbd, vocabBegin_, wteRows_,
                                scratchAll_.data());
@@ -483,6 +520,8 @@ void Gpt2Model::headBackward(float lossScale, zero::ParamTable& p) {
   const float* lnfw = access_.value(p, iLnfw, kSlotLnfw, blk);
   const float* x = residIn(L);
   float scale = valid_ > 0 ? lossScale / static_cast<float>(valid_) : 0.0f;
+  zero::GradRowSink* rows = tiedSink(p);  // d(wte) by rows: the product waits for embedBackward
+  headLnf_ = h.lnf;
   if (dv_.enabled()) {
     dataVocabHeadBackward(h, wte, access_.grad(p, 0, blk), lossScale);
   } else if (tp_.enabled()) {
@@ -498,8 +537,8 @@ void Gpt2Model::headBackward(float lossScale, zero::ParamTable& p) {
       matmulBackwardBf16(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf,
                          value16(p, params_, 0, blk), BT, C, vocabCols_);
     } else if (vocabCols_ > 0) {
-      matmulBackward(dln_.data(), access_.grad(p, 0, blk), nullptr, dlogits_.data(), h.lnf, wte, BT,
-                     C, vocabCols_);
+      matmulBackward(dln_.data(), rows ? nullptr : access_.grad(p, 0, blk), nullptr,
+                     dlogits_.data(), h.lnf, wte, BT, C, vocabCols_);
     }
   }
   tensorAllreduce(tp_, dln_.data(), dln_.size(), "the head's input gradient");
@@ -636,6 +675,10 @@ void Gpt2Model::backwardBlocks(float lossScale, const float* dOut, zero::ParamTa
                                zero::BlockHooks& hooks) {
   if (!haveForward_) throw InternalError("gpt2 backwardBlocks called without a forward");
   const int L = cfg_.nLayer;
+  if (tiedSink(p) && (rangeFirst_ > 0 || rangeLast_ < L + 2))
+    throw InternalError(
+        "gpt2 backwardBlocks: wte's gradient by rows needs the head and the "
+        "embedding in one range");
   if (rangeLast_ == L + 2) {
     zero(dres_);
     hooks.beforeBackward(L + 1);

@@ -44,6 +44,14 @@ class Gpt2Model : public Model {
   size_t workspaceBytes() const override;
   double flopsPerToken() const override;
 
+  // The tied wte's gradient may be given by rows (zero::ParamInfo::gradByRows): when the engine
+  // installs a GradRowSink for it, the LM head's product d(wte) = dlogits^T lnf waits for the
+  // embedding's backward, where each chunk of rows gets the head's product and the embedding's
+  // rows (the same sums in the same order as the whole gradient) and goes to the sink. Not with
+  // tensor parallelism, the data-parallel vocabulary or bf16 on the native kernels (returns
+  // false: the gradient then stays whole).
+  bool giveTiedGradByRows();
+
   // Without activation checkpointing each layer's backward has two parts (zero::ParamInfo::
   // backwardPart: 0 = the MLP half, 1 = the attention half; checkpointing's recompute reads
   // both at once). OpsGpt2Model, whose backward calls no part hook, drops them.
@@ -91,6 +99,8 @@ class Gpt2Model : public Model {
   void headBackward(float lossScale, zero::ParamTable& p);
   void embedForward(zero::ParamTable& p);
   void embedBackward(zero::ParamTable& p);
+  static zero::GradRowSink* tiedSink(const zero::ParamTable& p);
+  void tiedGradByRows(zero::GradRowSink& sink);  // every chunk of wte's rows (giveTiedGradByRows)
 
   ModelConfig cfg_;
   TensorParallel tp_;
@@ -124,6 +134,7 @@ class Gpt2Model : public Model {
   ActSet layerWork_, headWork_;
   std::vector<float> xin_, xout_, tmp_;
   std::vector<float> dres_, dln_, dqkv_, datty_, dfch_, dfchGelu_, dtt_, dlogits_;
+  const float* headLnf_ = nullptr;  // the final LayerNorm output headBackward used (by rows)
 };
 
 }  // namespace ds::runtime

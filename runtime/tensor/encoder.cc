@@ -3,6 +3,7 @@
 #include "runtime/tensor/threads.h"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ds::runtime {
 
@@ -20,20 +21,37 @@ void encoderForward(float* out, const int32_t* tokens, const float* wte, const f
 
 void encoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
                      int T, int C) {
+  encoderBackwardRows(dwte, 0, INT64_MAX, dout, tokens, B, T, C);
+  encoderBackwardPositions(dwpe, dout, B, T, C);
+}
+
+void encoderBackwardRows(float* dwteRows, int64_t first, int64_t rows, const float* dout,
+                         const int32_t* tokens, int B, int T, int C) {
   constexpr int kChunk = 64;
   int chunks = (C + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (long(B) * T * C >= kMinParallelWork)
   for (int c = 0; c < chunks; ++c) {
     int lo = c * kChunk, hi = lo + kChunk < C ? lo + kChunk : C;
     for (int bt = 0; bt < B * T; ++bt) {
-      int t = bt % T;
+      const int64_t row = int64_t{tokens[bt]} - first;
+      if (row < 0 || row >= rows) continue;
       const float* d = dout + static_cast<size_t>(bt) * C;
-      float* e = dwte + static_cast<size_t>(tokens[bt]) * C;
-      float* p = dwpe + static_cast<size_t>(t) * C;
-      for (int i = lo; i < hi; ++i) {
-        e[i] += d[i];
-        p[i] += d[i];
-      }
+      float* e = dwteRows + static_cast<size_t>(row) * C;
+      for (int i = lo; i < hi; ++i) e[i] += d[i];
+    }
+  }
+}
+
+void encoderBackwardPositions(float* dwpe, const float* dout, int B, int T, int C) {
+  constexpr int kChunk = 64;
+  int chunks = (C + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (long(B) * T * C >= kMinParallelWork)
+  for (int c = 0; c < chunks; ++c) {
+    int lo = c * kChunk, hi = lo + kChunk < C ? lo + kChunk : C;
+    for (int bt = 0; bt < B * T; ++bt) {
+      const float* d = dout + static_cast<size_t>(bt) * C;
+      float* p = dwpe + static_cast<size_t>(bt % T) * C;
+      for (int i = lo; i < hi; ++i) p[i] += d[i];
     }
   }
 }

@@ -11,5 +11,11 @@ void encoderForward(float* out, const int32_t* tokens, const float* wte, const f
                     int T, int C);
 void encoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
                      int T, int C);
+// encoderBackward split in two: the rows [first, first + rows) of dwte only (dwteRows holds
+// those rows), and dwpe only. Each element gets the same additions in the same order as in
+// encoderBackward, so the same bits.
+void encoderBackwardRows(float* dwteRows, int64_t first, int64_t rows, const float* dout,
+                         const int32_t* tokens, int B, int T, int C);
+void encoderBackwardPositions(float* dwpe, const float* dout, int B, int T, int C);
 
 }  // namespace ds::runtime

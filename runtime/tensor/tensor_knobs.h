@@ -172,6 +172,20 @@ inline constexpr Knob kZero3VocabSplit{
         "every other parameter (the path before, for A/B memory and loss comparisons).",
     .readBy = kReadByDsrt};
 
+// runtime/engine/trainer.cc: read once when a Trainer is built at ZeRO stage 2 on the host.
+inline constexpr Knob kZero2GradByRows{
+    .name = "DS_ZERO2_GRAD_BY_ROWS",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "ZeRO stage 2 on the host (GPT-2, no tensor or pipeline parallelism, not bf16 on the "
+        "native AVX512-BF16 kernels): 1 gives the tied wte's gradient to the engine in chunks of "
+        "rows at the embedding's backward (the LM head's product deferred to it), each chunk "
+        "reduced as its own bucket, so no rank holds wte's full gradient from the head's "
+        "backward to the embedding's (same bits; docs/zero.md \"Stage 2 and the tied "
+        "embedding\"); 0: the whole gradient as before (A/B memory comparisons).",
+    .readBy = kReadByDsrt};
+
 // runtime/cmd/serve_command.cc: a follower of tensor-parallel `dsrt serve` dies mid-request.
 inline constexpr Knob kServeFaultKill{
     .name = "DS_SERVE_FAULT_KILL",
@@ -183,9 +197,9 @@ inline constexpr Knob kServeFaultKill{
     .readBy = kReadByDsrt};
 
 inline constexpr const Knob* kRuntimeKnobList[] = {
-    &kBf16Linear,       &kBf16Gemm,       &kCudaAttention,  &kCudaGeluFusion, &kCudaLayernormBwd,
-    &kFp16Compute,      &kRestartAttempt, &kFaultKill,      &kOffloadOverlap, &kOffloadOverlapTile,
-    &kOpenblasCoretype, &kBlasCoreFrom,   &kServeFaultKill, &kZero3VocabSplit};
+    &kBf16Linear,       &kBf16Gemm,       &kCudaAttention,  &kCudaGeluFusion,  &kCudaLayernormBwd,
+    &kFp16Compute,      &kRestartAttempt, &kFaultKill,      &kOffloadOverlap,  &kOffloadOverlapTile,
+    &kOpenblasCoretype, &kBlasCoreFrom,   &kServeFaultKill, &kZero3VocabSplit, &kZero2GradByRows};
 inline constexpr KnobTable kRuntimeKnobs{"runtime", kRuntimeKnobList};
 
 }  // namespace ds::knobs
