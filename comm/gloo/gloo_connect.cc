@@ -11,6 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
 #include "comm/gloo/store_adapter.h"
 #include "core/core_knobs.h"
 #include "core/error.h"
@@ -107,6 +110,25 @@ std::shared_ptr<::gloo::rendezvous::Context> connectGroup(
   } catch (const std::exception& e) {
     throw CommError(fmt::format("gloo rendezvous: rank {} of {} could not connect the mesh: {}",
                                 rank, size, e.what()));
+  }
+  // libgloo's connect returns on each rank once its own side of every pair is up, which can be
+  // before a peer has finished the handshake of the same pair; a rank that then closed its
+  // context at once (a group made and dropped, a rank failing right after) broke the peer's
+  // connect with "connection closed by peer". Nobody returns before everyone is connected.
+  store->setString(fmt::format("connected/{}", rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(fmt::format("connected/{}", r));
+  try {
+    store->wait(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::string missing;
+    for (int r = 0; r < size; ++r)
+      if (!store->check({keys[size_t(r)]}))
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    throw TimeoutError(fmt::format(
+        "gloo rendezvous: rank {} waited {} ms (DS_TIMEOUT) for {} ranks to finish connecting; "
+        "not connected: {}",
+        rank, timeout.count(), size, missing));
   }
   return ctx;
 }

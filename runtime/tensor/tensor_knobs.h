@@ -182,8 +182,8 @@ inline constexpr Knob kZero2GradByRows{
         "native AVX512-BF16 kernels): 1 gives the tied wte's gradient to the engine in chunks of "
         "rows at the embedding's backward (the LM head's product deferred to it), each chunk "
         "reduced as its own bucket, so no rank holds wte's full gradient from the head's "
-        "backward to the embedding's (same bits; docs/zero.md \"Stage 2 and the tied "
-        "embedding\"); 0: the whole gradient as before (A/B memory comparisons).",
+        "backward to the embedding's (the same sums up to sgemm rounding; docs/zero.md \"Stage 2 "
+        "and the tied embedding\"); 0: the whole gradient as before (A/B memory comparisons).",
     .readBy = kReadByDsrt};
 
 // runtime/cmd/serve_command.cc: a follower of tensor-parallel `dsrt serve` dies mid-request.
