@@ -88,10 +88,13 @@ bool vocabSplitApplies(const Plan& plan, const ModelConfig& mc, bool device, int
 // ZeRO stage 2 on the host takes GPT-2's tied wte gradient by rows (Gpt2Model::
 // giveTiedGradByRows; zero::FlatPartitionedStage reduces each chunk as a bucket) so that no rank
 // holds it whole through the backward (issue 15 item 2). Not on a device (the device engine and
-// the mirror's model have their own gradient buffers), not with tensor or pipeline parallelism.
+// the mirror's model have their own gradient buffers), not with tensor or pipeline parallelism,
+// not with fp16 (Fp16Hooks rounds each block's gradients to fp16 in ParamTable::grad, which is
+// how a gradient past fp16's range becomes the inf that skips the step).
 bool gradByRowsApplies(const Plan& plan, bool device) {
-  return !device && plan.deepspeed.zero.stage == 2 && plan.parallel.pipeline <= 1 &&
-         plan.parallel.tensor <= 1 && knobBoolOrDefault(knobs::kZero2GradByRows);
+  return !device && plan.deepspeed.zero.stage == 2 && !plan.deepspeed.fp16.enabled &&
+         plan.parallel.pipeline <= 1 && plan.parallel.tensor <= 1 &&
+         knobBoolOrDefault(knobs::kZero2GradByRows);
 }
 
 // The ranks wte is split over: the whole data-parallel group, or MiCS's shard group of

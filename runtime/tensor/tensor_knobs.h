@@ -178,8 +178,9 @@ inline constexpr Knob kZero2GradByRows{
     .type = KnobType::kBool,
     .dflt = "1",
     .doc =
-        "ZeRO stage 2 on the host (GPT-2, no tensor or pipeline parallelism, not bf16 on the "
-        "native AVX512-BF16 kernels): 1 gives the tied wte's gradient to the engine in chunks of "
+        "ZeRO stage 2 on the host (GPT-2, no tensor or pipeline parallelism, not fp16, not bf16 "
+        "on the native AVX512-BF16 kernels): 1 gives the tied wte's gradient to the engine in "
+        "chunks of "
         "rows at the embedding's backward (the LM head's product deferred to it), each chunk "
         "reduced as its own bucket, so no rank holds wte's full gradient from the head's "
         "backward to the embedding's (the same sums up to sgemm rounding; docs/zero.md \"Stage 2 "
