@@ -63,10 +63,22 @@ def main():
     if s0 and s3:
         print(f"# 124M, 2 ranks, fp32: stage 3 / stage 0 peak = {s3:.0f} / {s0:.0f} = "
               f"{s3 / s0:.3f} (target <= 0.56: {'met' if s3 / s0 <= 0.56 else 'NOT met'})")
-    s1, s2 = peak("124M", 2, 1), peak("124M", 2, 2)
-    if s1 and s2:
-        print(f"# 124M, 2 ranks, fp32: stage 2 / stage 1 peak = {s2:.0f} / {s1:.0f} = "
-              f"{s2 / s1:.3f} (target < 1: {'met' if s2 < s1 else 'NOT met'})")
+    # Issue 15 item 2: stage 2's peak below stage 1's at 2 ranks, for every size, offload and
+    # dtype the grid holds.
+    pairs = sorted({(r["size"], r["offload"], r["dtype"]) for r in rows
+                    if r["size"] != "tiny" and r["world"] == 2 and r["stage"] == 2})
+    above = []
+    for size, off, dt in pairs:
+        s1, s2 = peak(size, 2, 1, off, dt), peak(size, 2, 2, off, dt)
+        if s1 and s2:
+            print(f"# {size}, 2 ranks, {dt}, offload {off}: stage 2 / stage 1 peak = "
+                  f"{s2:.0f} / {s1:.0f} = {s2 / s1:.3f} (target < 1: "
+                  f"{'met' if s2 < s1 else 'NOT met'})")
+            if s2 >= s1:
+                above.append(f"{size} {dt} {off}")
+    if pairs:
+        print(f"# stage 2 at or above stage 1 at 2 ranks: {len(above)}"
+              + (f" ({', '.join(above)})" if above else ""))
     try:
         import matplotlib
         matplotlib.use("Agg")
