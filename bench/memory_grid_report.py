@@ -96,11 +96,12 @@ def main():
             if not pts:
                 continue
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                    linestyle="-" if world == 2 else "--", color=f"C{stage}",
+                    linestyle={1: ":", 2: "-"}.get(world, "--"), color=f"C{stage}",
                     label=f"stage {stage}, {world} rank(s)")
     ax.set_xlabel("model parameters (M)")
     ax.set_ylabel("peak RSS per rank (MiB)")
-    ax.set_title("dsrt train: peak RSS per rank vs model size (fp32, no offload)")
+    ax.set_title("dsrt train: peak RSS per rank vs model size (fp32, no offload)\n"
+                 "dotted: 1 rank, solid: 2 ranks, dashed: 4 ranks", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
