@@ -6,6 +6,23 @@
 #include <cstdint>
 
 namespace ds::runtime {
+namespace {
+
+// body(bt, lo, hi) for every position bt in order, per range [lo, hi) of 64 channels; the
+// ranges are split over the OpenMP team, so each element is added to in (b, t) order by one
+// thread (deterministic).
+template <typename Body>
+void forChannelChunks(int B, int T, int C, const Body& body) {
+  constexpr int kChunk = 64;
+  const int chunks = (C + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (long(B) * T * C >= kMinParallelWork)
+  for (int c = 0; c < chunks; ++c) {
+    const int lo = c * kChunk, hi = lo + kChunk < C ? lo + kChunk : C;
+    for (int bt = 0; bt < B * T; ++bt) body(bt, lo, hi);
+  }
+}
+
+}  // namespace
 
 void encoderForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
                     int T, int C) {
@@ -27,33 +44,21 @@ void encoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t*
 
 void encoderBackwardRows(float* dwteRows, int64_t first, int64_t rows, const float* dout,
                          const int32_t* tokens, int B, int T, int C) {
-  constexpr int kChunk = 64;
-  int chunks = (C + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (long(B) * T * C >= kMinParallelWork)
-  for (int c = 0; c < chunks; ++c) {
-    int lo = c * kChunk, hi = lo + kChunk < C ? lo + kChunk : C;
-    for (int bt = 0; bt < B * T; ++bt) {
-      const int64_t row = int64_t{tokens[bt]} - first;
-      if (row < 0 || row >= rows) continue;
-      const float* d = dout + static_cast<size_t>(bt) * C;
-      float* e = dwteRows + static_cast<size_t>(row) * C;
-      for (int i = lo; i < hi; ++i) e[i] += d[i];
-    }
-  }
+  forChannelChunks(B, T, C, [&](int bt, int lo, int hi) {
+    const int64_t row = int64_t{tokens[bt]} - first;
+    if (row < 0 || row >= rows) return;
+    const float* d = dout + static_cast<size_t>(bt) * C;
+    float* e = dwteRows + static_cast<size_t>(row) * C;
+    for (int i = lo; i < hi; ++i) e[i] += d[i];
+  });
 }
 
 void encoderBackwardPositions(float* dwpe, const float* dout, int B, int T, int C) {
-  constexpr int kChunk = 64;
-  int chunks = (C + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (long(B) * T * C >= kMinParallelWork)
-  for (int c = 0; c < chunks; ++c) {
-    int lo = c * kChunk, hi = lo + kChunk < C ? lo + kChunk : C;
-    for (int bt = 0; bt < B * T; ++bt) {
-      const float* d = dout + static_cast<size_t>(bt) * C;
-      float* p = dwpe + static_cast<size_t>(bt % T) * C;
-      for (int i = lo; i < hi; ++i) p[i] += d[i];
-    }
-  }
+  forChannelChunks(B, T, C, [&](int bt, int lo, int hi) {
+    const float* d = dout + static_cast<size_t>(bt) * C;
+    float* p = dwpe + static_cast<size_t>(bt % T) * C;
+    for (int i = lo; i < hi; ++i) p[i] += d[i];
+  });
 }
 
 }  // namespace ds::runtime

@@ -66,6 +66,12 @@ RunOut run(const Plan& p, int world, const std::string& resume = "") {
   return out;
 }
 
+// run() with the knob set to 0 (the path before: the whole wte).
+RunOut runKnobOff(const char* knob, const Plan& p, int world) {
+  test::ScopedKnob off(knob, "0");
+  return run(p, world);
+}
+
 // The memory table's buffers line, every place.
 size_t buffersOf(const RunOut& r) {
   size_t n = 0;
@@ -139,11 +145,7 @@ TEST_CASE("trainer: the split wte is neither gathered nor reduced whole at stage
   p.deepspeed.zero.reduceBucketSize = 1000;  // buckets out of the way
   const size_t wte = 2048 * 32 * sizeof(float);
   const RunOut split = run(p, 2);
-  RunOut whole;
-  {
-    test::ScopedKnob off("DS_ZERO3_VOCAB_SPLIT", "0");
-    whole = run(p, 2);
-  }
+  const RunOut whole = runKnobOff("DS_ZERO3_VOCAB_SPLIT", p, 2);
   INFO("stage-3 buffers: split " << buffersOf(split) << " B, gathered " << buffersOf(whole)
                                  << " B; wte " << wte << " B");
   // Gathered: the whole wte and its whole gradient are in the buffers; split: neither.
@@ -258,11 +260,7 @@ TEST_CASE("trainer: under ZeRO++ the split wte is neither gathered nor reduced w
     p.deepspeed.zero.micsShardSize = c.mics;
     const size_t wte = 2048 * 32 * sizeof(float);
     const RunOut split = run(p, c.world);
-    RunOut whole;
-    {
-      test::ScopedKnob off("DS_ZERO3_VOCAB_SPLIT", "0");
-      whole = run(p, c.world);
-    }
+    const RunOut whole = runKnobOff("DS_ZERO3_VOCAB_SPLIT", p, c.world);
     INFO("world " << c.world << " qwZ " << c.qwz << " qgZ " << c.qgz << " hpZ " << c.hpz << " MiCS "
                   << c.mics << ": stage-3 buffers: split " << buffersOf(split) << " B, gathered "
                   << buffersOf(whole) << " B; wte " << wte << " B");
@@ -305,11 +303,7 @@ TEST_CASE("trainer: stage 2 takes wte's gradient by rows and trains as with the 
     }
     if (c.offload != "none") test::setOffload(p, c.offload, nvme.path());
     const RunOut rows = run(p, c.world);
-    RunOut whole;
-    {
-      test::ScopedKnob off("DS_ZERO2_GRAD_BY_ROWS", "0");
-      whole = run(p, c.world);
-    }
+    const RunOut whole = runKnobOff("DS_ZERO2_GRAD_BY_ROWS", p, c.world);
     Plan p0 = p;
     p0.deepspeed.zero.stage = 0;
     p0.deepspeed.zero.offloadOptimizer = {};
@@ -337,11 +331,7 @@ TEST_CASE("trainer: at stage 2 no buffer holds wte's full gradient", "[multirank
   p.deepspeed.zero.reduceBucketSize = 1000;  // buckets out of the way
   const size_t wte = 2048 * 32 * sizeof(float);
   const RunOut rows = run(p, 2);
-  RunOut whole;
-  {
-    test::ScopedKnob off("DS_ZERO2_GRAD_BY_ROWS", "0");
-    whole = run(p, 2);
-  }
+  const RunOut whole = runKnobOff("DS_ZERO2_GRAD_BY_ROWS", p, 2);
   INFO("stage-2 buffers: by rows " << buffersOf(rows) << " B, whole " << buffersOf(whole)
                                    << " B; wte " << wte << " B");
   CHECK(buffersOf(whole) >= wte);
