@@ -153,6 +153,10 @@ int trainCommand(int argc, char** argv) {
   const std::string ckptDir = plan.train.checkpointDir;
   opts.resume = resumeChoice(a.resume, ckptDir, attempt);
   opts.faultKill = faultKillFromEnv(re.rank);
+  // Where this rank sits on its host: its GPU (cuda:<LOCAL_RANK>) and its share of the host's
+  // memory in the memory-fit check (MemAvailable / LOCAL_SIZE).
+  opts.localRank = re.localRank;
+  opts.localSize = re.localSize;
   opts.progressBar = ::isatty(STDOUT_FILENO) == 1;  // a person at a terminal, not a pipe or file
   opts.summaryPath = a.summary;
   if (opts.summaryPath.empty() && !plan.train.checkpointDir.empty())

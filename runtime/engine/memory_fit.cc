@@ -10,6 +10,7 @@
 
 #include "comm/process_group.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "runtime/engine/run_report.h"
 
 namespace ds::runtime {
@@ -115,6 +116,21 @@ std::string suggestions(const MemoryFitInput& in, size_t budget) {
   return text + "; or more ranks";
 }
 
+// This rank's share of the machine: the smallest MemAvailable / localSize over the ranks and the
+// largest resident set, so that every rank takes the same decision. MiB as floats (the dtype
+// every backend reduces). Collective when the group has more than one rank. localSize 0: the
+// states live on a device (not checked against the host's memory here).
+void readMachineShare(comm::ProcessGroup* group, int localSize, MemoryFitInput* in) {
+  if (localSize <= 0) return;  // the same on every rank: no rank enters the allreduce
+  float cells[2] = {float(double(memAvailableBytes()) / double(localSize) / 1048576.0),
+                    -float(double(residentBytes()) / 1048576.0)};
+  if (group && group->size() > 1)
+    group->allreduce(comm::view(cells, 2), comm::ReduceOp::kMin)->wait();
+  in->availableBytes = size_t(double(std::max(cells[0], 0.f)) * 1048576.0);
+  in->localSize = localSize;
+  in->residentBytes = size_t(double(std::max(-cells[1], 0.f)) * 1048576.0);
+}
+
 // ZeRO 2 and 3 partition gradients during backward, which pipeline (1F1B) and tensor parallel
 // runs refuse (config/parallel_grid.cc, engine/tensor_run.cc).
 int maxStageOf(const Plan& plan) {
@@ -159,11 +175,15 @@ void checkMemoryFit(const MemoryFitInput& in) {
     if (budget == 0 || machine < budget) {
       budget = machine;
       what = fmt::format(
-          "this machine's MemAvailable share ({:.0f} MiB per rank: {:.0f} MiB free + {:.0f} MiB "
-          "already held)",
-          mib(machine), mib(in.availableBytes), mib(in.residentBytes));
+          "this machine's MemAvailable share ({:.0f} MiB per rank: {:.0f} MiB free over {} local "
+          "rank(s) + {:.0f} MiB already held)",
+          mib(machine), mib(in.availableBytes * size_t(std::max(in.localSize, 1))), in.localSize,
+          mib(in.residentBytes));
     }
   }
+  DS_LOG_DEBUG("memory", "fit: need {:.0f} MiB ({}), budget {:.0f} MiB ({})", mib(need),
+               in.basis.empty() ? "the table" : in.basis, mib(budget),
+               what.empty() ? "none" : what);
   if (budget == 0 || need <= budget) return;
   throw ConfigError(fmt::format(
       "memory: the plan needs {:.0f} MiB per rank (model states + buffers {:.0f} MiB, "
@@ -176,14 +196,17 @@ void checkMemoryFit(const MemoryFitInput& in) {
       suggestions(in, budget)));
 }
 
-void checkFormulaFit(const Plan& plan, size_t numParams, int world) {
-  if (plan.train.memoryLimitMb <= 0) return;
+void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numParams, int world,
+                     int localSize) {
   MemoryFitInput in;
   ModelConfig cfg = plan.model;
   cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
   cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
   in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
-  in.limitBytes = size_t(plan.train.memoryLimitMb) * 1048576;
+  in.limitBytes = size_t(std::max<int64_t>(plan.train.memoryLimitMb, 0)) * 1048576;
+  // Every rank reads MemAvailable before the allreduce and none allocates its states before all
+  // have contributed, so no rank's share is read after another rank's states were allocated.
+  readMachineShare(group, localSize, &in);
   in.numParams = numParams;
   in.world = std::max(world, 1);
   in.zero = plan.deepspeed.zero;
@@ -214,15 +237,9 @@ void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero:
   cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
   cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
   in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
-  in.limitBytes = size_t(plan.train.memoryLimitMb) * 1048576;
-  // MiB as floats (the dtype every backend reduces); the smallest share over the ranks, and the
-  // largest resident set, so that every rank takes the same decision.
-  float cells[2] = {float(double(memAvailableBytes()) / double(std::max(localSize, 1)) / 1048576.0),
-                    -float(double(residentBytes()) / 1048576.0)};
-  if (group && group->size() > 1)
-    group->allreduce(comm::view(cells, 2), comm::ReduceOp::kMin)->wait();
-  in.availableBytes = size_t(double(std::max(cells[0], 0.f)) * 1048576.0);
-  in.residentBytes = size_t(double(std::max(-cells[1], 0.f)) * 1048576.0);
+  in.limitBytes = size_t(std::max<int64_t>(plan.train.memoryLimitMb, 0)) * 1048576;
+  // largestOverRanks above is collective: every rank has allocated its states before any reads.
+  readMachineShare(group, localSize, &in);
   in.numParams = numParams;
   in.world = group ? group->size() : 1;
   in.partitionWorld = partitionWorld;

@@ -36,6 +36,7 @@ struct MemoryFitInput {
   size_t activationBytes = 0;
   size_t limitBytes = 0;      // train.memory_limit_mb in bytes; 0 = no plan limit
   size_t availableBytes = 0;  // memory this rank may still allocate; 0 = unknown (not checked)
+  int localSize = 1;          // the ranks on this host that availableBytes is a share among
   size_t residentBytes = 0;   // what the rank already holds (part of the table already)
   size_t numParams = 0;       // Psi
   // The ranks the ZeRO formula partitions over (pipeline / tensor: the data group; 0 = world)
@@ -55,11 +56,15 @@ void checkMemoryFit(const MemoryFitInput& in);
 
 // The trainer's first check, before the engine allocates anything: the ZeRO formula's model
 // states for numParams at the plan's stage and offload over `world` ranks (no buffers yet) plus
-// the activation estimate, against train.memory_limit_mb (skipped without one). It is the same on
-// every rank (no collective, no MemAvailable), so a plan far over the limit is refused on every
-// rank before any of them allocates its states (which, at several ranks per host, could
-// otherwise exhaust the machine first). checkHostMemoryFit then checks the real table.
-void checkFormulaFit(const Plan& plan, size_t numParams, int world);
+// the activation estimate, against train.memory_limit_mb and this machine's MemAvailable share
+// (the smallest MemAvailable / localSize over the group, plus what the rank already holds). So a
+// plan over either is refused on every rank before any of them allocates its states (which, at
+// several ranks per host, could otherwise exhaust the machine and end in the kernel's OOM killer
+// before the table's check runs). Collective over group (every rank calls it; every rank refuses
+// or none does); localSize 0 (states on a device) checks only the plan's limit. checkHostMemoryFit
+// then checks the real table.
+void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numParams, int world,
+                     int localSize);
 
 // The trainer's check on a host (CPU) run: the largest table over the group, the plan's limit,
 // the activation estimate for the micro-batch, the smallest MemAvailable / localSize over the

@@ -235,19 +235,22 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     // P x T: the stage's parameters are this tensor rank's shards (tensor_ built above).
     pipe_ = std::make_unique<PipelineRun>(plan_, mc, decay.params, group_, tensor_.get());
     if (opts_.testSkipTiedReduction) pipe_->testSkipTiedReduction();
-    checkFormulaFit(plan_, numelOf(pipe_->localParams()), pipe_->dataSize());  // before allocating
+    checkFormulaFit(group_, plan_, numelOf(pipe_->localParams()), pipe_->dataSize(),
+                    ops_ ? 0 : opts_.localSize);  // before allocating
     eng_ = std::make_unique<zero::ZeroEngine>(pipe_->localParams(), pipe_->numLocalBlocks(),
                                               pipe_->dataGroup(), z, plan_.deepspeed.optimizer);
     logLine(pipe_->describe());
     if (tensor_) logLine(tensor_->describe(mc));
   } else if (tensor_) {  // the data-parallel engine over this rank's shards
-    checkFormulaFit(plan_, numelOf(decay.params), tensor_->dataSize());  // before allocating
+    checkFormulaFit(group_, plan_, numelOf(decay.params), tensor_->dataSize(),
+                    ops_ ? 0 : opts_.localSize);  // before allocating
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(),
                                               tensor_->dataGroup(), z, plan_.deepspeed.optimizer);
     tensor_->bind(static_cast<zero::ZeroEngine&>(*eng_));
     logLine(tensor_->describe(mc));
   } else {
-    if (!ops_) checkFormulaFit(plan_, model_->numParamsTotal(), world_);  // before allocating
+    if (!ops_)  // before allocating
+      checkFormulaFit(group_, plan_, model_->numParamsTotal(), world_, opts_.localSize);
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(), group_,
                                               z, plan_.deepspeed.optimizer);
     if (ops_)

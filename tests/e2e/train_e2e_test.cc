@@ -90,6 +90,34 @@ TEST_CASE("e2e: dsrun --num_gpus 2 train runs the default plan and prints step l
   CHECK(exists(dir.file("run_summary.json")));
 }
 
+// Bad input (issue 15): a model whose ZeRO-formula states exceed the host's memory is refused on
+// every rank before any rank allocates them (not ended by the kernel's OOM killer), each rank
+// judged against its share of the host: MemAvailable over the job's 2 local ranks (LOCAL_SIZE).
+// ~155e9 parameters: about 2.3 TiB of fp32 stage-0 states per rank.
+TEST_CASE("e2e: dsrun --num_gpus 2 train refuses a model over the host's memory before allocating",
+          "[e2e]") {
+  TempDir dir;
+  std::string out;
+  const int rc =
+      runCommand(trainCmd(dir.path(),
+                          "--set model.gpt.n_layer=48 --set model.gpt.n_embd=16384 --set "
+                          "model.gpt.n_head=128 --set train.steps=1 --set train.device=cpu"),
+                 &out, std::chrono::seconds(120));
+  INFO(out);
+  CHECK(rc == 2);       // a configuration error on every rank (DESIGN.md exit status)
+  size_t refusals = 0;  // one per rank
+  for (size_t p = 0; (p = out.find("ConfigError: memory: the plan needs", p)) != std::string::npos;
+       ++p)
+    ++refusals;
+  CHECK(refusals == 2);
+  CHECK(out.find("checked before allocating them") != std::string::npos);
+  CHECK(out.find("this machine's MemAvailable share") != std::string::npos);
+  CHECK(out.find("free over 2 local rank(s)") != std::string::npos);
+  CHECK(out.find("154630651904 params") != std::string::npos);
+  CHECK(out.find("no ZeRO/offload setting fits at this world size") != std::string::npos);
+  CHECK(out.find("| loss") == std::string::npos);
+}
+
 // Pipeline parallelism through the binaries (docs/plan.md "Pipeline parallelism"): 2 processes
 // holding one stage each of a 4-block GPT print the startup layout and the same step and
 // validation losses (4 decimals) as one `dsrt train` process with the same global batch.

@@ -147,3 +147,28 @@ TEST_CASE("memory fit: the activation estimate is close to what the model holds"
     CHECK(estimate <= 1.6 * double(s.activationBytes));
   }
 }
+
+TEST_CASE("memory fit: the formula check refuses a plan over the machine's share before allocating",
+          "[unit]") {
+  const Plan p = widePlan();
+  const size_t available = memAvailableBytes();
+  REQUIRE(available > 0);
+  // Stage 0 fp32 is 16 bytes per parameter: eight times what the machine has free.
+  const size_t overMachine = available / 2;
+  CHECK_THROWS_WITH(checkFormulaFit(nullptr, p, overMachine, 1, 1),
+                    Catch::Contains("this machine's MemAvailable share") &&
+                        Catch::Contains("checked before allocating them") &&
+                        Catch::Contains("missing") && Catch::Contains("at ZeRO stage 0"));
+  // Over 16 ranks on 16 hosts (one local rank each) stage 3 holds a sixteenth: half of what is
+  // free.
+  Plan stage3 = p;
+  stage3.deepspeed.zero.stage = 3;
+  CHECK_NOTHROW(checkFormulaFit(nullptr, stage3, overMachine, 16, 1));
+  // The same world on one host: each rank's share is a sixteenth of the machine (plus what this
+  // process holds, far less than the other 7/16).
+  CHECK_THROWS_WITH(checkFormulaFit(nullptr, stage3, overMachine, 16, 16),
+                    Catch::Contains("MemAvailable share"));
+  // States on a device (localSize 0): only the plan's limit, which it has none of.
+  CHECK_NOTHROW(checkFormulaFit(nullptr, p, overMachine, 1, 0));
+  CHECK_NOTHROW(checkFormulaFit(nullptr, p, 1000, 1, 1));
+}
