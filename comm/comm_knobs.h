@@ -138,6 +138,17 @@ inline constexpr Knob kCommShmCmaMinBytes{
     .readBy = kReadByDsrt,
     .lo = 1,
     .hi = int64_t{1} << 40};
+inline constexpr Knob kCommShmCmaChunkBytes{
+    .name = "DS_COMM_SHM_CMA_CHUNK_BYTES",
+    .type = KnobType::kInt,
+    .dflt = "0",
+    .doc =
+        "shm: the single-copy reductions' chunk per peer in bytes (rounded down to 4 KiB, "
+        "16 KiB-4 MiB); 0 = half the CPU's L2 cache over the local ranks (the peers' chunks and "
+        "this rank's stay in L2 while they are reduced; logged at rank 0).",
+    .readBy = kReadByDsrt,
+    .lo = 0,
+    .hi = int64_t{1} << 30};
 
 inline constexpr Knob kMpiShmMinBytes{
     .name = "DS_MPI_SHM_MIN_BYTES",
@@ -178,9 +189,10 @@ inline constexpr const Knob* kCommKnobList[] = {
     &kGlooPairAllreduceBytes, &kGlooDirectReduceScatterBytes,
     &kGlooPieceBytes,         &kCommShm,
     &kCommShmSlotBytes,       &kCommShmCma,
-    &kCommShmCmaMinBytes,     &kMpiShmMinBytes,
-    &kCommHierarchical,       &kCommHierMinBytes,
-    &kNcclPeerTimeout,        &kNcclHeartbeatMs,
+    &kCommShmCmaMinBytes,     &kCommShmCmaChunkBytes,
+    &kMpiShmMinBytes,         &kCommHierarchical,
+    &kCommHierMinBytes,       &kNcclPeerTimeout,
+    &kNcclHeartbeatMs,
 };
 inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};
 

@@ -206,12 +206,14 @@ ShmSegment createOrOpen(Store& store, int rank, size_t segBytes, int size, size_
 
 // The single-copy choice (the same on every member): logged by group rank 0, at INFO for the
 // first group of this process, DEBUG for later ones (subgroups).
-void logCmaChoice(int rank, const std::string& whyOff, size_t minBytes) {
+void logCmaChoice(int rank, const std::string& whyOff, size_t minBytes, size_t chunkBytes) {
   static std::atomic<bool> logged{false};
   if (rank != 0) return;
-  std::string line = whyOff.empty()
-                         ? fmt::format("shm: single-copy (CMA) on, >= {} bytes", minBytes)
-                         : fmt::format("shm: CMA unavailable ({}), copy path", whyOff);
+  std::string line =
+      whyOff.empty()
+          ? fmt::format("shm: single-copy (CMA) on, >= {} bytes, reduced in {}-byte chunks",
+                        minBytes, chunkBytes)
+          : fmt::format("shm: CMA unavailable ({}), copy path", whyOff);
   if (logged.exchange(true)) {
     DS_LOG_DEBUG("comm", "{}", line);
   } else {
@@ -254,7 +256,8 @@ std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
     if (!store.check({"failed"})) return std::string();
     return text(store.get("failed", std::chrono::seconds(5)));
   });
-  logCmaChoice(rank, link->agreeOnCma(o.cma, o.cmaMinBytes), o.cmaMinBytes);
+  link->setCmaChunkBytes(shm_impl::cmaChunkBytes(o.cmaChunkBytes, size, shm_impl::l2CacheBytes()));
+  logCmaChoice(rank, link->agreeOnCma(o.cma, o.cmaMinBytes), o.cmaMinBytes, link->cmaChunkBytes());
   return std::make_unique<ShmBackend>(std::move(inner), std::move(link), std::move(root), prefix, o,
                                       std::move(global));
 }
@@ -281,6 +284,7 @@ ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::strin
   o.slotBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmSlotBytes));
   o.cma = knobBoolOrDefault(knobs::kCommShmCma);
   o.cmaMinBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmCmaMinBytes));
+  o.cmaChunkBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmCmaChunkBytes));
   o.timeout = timeout;
   return o;
 }

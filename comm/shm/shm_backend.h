@@ -24,6 +24,8 @@ struct ShmOptions {
   bool cma = true;      // single copy by cross-memory attach where probed to work (DS_COMM_SHM_CMA)
   size_t cmaMinBytes = 256 << 10;  // ... for collectives on at least this many bytes
                                    // (DS_COMM_SHM_CMA_MIN_BYTES)
+  size_t cmaChunkBytes = 0;  // single-copy reductions' chunk per peer; 0: half the L2 over the
+                             // local ranks (DS_COMM_SHM_CMA_CHUNK_BYTES, shm_collectives.h)
 };
 
 // Whether DS_COMM_SHM leaves the transport on (default yes), and the knob-derived options for a

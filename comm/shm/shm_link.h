@@ -71,6 +71,9 @@ class ShmLink {
   // Whether a collective on `bytes` (> 0) takes the single-copy path.
   bool cmaFor(size_t bytes) const { return cmaOn_ && bytes > 0 && bytes >= cmaMinBytes_; }
   size_t cmaMinBytes() const { return cmaMinBytes_; }
+  // The single-copy reductions' chunk per peer in bytes (cmaChunkBytes in shm_collectives.h).
+  void setCmaChunkBytes(size_t bytes) { cmaChunkBytes_ = bytes; }
+  size_t cmaChunkBytes() const { return cmaChunkBytes_; }
   // This member's buffers for the current collective (before its entry step).
   void publish(const void* first, const void* second);
   // Peer p's published buffer (0: first, 1: second), an address in p's process.
@@ -108,6 +111,7 @@ class ShmLink {
   std::vector<std::vector<float>> scratch_{2};
   bool cmaOn_ = false;
   size_t cmaMinBytes_ = 0;
+  size_t cmaChunkBytes_ = 256 << 10;
 };
 
 }  // namespace ds::comm::shm_impl

@@ -2,7 +2,8 @@
 // members' own buffers: entry step (every member has published its buffers), the copies, exit
 // step (nobody returns, or reuses its buffers, before every peer is done reading or writing
 // them). Two steps per call whatever the size.
-// allreduce: rank p owns slice p (sliceOf over the whole buffer); per chunk of kChunkBytes it
+// allreduce: rank p owns slice p (sliceOf over the whole buffer); per chunk (the link's
+//   cmaChunkBytes: half the L2 over the ranks, so that the peers' chunks and its own stay there) it
 //   reads the others' chunk of its slice into a cache-resident scratch, reduces in rank order
 //   (reduceChunk: the slot path's arithmetic, bitwise) into its own buffer and writes the result
 //   into every other buffer at the same offset, lines the read has just brought into the cache.
@@ -18,6 +19,8 @@
 // same peer at once. Whatever can throw before the copies (scratch) runs before the entry step:
 // past it, every failure goes through ShmLink::fail, which lets no member return while a peer
 // may still write into its buffers.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -28,8 +31,7 @@
 namespace ds::comm::shm_impl {
 namespace {
 
-constexpr size_t kChunkBytes = 256 << 10;  // per peer and chunk: stays in L2 with the reduce
-constexpr int kPeerScratch = 2;            // scratch indices from here on (0, 1: reduceSlice)
+constexpr int kPeerScratch = 2;  // scratch indices from here on (0, 1: reduceSlice)
 
 // A scratch of `bytes` per group rank: the peers' chunks, and this rank's reduced chunk where it
 // keeps no result (reduce at a non-root).
@@ -42,7 +44,9 @@ std::vector<char*> chunkScratch(ShmLink& link, size_t bytes) {
   return out;
 }
 
-size_t chunkOf(DType t) { return std::max<size_t>(kChunkBytes / dtypeSize(t) / 16 * 16, 16); }
+size_t chunkOf(const ShmLink& link, DType t) {
+  return std::max<size_t>(link.cmaChunkBytes() / dtypeSize(t) / 16 * 16, 16);
+}
 
 // reduceSlice's result for fp32/int32/int64 (16-bit types: reduceSlice itself), without its L1
 // accumulator and the copy out of it: the chunk is reduced straight into dst, in rank order,
@@ -87,7 +91,7 @@ void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* m
                  size_t at, size_t count, DType t, ReduceOp op, Deliver to, const char* what) {
   const size_t es = dtypeSize(t);
   const int n = link.size(), r = link.rank();
-  const size_t chunk = chunkOf(t);
+  const size_t chunk = chunkOf(link, t);
   std::vector<const char*> srcs(static_cast<size_t>(n));
   for (size_t off = 0; off < count; off += chunk) {
     const size_t m = std::min(chunk, count - off), bytes = m * es, remote = (at + off) * es;
@@ -115,7 +119,7 @@ void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* m
 
 void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
   char* d = static_cast<char*>(data);
-  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(link, t) * dtypeSize(t));
   link.publish(d, nullptr);
   link.step("allreduce");
   const Slice s = sliceOf(count, link.size(), link.rank());
@@ -126,7 +130,7 @@ void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, Reduc
 
 void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op) {
   char* d = static_cast<char*>(data);
-  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(link, t) * dtypeSize(t));
   link.publish(d, nullptr);
   link.step("reduce");
   const Slice s = sliceOf(count, link.size(), link.rank());
@@ -143,7 +147,7 @@ void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
   size_t begin = 0;
   for (size_t b = 0; b < r; ++b) begin += counts[b];
   const char* in = static_cast<const char*>(input);
-  const std::vector<char*> scratch = chunkScratch(link, chunkOf(t) * dtypeSize(t));
+  const std::vector<char*> scratch = chunkScratch(link, chunkOf(link, t) * dtypeSize(t));
   link.publish(in, nullptr);
   link.step("reduce_scatter");
   reduceRange(link, scratch, in + begin * dtypeSize(t), static_cast<char*>(output), begin,
@@ -177,6 +181,19 @@ void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root) {
   link.step("broadcast");
   if (link.rank() != root) link.peerRead(root, link.peerBuffer(root, 0), data, bytes, "broadcast");
   link.step("broadcast");
+}
+
+size_t cmaChunkBytes(size_t requested, int ranks, size_t l2Bytes) {
+  constexpr size_t kPage = 4 << 10, kLo = 16 << 10, kHi = 4 << 20;
+  size_t bytes = requested;
+  if (bytes == 0)
+    bytes = l2Bytes == 0 ? size_t{256} << 10 : l2Bytes / 2 / size_t(std::max(ranks, 1));
+  return std::clamp(bytes / kPage * kPage, kLo, kHi);
+}
+
+size_t l2CacheBytes() {
+  const long bytes = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return bytes > 0 ? size_t(bytes) : 0;
 }
 
 }  // namespace ds::comm::shm_impl

@@ -20,6 +20,7 @@
 #include "comm/gloo/gloo_backend.h"
 #include "comm/process_group.h"
 #include "comm/shm/shm_backend.h"
+#include "comm/shm/shm_collectives.h"
 #include "comm/store/prefix_store.h"
 #include "tests/comm/conformance_procs.h"
 #include "tests/comm/shm/shm_compare.h"
@@ -192,13 +193,20 @@ TEST_CASE("shm single copy: reductions bitwise the slot path's at 3-4 ranks, ine
           auto store = procStore(r, port);
           ShmOptions slotOnly = testOptions();
           slotOnly.cma = false;
+          // The chunk (cmaChunkBytes) changes no result: the derived one and the smallest.
+          ShmOptions small = testOptions();
+          small.cmaChunkBytes = 16 << 10;
           auto cma = shmGroup(store, "cma", r, n, testOptions(), true);
+          auto cmaSmall = shmGroup(store, "cma16k", r, n, small, true);
           auto slot = shmGroup(store, "slot", r, n, slotOnly, false);
           std::string errs;
           auto one = [&](const char* what, DType t, size_t count, ReduceOp op) {
-            std::string e = compareOne(*cma, *slot, what, t, count, op, false);
-            if (!e.empty())
-              errs += e.substr(0, e.find(" differs")) + " differs from the slot path\n";
+            for (ProcessGroup* group : {cma.get(), cmaSmall.get()}) {
+              std::string e = compareOne(*group, *slot, what, t, count, op, false);
+              if (!e.empty())
+                errs += e.substr(0, e.find(" differs")) + " differs from the slot path" +
+                        (group == cmaSmall.get() ? " (16 KiB chunks)" : "") + "\n";
+            }
           };
           for (DType t : {DType::kF32, DType::kBF16}) {
             for (size_t count : {size_t{70001}, size_t{300007}}) {
@@ -253,4 +261,17 @@ TEST_CASE("shm single copy: a rank refused CMA turns it off on every rank, resul
         std::chrono::seconds(240));
     CHECK(failures(res) == "");
   }
+}
+
+TEST_CASE("shm single copy: the reduction chunk is half the L2 over the ranks, or the knob's",
+          "[unit]") {
+  using ds::comm::shm_impl::cmaChunkBytes;
+  CHECK(cmaChunkBytes(0, 2, 512 << 10) == (128 << 10));  // a Zen core's 512 KiB L2, 2 ranks
+  CHECK(cmaChunkBytes(0, 4, 512 << 10) == (64 << 10));
+  CHECK(cmaChunkBytes(0, 2, 2 << 20) == (512 << 10));    // a 2 MiB L2
+  CHECK(cmaChunkBytes(0, 64, 512 << 10) == (16 << 10));  // never below 16 KiB
+  CHECK(cmaChunkBytes(0, 2, 0) == (256 << 10));          // L2 unknown
+  CHECK(cmaChunkBytes(100000, 2, 512 << 10) == 98304);   // the knob's, down to 4 KiB
+  CHECK(cmaChunkBytes(size_t{1} << 30, 2, 512 << 10) == (4 << 20));
+  CHECK(ds::comm::shm_impl::l2CacheBytes() % 1024 == 0);
 }
