@@ -11,6 +11,7 @@
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "runtime/engine/host_memory.h"
 #include "runtime/engine/run_report.h"
 
 namespace ds::runtime {
@@ -116,18 +117,20 @@ std::string suggestions(const MemoryFitInput& in, size_t budget) {
   return text + "; or more ranks";
 }
 
-// This rank's share of the machine: the smallest MemAvailable / localSize over the ranks and the
-// largest resident set, so that every rank takes the same decision. MiB as floats (the dtype
-// every backend reduces). Collective when the group has more than one rank. localSize 0: the
-// states live on a device (not checked against the host's memory here).
+// This rank's share of the machine: the smallest free memory (hostMemory) / localSize over the
+// ranks and the largest resident set, so that every rank takes the same decision. MiB as floats
+// (the dtype every backend reduces). Collective when the group has more than one rank. localSize 0:
+// the states live on a device (not checked against the host's memory here).
 void readMachineShare(comm::ProcessGroup* group, int localSize, MemoryFitInput* in) {
   if (localSize <= 0) return;  // the same on every rank: no rank enters the allreduce
-  float cells[2] = {float(double(memAvailableBytes()) / double(localSize) / 1048576.0),
+  const HostMemory host = hostMemory();
+  float cells[2] = {float(double(host.availableBytes) / double(localSize) / 1048576.0),
                     -float(double(residentBytes()) / 1048576.0)};
   if (group && group->size() > 1)
     group->allreduce(comm::view(cells, 2), comm::ReduceOp::kMin)->wait();
   in->availableBytes = size_t(double(std::max(cells[0], 0.f)) * 1048576.0);
   in->localSize = localSize;
+  in->availableSource = host.source;
   in->residentBytes = size_t(double(std::max(-cells[1], 0.f)) * 1048576.0);
 }
 
@@ -159,7 +162,6 @@ size_t estimateActivationBytes(const ModelConfig& cfg, int microBatch) {
   return tokens * (L * perLayer + resid + head + work + 2 * sizeof(int32_t));
 }
 
-size_t memAvailableBytes() { return procKb("/proc/meminfo", "MemAvailable"); }
 size_t residentBytes() { return procKb("/proc/self/status", "VmRSS"); }
 
 void checkMemoryFit(const MemoryFitInput& in) {
@@ -175,10 +177,10 @@ void checkMemoryFit(const MemoryFitInput& in) {
     if (budget == 0 || machine < budget) {
       budget = machine;
       what = fmt::format(
-          "this machine's MemAvailable share ({:.0f} MiB per rank: {:.0f} MiB free over {} local "
-          "rank(s) + {:.0f} MiB already held)",
-          mib(machine), mib(in.availableBytes * size_t(std::max(in.localSize, 1))), in.localSize,
-          mib(in.residentBytes));
+          "this host's share of free memory ({:.0f} MiB per rank: {:.0f} MiB free by {} over {} "
+          "local rank(s) + {:.0f} MiB already held)",
+          mib(machine), mib(in.availableBytes * size_t(std::max(in.localSize, 1))),
+          in.availableSource, in.localSize, mib(in.residentBytes));
     }
   }
   DS_LOG_DEBUG("memory", "fit: need {:.0f} MiB ({}), budget {:.0f} MiB ({})", mib(need),
@@ -204,8 +206,9 @@ void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numPara
   cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
   in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
   in.limitBytes = size_t(std::max<int64_t>(plan.train.memoryLimitMb, 0)) * 1048576;
-  // Every rank reads MemAvailable before the allreduce and none allocates its states before all
-  // have contributed, so no rank's share is read after another rank's states were allocated.
+  // Every rank reads the host's free memory before the allreduce and none allocates its states
+  // before all have contributed, so no rank's share is read after another rank's states were
+  // allocated.
   readMachineShare(group, localSize, &in);
   in.numParams = numParams;
   in.world = std::max(world, 1);

@@ -1,6 +1,7 @@
 // Memory fit: the check, made before the first step, that a rank's model states, buffers and
 // activations fit in the host memory the plan allows (train.memory_limit_mb) and the machine has
-// (MemAvailable, shared by the ranks on this host). Not the accounting (zero::MemoryReport, the
+// (MemAvailable, or a memory cgroup's limit where tighter: host_memory.h; shared by the ranks on
+// this host). Not the accounting (zero::MemoryReport, the
 // stages own it) and not device memory (a run with a device checks its own allocations).
 // Invariant: a refusal names the bytes missing, prints the table, and names the ZeRO/offload
 // settings whose formula would fit (or says that none does).
@@ -26,8 +27,6 @@ namespace ds::runtime {
 // is 0 until then); within a few percent of what the model reports after its first step.
 size_t estimateActivationBytes(const ModelConfig& cfg, int microBatch);
 
-// MemAvailable from /proc/meminfo in bytes (0 when unreadable).
-size_t memAvailableBytes();
 // This process's resident set (VmRSS) in bytes (0 when unreadable).
 size_t residentBytes();
 
@@ -37,8 +36,9 @@ struct MemoryFitInput {
   size_t limitBytes = 0;      // train.memory_limit_mb in bytes; 0 = no plan limit
   size_t availableBytes = 0;  // memory this rank may still allocate; 0 = unknown (not checked)
   int localSize = 1;          // the ranks on this host that availableBytes is a share among
-  size_t residentBytes = 0;   // what the rank already holds (part of the table already)
-  size_t numParams = 0;       // Psi
+  std::string availableSource = "MemAvailable";  // where availableBytes comes from (host_memory.h)
+  size_t residentBytes = 0;  // what the rank already holds (part of the table already)
+  size_t numParams = 0;      // Psi
   // The ranks the ZeRO formula partitions over (pipeline / tensor: the data group; 0 = world)
   // and, with it, numParams is this rank's engine's parameters.
   int partitionWorld = 0;
@@ -56,8 +56,8 @@ void checkMemoryFit(const MemoryFitInput& in);
 
 // The trainer's first check, before the engine allocates anything: the ZeRO formula's model
 // states for numParams at the plan's stage and offload over `world` ranks (no buffers yet) plus
-// the activation estimate, against train.memory_limit_mb and this machine's MemAvailable share
-// (the smallest MemAvailable / localSize over the group, plus what the rank already holds). So a
+// the activation estimate, against train.memory_limit_mb and this host's free-memory share
+// (the smallest hostMemory() / localSize over the group, plus what the rank already holds). So a
 // plan over either is refused on every rank before any of them allocates its states (which, at
 // several ranks per host, could otherwise exhaust the machine and end in the kernel's OOM killer
 // before the table's check runs). Collective over group (every rank calls it; every rank refuses
@@ -67,7 +67,7 @@ void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numPara
                      int localSize);
 
 // The trainer's check on a host (CPU) run: the largest table over the group, the plan's limit,
-// the activation estimate for the micro-batch, the smallest MemAvailable / localSize over the
+// the activation estimate for the micro-batch, the smallest hostMemory() / localSize over the
 // ranks. Collective (every rank calls it; every rank refuses or none does). numParams and
 // partitionWorld feed the suggested settings' formula: with pipeline or tensor parallelism they are
 // this rank's engine's parameters (a stage's tensor shards) and its data group's size

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
+#include "runtime/engine/host_memory.h"
 #include "runtime/engine/memory_fit.h"
 #include "runtime/engine/trainer.h"
 #include "tests/runtime/engine/engine_fixtures.h"
@@ -62,7 +63,8 @@ TEST_CASE("memory fit: over the limit names the bytes missing, the table and wha
   in.limitBytes = 0;
   in.availableBytes = 100 << 20;
   in.residentBytes = 300 << 20;
-  CHECK_THROWS_WITH(checkMemoryFit(in), Catch::Contains("MemAvailable share (400 MiB per rank"));
+  CHECK_THROWS_WITH(checkMemoryFit(in),
+                    Catch::Contains("this host's share of free memory (400 MiB per rank"));
   in.availableBytes = size_t(4) << 30;
   CHECK_NOTHROW(checkMemoryFit(in));
 }
@@ -151,12 +153,12 @@ TEST_CASE("memory fit: the activation estimate is close to what the model holds"
 TEST_CASE("memory fit: the formula check refuses a plan over the machine's share before allocating",
           "[unit]") {
   const Plan p = widePlan();
-  const size_t available = memAvailableBytes();
+  const size_t available = hostMemory().availableBytes;
   REQUIRE(available > 0);
   // Stage 0 fp32 is 16 bytes per parameter: eight times what the machine has free.
   const size_t overMachine = available / 2;
   CHECK_THROWS_WITH(checkFormulaFit(nullptr, p, overMachine, 1, 1),
-                    Catch::Contains("this machine's MemAvailable share") &&
+                    Catch::Contains("this host's share of free memory") &&
                         Catch::Contains("checked before allocating them") &&
                         Catch::Contains("missing") && Catch::Contains("at ZeRO stage 0"));
   // Over 16 ranks on 16 hosts (one local rank each) stage 3 holds a sixteenth: half of what is
@@ -167,7 +169,7 @@ TEST_CASE("memory fit: the formula check refuses a plan over the machine's share
   // The same world on one host: each rank's share is a sixteenth of the machine (plus what this
   // process holds, far less than the other 7/16).
   CHECK_THROWS_WITH(checkFormulaFit(nullptr, stage3, overMachine, 16, 16),
-                    Catch::Contains("MemAvailable share"));
+                    Catch::Contains("share of free memory"));
   // States on a device (localSize 0): only the plan's limit, which it has none of.
   CHECK_NOTHROW(checkFormulaFit(nullptr, p, overMachine, 1, 0));
   CHECK_NOTHROW(checkFormulaFit(nullptr, p, 1000, 1, 1));
