@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -16,19 +17,48 @@
 namespace ds::zero {
 namespace {
 constexpr size_t kBlock = size_t(1) << 20;  // bounce size: a multiple of kIoAlign
-}
+constexpr size_t kWriteDepth = 4;           // block writes in flight at once (one bounce each)
+
+// Waits for every I/O of `file` if the scope is left by an exception, so that no write still
+// reads a bounce buffer the caller's unwinding may free. Errors of that wait are logged: the
+// first error is the one in flight.
+class DrainOnThrow {
+ public:
+  explicit DrainOnThrow(AsyncFile& file) : file_(file), exceptions_(std::uncaught_exceptions()) {}
+  ~DrainOnThrow() {
+    if (std::uncaught_exceptions() == exceptions_) return;
+    try {
+      file_.waitAll();
+    } catch (const std::exception& e) {
+      DS_LOG_WARN("zero", "param swap: another write failed while unwinding: {}", e.what());
+    }
+  }
+  DrainOnThrow(const DrainOnThrow&) = delete;
+  DrainOnThrow& operator=(const DrainOnThrow&) = delete;
+
+ private:
+  AsyncFile& file_;
+  int exceptions_;
+};
+}  // namespace
 
 ParamSwap::ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin,
                      AsyncFile::Options fileOptions)
-    : bytes_(bytes), bounce_(kBlock, pin), pin_(pin) {
+    : bytes_(bytes), pin_(pin) {
+  for (size_t i = 0; i < kWriteDepth; ++i) bounces_.emplace_back(kBlock, pin);
   const size_t fileBytes = std::max(kBlock, (bytes + kBlock - 1) / kBlock * kBlock);
   checkSwapSpace("offload_param.nvme_path", dir, fileBytes);
   file_ = std::make_unique<AsyncFile>(
       fmt::format("{}/zero_rank{}_pid{}_params.swp", dir, rank, ::getpid()), fileBytes,
       fileOptions);
-  std::memset(bounce_.data(), 0, kBlock);
-  for (size_t off = 0; off < fileBytes; off += kBlock)
-    file_->wait(file_->writeAsync(bounce_.data(), kBlock, off));
+  std::memset(bounces_[0].data(), 0, kBlock);
+  DrainOnThrow drain(*file_);
+  uint64_t tickets[kWriteDepth] = {};  // the same zeros from one buffer, kWriteDepth in flight
+  for (size_t off = 0, i = 0; off < fileBytes; off += kBlock, ++i) {
+    if (i >= kWriteDepth) file_->wait(tickets[i % kWriteDepth]);
+    tickets[i % kWriteDepth] = file_->writeAsync(bounces_[0].data(), kBlock, off);
+  }
+  file_->waitAll();
 }
 
 ParamSwap::~ParamSwap() {
@@ -46,8 +76,8 @@ void ParamSwap::read(size_t offset, size_t count, void* dst) {
   for (size_t done = 0; done < count;) {
     const size_t pos = offset + done, base = pos / kBlock * kBlock;
     const size_t take = std::min(count - done, base + kBlock - pos);
-    file_->wait(file_->readAsync(bounce_.data(), kBlock, base));
-    std::memcpy(out + done, static_cast<char*>(bounce_.data()) + (pos - base), take);
+    file_->wait(file_->readAsync(bounces_[0].data(), kBlock, base));
+    std::memcpy(out + done, static_cast<char*>(bounces_[0].data()) + (pos - base), take);
     done += take;
   }
 }
@@ -56,15 +86,27 @@ void ParamSwap::write(size_t offset, size_t count, const void* src) {
   DS_CHECK(offset + count <= bytes_, "param swap write [{}, {}) past {}", offset, offset + count,
            bytes_);
   dropAll();
+  DrainOnThrow drain(*file_);
+  // Each block in the next bounce of the ring, kWriteDepth writes in flight; every block is a
+  // different one, so a partial block's read never meets a write of the same block.
+  uint64_t tickets[kWriteDepth] = {};
+  bool inFlight[kWriteDepth] = {};
+  size_t slot = 0;
   const char* source = static_cast<const char*>(src);
-  for (size_t done = 0; done < count;) {
+  for (size_t done = 0; done < count; slot = (slot + 1) % kWriteDepth) {
     const size_t pos = offset + done, base = pos / kBlock * kBlock;
     const size_t take = std::min(count - done, base + kBlock - pos);
-    if (take < kBlock) file_->wait(file_->readAsync(bounce_.data(), kBlock, base));
-    std::memcpy(static_cast<char*>(bounce_.data()) + (pos - base), source + done, take);
-    file_->wait(file_->writeAsync(bounce_.data(), kBlock, base));
+    char* bounce = static_cast<char*>(bounces_[slot].data());
+    if (inFlight[slot]) file_->wait(tickets[slot]);
+    inFlight[slot] = false;
+    if (take < kBlock) file_->wait(file_->readAsync(bounce, kBlock, base));
+    std::memcpy(bounce + (pos - base), source + done, take);
+    tickets[slot] = file_->writeAsync(bounce, kBlock, base);
+    inFlight[slot] = true;
     done += take;
   }
+  for (size_t i = 0; i < kWriteDepth; ++i)  // done before returning: a later read sees it
+    if (inFlight[i]) file_->wait(tickets[i]);
 }
 
 void ParamSwap::readAhead(uint64_t key, size_t offset, size_t count) {

@@ -1,6 +1,7 @@
 // ParamSwap: the stage-3 parameter partition kept in an NVMe swap file (offload_param nvme):
-// synchronous byte-range reads and writes through one aligned bounce buffer (whole aligned
-// blocks are read, patched and written back, so O_DIRECT works), and asynchronous read-ahead of
+// synchronous byte-range reads and writes through aligned bounce buffers (whole aligned blocks
+// are read, patched and written back, so O_DIRECT works; a write keeps a ring of 1 MiB blocks in
+// flight and returns when all are done), and asynchronous read-ahead of
 // a range into a staging buffer of its own, collected later by take(). Invariant: a write first
 // waits for and discards every read-ahead, so take() never returns stale bytes. Not the
 // optimizer's swap (OptimizerPartition), not thread-safe: the training thread alone uses it.
@@ -29,8 +30,8 @@ class ParamSwap {
   void read(size_t offset, size_t count, void* dst);
   void write(size_t offset, size_t count, const void* src);
   size_t bytes() const { return bytes_; }
-  // The bounce buffer plus the most read-ahead staging held at once.
-  size_t bufferBytes() const { return bounce_.bytes() + peakAheadBytes_; }
+  // The bounce buffers plus the most read-ahead staging held at once.
+  size_t bufferBytes() const { return bounces_.size() * bounces_[0].bytes() + peakAheadBytes_; }
 
   // Submits the read of [offset, offset+count) under `key` (no-op when key is already pending).
   void readAhead(uint64_t key, size_t offset, size_t count);
@@ -52,7 +53,7 @@ class ParamSwap {
 
   size_t bytes_;
   std::unique_ptr<AsyncFile> file_;
-  AlignedBuffer bounce_;
+  std::vector<AlignedBuffer> bounces_;  // a ring: [0] also for synchronous reads
   std::map<uint64_t, Ahead> ahead_;
   std::multimap<size_t, AlignedBuffer> spare_;  // staging buffers kept for reuse, by size
   bool pin_ = false;
