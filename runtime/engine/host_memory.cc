@@ -102,9 +102,8 @@ HostMemory cgroupMemory(const std::string& procSelfCgroup, const std::string& mo
                         const std::string& mountV2) {
   HostMemory out;
   if (const auto path = cgroupPath(procSelfCgroup, false))
-    tightest(mountV1, *path, {"memory.limit_in_bytes", "memory.usage_in_bytes",
-                              "total_inactive_file"},
-             &out);
+    tightest(mountV1, *path,
+             {"memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"}, &out);
   if (const auto path = cgroupPath(procSelfCgroup, true))
     tightest(mountV2, *path, {"memory.max", "memory.current", "inactive_file"}, &out);
   return out;
@@ -128,9 +127,9 @@ HostMemory hostMemory() {
   }
   std::ostringstream text;
   text << std::ifstream("/proc/self/cgroup").rdbuf();
-  const std::string v2Mount =
-      firstLine("/sys/fs/cgroup/unified/cgroup.controllers") ? "/sys/fs/cgroup/unified"
-                                                              : "/sys/fs/cgroup";
+  const std::string v2Mount = firstLine("/sys/fs/cgroup/unified/cgroup.controllers")
+                                  ? "/sys/fs/cgroup/unified"
+                                  : "/sys/fs/cgroup";
   const HostMemory cgroup = cgroupMemory(text.str(), "/sys/fs/cgroup/memory", v2Mount);
   if (cgroup.availableBytes > 0 &&
       (out.availableBytes == 0 || cgroup.availableBytes < out.availableBytes))

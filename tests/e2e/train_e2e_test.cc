@@ -104,7 +104,7 @@ TEST_CASE("e2e: dsrun --num_gpus 2 train refuses a model over the host's memory 
                           "model.gpt.n_head=128 --set train.steps=1 --set train.device=cpu"),
                  &out, std::chrono::seconds(120));
   INFO(out);
-  CHECK(rc == 2);       // a configuration error on every rank (DESIGN.md exit status)
+  CHECK(rc == 2);  // a configuration error on every rank (DESIGN.md exit status)
   // Every rank refuses; dsrun stops the others once the first exits, so a second rank's line may
   // not get printed before it is stopped.
   CHECK(out.find("ConfigError: memory: the plan needs") != std::string::npos);

@@ -22,9 +22,7 @@ using ds::test::TempDir;
 
 namespace {
 
-void put(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 void mkdirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
