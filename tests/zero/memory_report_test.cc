@@ -20,8 +20,8 @@ size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 //   Stage 3: Lp = Σ_params ceil(numel/N) (each parameter padded to a multiple of N).
 //   e = bytes of a model parameter as the model reads it: 4 (fp32) or 2 (bf16).
 //   params: stages 0-2 hold the full model copy, e*P; stage 3 only its partition, e*Lp (on the
-//           host with offload_param cpu, on nvme with offload_param nvme, plus a 1 MiB host
-//           bounce buffer). (Paper: 2Ψ, and 2Ψ/N at stage 3.)
+//           host with offload_param cpu, on nvme with offload_param nvme, plus four 1 MiB host
+//           bounce buffers, the write ring). (Paper: 2Ψ, and 2Ψ/N at stage 3.)
 //   grads:  fp32 always (the model accumulates in fp32): stages 0/1 4P (full), stages 2/3 4Lp
 //           (the partition; on the host when the optimizer is offloaded). (Paper: 2Ψ / 2Ψ/N.)
 //   optimizer states: K*Lp (K*Ψ at stage 0) on the optimizer's place, where K = 12 (fp32
@@ -54,9 +54,9 @@ MemoryReport expected(size_t psi, const std::vector<ParamInfo>& params, int N,
                             : off                               ? MemPlace::kHost
                                                                 : MemPlace::kDevice;
   if (z.stage < 3) add(MemKind::kParams, MemPlace::kDevice, e * P);
-  else if (z.offloadParam.device == "nvme")  // the swap file (1 MiB blocks) + its 1 MiB bounce
+  else if (z.offloadParam.device == "nvme")  // the swap file (1 MiB blocks) + 4 x 1 MiB bounces
     add(MemKind::kParams, MemPlace::kNvme, e * Lp),
-        add(MemKind::kBuffers, MemPlace::kHost, 1 << 20);
+        add(MemKind::kBuffers, MemPlace::kHost, 4 << 20);
   else
     add(MemKind::kParams, z.offloadParam.device == "cpu" ? MemPlace::kHost : MemPlace::kDevice,
         e * Lp);
