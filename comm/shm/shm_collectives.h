@@ -48,7 +48,7 @@ void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root
 // when > 0, else half of `l2Bytes` over the group's `ranks` (the peers' scratch chunks and this
 // rank's own chunk stay in L2 while the reduce reads them; 256 KiB when l2Bytes is 0, unknown);
 // either way a multiple of 4 KiB in [16 KiB, 4 MiB]. Measured on a 512 KiB-L2 Zen at 2 ranks,
-// 16 MiB fp32 allreduce: 128 KiB chunks ~6% faster than 256 KiB
+// 16 MiB fp32 allreduce: 128 KiB chunks 0-6% faster than 256 KiB
 // (bench/results/comm_efficiency.txt).
 size_t cmaChunkBytes(size_t requested, int ranks, size_t l2Bytes);
 // This CPU's L2 data cache per core in bytes (sysconf), 0 when unknown.
