@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -19,13 +20,15 @@ namespace {
 constexpr size_t kBlock = size_t(1) << 20;  // bounce size: a multiple of kIoAlign
 constexpr size_t kWriteDepth = 4;           // block writes in flight at once (one bounce each)
 
-// Waits for every I/O of `file` if the scope is left by an exception, so that no write still
-// reads a bounce buffer the caller's unwinding may free. Errors of that wait are logged: the
-// first error is the one in flight.
-class DrainOnThrow {
+// Up to kWriteDepth block writes in flight on one file: next() gives the slot for the next
+// write, once that slot's previous write is done; drain() waits for all (a later read sees
+// them). Left by an exception, it still waits for every I/O of the file, so that no write reads
+// a bounce buffer the caller's unwinding may free (errors of that wait are logged: the first
+// error is the one in flight).
+class WriteRing {
  public:
-  explicit DrainOnThrow(AsyncFile& file) : file_(file), exceptions_(std::uncaught_exceptions()) {}
-  ~DrainOnThrow() {
+  explicit WriteRing(AsyncFile& file) : file_(file), exceptions_(std::uncaught_exceptions()) {}
+  ~WriteRing() {
     if (std::uncaught_exceptions() == exceptions_) return;
     try {
       file_.waitAll();
@@ -33,12 +36,32 @@ class DrainOnThrow {
       DS_LOG_WARN("zero", "param swap: another write failed while unwinding: {}", e.what());
     }
   }
-  DrainOnThrow(const DrainOnThrow&) = delete;
-  DrainOnThrow& operator=(const DrainOnThrow&) = delete;
+  WriteRing(const WriteRing&) = delete;
+  WriteRing& operator=(const WriteRing&) = delete;
+
+  size_t next() {
+    const size_t slot = next_;
+    next_ = (next_ + 1) % kWriteDepth;
+    if (inFlight_[slot]) file_.wait(tickets_[slot]);
+    inFlight_[slot] = false;
+    return slot;
+  }
+  void write(size_t slot, const void* buf, size_t bytes, size_t offset) {
+    tickets_[slot] = file_.writeAsync(buf, bytes, offset);
+    inFlight_[slot] = true;
+  }
+  void drain() {
+    for (size_t slot = 0; slot < kWriteDepth; ++slot)
+      if (inFlight_[slot]) file_.wait(tickets_[slot]);
+    std::fill(std::begin(inFlight_), std::end(inFlight_), false);
+  }
 
  private:
   AsyncFile& file_;
   int exceptions_;
+  uint64_t tickets_[kWriteDepth] = {};
+  bool inFlight_[kWriteDepth] = {};
+  size_t next_ = 0;
 };
 }  // namespace
 
@@ -52,13 +75,10 @@ ParamSwap::ParamSwap(const std::string& dir, int rank, size_t bytes, bool pin,
       fmt::format("{}/zero_rank{}_pid{}_params.swp", dir, rank, ::getpid()), fileBytes,
       fileOptions);
   std::memset(bounces_[0].data(), 0, kBlock);
-  DrainOnThrow drain(*file_);
-  uint64_t tickets[kWriteDepth] = {};  // the same zeros from one buffer, kWriteDepth in flight
-  for (size_t off = 0, i = 0; off < fileBytes; off += kBlock, ++i) {
-    if (i >= kWriteDepth) file_->wait(tickets[i % kWriteDepth]);
-    tickets[i % kWriteDepth] = file_->writeAsync(bounces_[0].data(), kBlock, off);
-  }
-  file_->waitAll();
+  WriteRing ring(*file_);
+  for (size_t off = 0; off < fileBytes; off += kBlock)  // the same zeros from one buffer
+    ring.write(ring.next(), bounces_[0].data(), kBlock, off);
+  ring.drain();
 }
 
 ParamSwap::~ParamSwap() {
@@ -86,27 +106,21 @@ void ParamSwap::write(size_t offset, size_t count, const void* src) {
   DS_CHECK(offset + count <= bytes_, "param swap write [{}, {}) past {}", offset, offset + count,
            bytes_);
   dropAll();
-  DrainOnThrow drain(*file_);
-  // Each block in the next bounce of the ring, kWriteDepth writes in flight; every block is a
-  // different one, so a partial block's read never meets a write of the same block.
-  uint64_t tickets[kWriteDepth] = {};
-  bool inFlight[kWriteDepth] = {};
-  size_t slot = 0;
+  // Each block in its slot's bounce; every block is a different one, so a partial block's read
+  // never meets a write of the same block.
+  WriteRing ring(*file_);
   const char* source = static_cast<const char*>(src);
-  for (size_t done = 0; done < count; slot = (slot + 1) % kWriteDepth) {
+  for (size_t done = 0; done < count;) {
     const size_t pos = offset + done, base = pos / kBlock * kBlock;
     const size_t take = std::min(count - done, base + kBlock - pos);
+    const size_t slot = ring.next();
     char* bounce = static_cast<char*>(bounces_[slot].data());
-    if (inFlight[slot]) file_->wait(tickets[slot]);
-    inFlight[slot] = false;
     if (take < kBlock) file_->wait(file_->readAsync(bounce, kBlock, base));
     std::memcpy(bounce + (pos - base), source + done, take);
-    tickets[slot] = file_->writeAsync(bounce, kBlock, base);
-    inFlight[slot] = true;
+    ring.write(slot, bounce, kBlock, base);
     done += take;
   }
-  for (size_t i = 0; i < kWriteDepth; ++i)  // done before returning: a later read sees it
-    if (inFlight[i]) file_->wait(tickets[i]);
+  ring.drain();  // done before returning: a later read sees it
 }
 
 void ParamSwap::readAhead(uint64_t key, size_t offset, size_t count) {

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <fstream>
-#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -13,6 +12,20 @@ namespace ds::runtime {
 namespace {
 
 double mib(size_t bytes) { return double(bytes) / 1048576.0; }
+
+// kB value of a "Key:   123 kB" line of a /proc file, in bytes (0 when missing).
+size_t procKb(const char* file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) {
+      std::istringstream fields(line.substr(key.size() + 1));
+      size_t kb = 0;
+      fields >> kb;
+      return kb * 1024;
+    }
+  return 0;
+}
 
 // The first line of a file, or nullopt when unreadable.
 std::optional<std::string> firstLine(const std::string& path) {
@@ -111,20 +124,8 @@ HostMemory cgroupMemory(const std::string& procSelfCgroup, const std::string& mo
 
 HostMemory hostMemory() {
   HostMemory out;
-  {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    uint64_t kb = 0;
-    std::string unit;
-    while (in >> key >> kb) {
-      std::getline(in, unit);
-      if (key == "MemAvailable:") {
-        out.availableBytes = size_t(kb) * 1024;
-        out.source = "MemAvailable";
-        break;
-      }
-    }
-  }
+  out.availableBytes = procKb("/proc/meminfo", "MemAvailable");
+  if (out.availableBytes > 0) out.source = "MemAvailable";
   std::ostringstream text;
   text << std::ifstream("/proc/self/cgroup").rdbuf();
   const std::string v2Mount = firstLine("/sys/fs/cgroup/unified/cgroup.controllers")
@@ -136,5 +137,7 @@ HostMemory hostMemory() {
     return cgroup;
   return out;
 }
+
+size_t residentBytes() { return procKb("/proc/self/status", "VmRSS"); }
 
 }  // namespace ds::runtime

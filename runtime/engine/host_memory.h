@@ -20,6 +20,9 @@ struct HostMemory {
 // first, as the kubelet counts it).
 HostMemory hostMemory();
 
+// This process's resident set (VmRSS) in bytes (0 when unreadable).
+size_t residentBytes();
+
 // The cgroup part alone, over explicit files (tests): `procSelfCgroup` is /proc/self/cgroup's
 // text, `mountV1` the v1 memory hierarchy's mount (/sys/fs/cgroup/memory), `mountV2` the unified
 // hierarchy's (/sys/fs/cgroup or /sys/fs/cgroup/unified). availableBytes 0 when no limit applies.

@@ -2,8 +2,6 @@
 #include "runtime/engine/memory_fit.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,20 +16,6 @@ namespace ds::runtime {
 namespace {
 
 double mib(size_t bytes) { return double(bytes) / 1048576.0; }
-
-// kB value of a "Key:   123 kB" line of a /proc file, in bytes (0 when missing).
-size_t procKb(const char* file, const std::string& key) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + ":", 0) == 0) {
-      std::istringstream fields(line.substr(key.size() + 1));
-      size_t kb = 0;
-      fields >> kb;
-      return kb * 1024;
-    }
-  return 0;
-}
 
 // Host + device columns: what lives in this process's memory on a CPU-only rank.
 size_t inMemory(const zero::MemoryReport& table) {
@@ -140,6 +124,23 @@ int maxStageOf(const Plan& plan) {
   return plan.parallel.pipeline > 1 || plan.parallel.tensor > 1 ? 1 : 3;
 }
 
+// What both checks take from the plan and the host: the activation estimate at the compute
+// dtype, the plan's limit, this rank's share of the host (readMachineShare: collective), the ZeRO
+// settings and the highest stage the layout runs.
+MemoryFitInput planInput(comm::ProcessGroup* group, const Plan& plan, int localSize) {
+  MemoryFitInput in;
+  ModelConfig cfg = plan.model;
+  cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
+  cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
+  in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
+  in.limitBytes = size_t(std::max<int64_t>(plan.train.memoryLimitMb, 0)) * 1048576;
+  readMachineShare(group, localSize, &in);
+  in.zero = plan.deepspeed.zero;
+  in.zero.compute = cfg.compute;
+  in.maxStage = maxStageOf(plan);
+  return in;
+}
+
 }  // namespace
 
 size_t estimateActivationBytes(const ModelConfig& cfg, int microBatch) {
@@ -161,8 +162,6 @@ size_t estimateActivationBytes(const ModelConfig& cfg, int microBatch) {
   const size_t work = (16 * C + H * T) * 4;  // one layer's backward workspace
   return tokens * (L * perLayer + resid + head + work + 2 * sizeof(int32_t));
 }
-
-size_t residentBytes() { return procKb("/proc/self/status", "VmRSS"); }
 
 void checkMemoryFit(const MemoryFitInput& in) {
   const size_t need = inMemory(in.table) + in.activationBytes;
@@ -200,25 +199,16 @@ void checkMemoryFit(const MemoryFitInput& in) {
 
 void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numParams, int world,
                      int localSize) {
-  MemoryFitInput in;
-  ModelConfig cfg = plan.model;
-  cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
-  cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
-  in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
-  in.limitBytes = size_t(std::max<int64_t>(plan.train.memoryLimitMb, 0)) * 1048576;
   // Every rank reads the host's free memory before the allreduce and none allocates its states
   // before all have contributed, so no rank's share is read after another rank's states were
   // allocated.
-  readMachineShare(group, localSize, &in);
+  MemoryFitInput in = planInput(group, plan, localSize);
   in.numParams = numParams;
   in.world = std::max(world, 1);
-  in.zero = plan.deepspeed.zero;
-  in.zero.compute = cfg.compute;
-  in.maxStage = maxStageOf(plan);
   const std::string optimizer = in.zero.offloadOptimizer.device,
                     param = in.zero.offloadParam.device;
   const FormulaBytes parts = formulaParts({in.zero.stage, optimizer.c_str(), param.c_str()},
-                                          numParams, in.world, cfg.compute);
+                                          numParams, in.world, in.zero.compute);
   const auto place = [](const std::string& device) {
     return int(device == "nvme"  ? zero::MemPlace::kNvme
                : device == "cpu" ? zero::MemPlace::kHost
@@ -233,22 +223,14 @@ void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numPara
 
 void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero::MemoryReport& mine,
                         size_t numParams, int localSize, int partitionWorld) {
-  MemoryFitInput in;
   size_t largest = 0;
-  in.table = largestOverRanks(group, mine, &largest);
-  ModelConfig cfg = plan.model;
-  cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
-  cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
-  in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
-  in.limitBytes = size_t(std::max<int64_t>(plan.train.memoryLimitMb, 0)) * 1048576;
-  // largestOverRanks above is collective: every rank has allocated its states before any reads.
-  readMachineShare(group, localSize, &in);
+  const zero::MemoryReport table = largestOverRanks(group, mine, &largest);
+  // largestOverRanks is collective: every rank has allocated its states before any reads.
+  MemoryFitInput in = planInput(group, plan, localSize);
+  in.table = table;
   in.numParams = numParams;
   in.world = group ? group->size() : 1;
   in.partitionWorld = partitionWorld;
-  in.zero = plan.deepspeed.zero;
-  in.zero.compute = cfg.compute;
-  in.maxStage = maxStageOf(plan);
   checkMemoryFit(in);
 }
 

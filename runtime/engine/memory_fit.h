@@ -27,9 +27,6 @@ namespace ds::runtime {
 // is 0 until then); within a few percent of what the model reports after its first step.
 size_t estimateActivationBytes(const ModelConfig& cfg, int microBatch);
 
-// This process's resident set (VmRSS) in bytes (0 when unreadable).
-size_t residentBytes();
-
 struct MemoryFitInput {
   zero::MemoryReport table;  // this rank's memory table (the largest over ranks)
   size_t activationBytes = 0;

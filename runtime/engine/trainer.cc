@@ -212,6 +212,8 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   // this rank's partition; a backend without device buffers, gloo or mpi, stages them through
   // pinned host memory in comm); offload runs the host ZeroEngine with a DeviceMirror that moves
   // parameters and gradients per block.
+  // The memory-fit check's host share: the local ranks, or 0 where the states live on a device.
+  const int fitLocalSize = ops_ ? 0 : opts_.localSize;
   if (ops_ && DeviceEngine::handles(z, plan_.deepspeed.optimizer)) {
     const size_t numel = model_->numParamsTotal();
     try {
@@ -236,14 +238,14 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
     pipe_ = std::make_unique<PipelineRun>(plan_, mc, decay.params, group_, tensor_.get());
     if (opts_.testSkipTiedReduction) pipe_->testSkipTiedReduction();
     checkFormulaFit(group_, plan_, numelOf(pipe_->localParams()), pipe_->dataSize(),
-                    ops_ ? 0 : opts_.localSize);  // before allocating
+                    fitLocalSize);  // before allocating
     eng_ = std::make_unique<zero::ZeroEngine>(pipe_->localParams(), pipe_->numLocalBlocks(),
                                               pipe_->dataGroup(), z, plan_.deepspeed.optimizer);
     logLine(pipe_->describe());
     if (tensor_) logLine(tensor_->describe(mc));
   } else if (tensor_) {  // the data-parallel engine over this rank's shards
     checkFormulaFit(group_, plan_, numelOf(decay.params), tensor_->dataSize(),
-                    ops_ ? 0 : opts_.localSize);  // before allocating
+                    fitLocalSize);  // before allocating
     eng_ = std::make_unique<zero::ZeroEngine>(std::move(decay.params), model_->numBlocks(),
                                               tensor_->dataGroup(), z, plan_.deepspeed.optimizer);
     tensor_->bind(static_cast<zero::ZeroEngine&>(*eng_));
