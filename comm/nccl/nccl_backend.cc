@@ -6,8 +6,10 @@
 // become grouped ncclReduce / ncclBroadcast calls, one per block. Subgroups use ncclCommSplit.
 // fp16/bf16 sum/avg are widened into an fp32 staging buffer, reduced in fp32 and narrowed once
 // (half_staging.h); fp16/bf16 max/min stay native (exact in 16 bit: the result is one of the
-// inputs). A PeerWatchdog (peer_liveness.h), shared by the world group and its subgroups, aborts
-// a group whose member died while it has Work pending, naming that member. send/recv are queued
+// inputs). Collectives on host buffers are staged through device copies (host_staging.h) and
+// complete before they return. A PeerWatchdog (peer_liveness.h), shared by the world group and
+// its subgroups, aborts a group whose member died while it has Work pending, naming that member.
+// send/recv (device buffers only) are queued
 // and enqueued together in one ncclGroup (NCCL runs ungrouped p2p in stream order, so a recv
 // posted before its send would block it).
 #include "comm/nccl/nccl_backend.h"
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "comm/nccl/half_staging.h"
+#include "comm/nccl/host_staging.h"
 #include "comm/nccl/nccl_check.h"
 #include "comm/nccl/nccl_comm.h"
 #include "comm/nccl/nccl_work.h"
@@ -77,6 +80,7 @@ class NcclBackend final : public Backend {
     ncclCheck(ncclCommUserRank(comm, &rank_), "ncclCommUserRank");
     ncclCheck(ncclCommCount(comm, &size_), "ncclCommCount");
     staging_ = std::make_unique<StagingBuffer>(stream_);
+    hostStaging_ = std::make_unique<HostStaging>(device_);
     const auto& lo = watchdog_->options();
     grace_ = lo.peerTimeout + 3 * lo.beat;
     int me = globalRanks_[rank_];
@@ -120,6 +124,7 @@ class NcclBackend final : public Backend {
     }
     cudaSetDevice(device_);
     staging_.reset();
+    hostStaging_.reset();
     {
       std::lock_guard<std::mutex> lock(comm_->mu());
       if (!comm_->aborted()) cudaStreamSynchronize(stream_);
@@ -136,7 +141,9 @@ class NcclBackend final : public Backend {
   bool supports(Device d) const override { return d == Device::kCuda; }
 
   WorkPtr allreduce(BufferView buf, ReduceOp op) override {
-    onDevice("allreduce", buf);
+    if (anyOnHost({buf}))
+      return hostStaging_->run("allreduce", {buf}, {true}, {true},
+                               [&](const auto& d) { return allreduce(d[0], op); });
     return issue("nccl allreduce", [&](ncclComm_t c) {
       if (widened(buf.dtype, op)) {
         float* s = stage(buf.dtype, op, buf.count);
@@ -154,8 +161,10 @@ class NcclBackend final : public Backend {
 
   WorkPtr reduceScatter(BufferView in, BufferView out, const std::vector<size_t>& counts,
                         ReduceOp op) override {
-    onDevice("reduce_scatter", in);
-    onDevice("reduce_scatter", out);
+    if (anyOnHost({in, out}))
+      return hostStaging_->run(
+          "reduce_scatter", {in, out}, {true, false}, {false, true},
+          [&](const auto& d) { return reduceScatter(d[0], d[1], counts, op); });
     return issue("nccl reduce_scatter", [&](ncclComm_t c) {
       bool even =
           std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; });
@@ -194,8 +203,9 @@ class NcclBackend final : public Backend {
   }
 
   WorkPtr allgather(BufferView in, BufferView out, const std::vector<size_t>& counts) override {
-    onDevice("allgather", in);
-    onDevice("allgather", out);
+    if (anyOnHost({in, out}))
+      return hostStaging_->run("allgather", {in, out}, {true, false}, {false, true},
+                               [&](const auto& d) { return allgather(d[0], d[1], counts); });
     return issue("nccl allgather", [&](ncclComm_t c) {
       auto t = ncclType(in.dtype);
       if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; })) {
@@ -215,7 +225,9 @@ class NcclBackend final : public Backend {
   }
 
   WorkPtr broadcast(BufferView buf, int root) override {
-    onDevice("broadcast", buf);
+    if (anyOnHost({buf}))
+      return hostStaging_->run("broadcast", {buf}, {rank_ == root}, {true},
+                               [&](const auto& d) { return broadcast(d[0], root); });
     return issue("nccl broadcast", [&](ncclComm_t c) {
       ncclCheck(ncclBroadcast(buf.data, buf.data, buf.count, ncclType(buf.dtype), root, c, stream_),
                 "ncclBroadcast");
@@ -223,7 +235,9 @@ class NcclBackend final : public Backend {
   }
 
   WorkPtr reduce(BufferView buf, int root, ReduceOp op) override {
-    onDevice("reduce", buf);
+    if (anyOnHost({buf}))
+      return hostStaging_->run("reduce", {buf}, {true}, {rank_ == root},
+                               [&](const auto& d) { return reduce(d[0], root, op); });
     return issue("nccl reduce", [&](ncclComm_t c) {
       if (widened(buf.dtype, op)) {
         float* s = stage(buf.dtype, op, buf.count);
@@ -280,8 +294,8 @@ class NcclBackend final : public Backend {
   void onDevice(const char* what, const BufferView& b) const {
     if (b.device != Device::kCuda) {
       throw NotSupported(fmt::format(
-          "nccl {}: buffer is in host memory; nccl needs device buffers (use --comm_backend "
-          "gloo for host tensors)",
+          "nccl {}: buffer is in host memory; nccl point-to-point needs device buffers (use "
+          "--comm_backend gloo for host tensors)",
           what));
     }
   }
@@ -410,6 +424,7 @@ class NcclBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;  // recorded on the caller's stream before each enqueue
   std::unique_ptr<StagingBuffer> staging_;
+  std::unique_ptr<HostStaging> hostStaging_;  // collectives on host buffers
   int rank_ = 0, size_ = 1;
   void* scratch_ = nullptr;
   std::string name_ = "nccl";

@@ -252,9 +252,11 @@ inline std::string runHalfAccumulation(ProcessGroup& pg, DType t, size_t count =
 // Runs allreduce, reduce_scatter, reduce, and (for the first op) allgather, broadcast, send/recv
 // and barrier for every (dtype, op, count) on this rank, plus runHalfAccumulation for each 16-bit
 // dtype (so every caller, the mpi rank body included, checks fp32 accumulation). Returns the
-// failures, or "".
+// failures, or "". withP2P false leaves send/recv out (nccl takes host buffers for collectives
+// only).
 inline std::string runAll(ProcessGroup& pg, const std::vector<DType>& dtypes,
-                          const std::vector<ReduceOp>& ops, const std::vector<size_t>& counts) {
+                          const std::vector<ReduceOp>& ops, const std::vector<size_t>& counts,
+                          bool withP2P = true) {
   const int n = pg.size(), r = pg.rank();
   std::string errs;
   auto fill = [&](Buf& b, int rank, size_t off = 0) {
@@ -347,7 +349,7 @@ inline std::string runAll(ProcessGroup& pg, const std::vector<DType>& dtypes,
           }
         }
       }
-      if (n > 1) {  // send/recv around the ring, both posted before either is waited on
+      if (n > 1 && withP2P) {  // send/recv around the ring, both posted before either waits
         Buf out(t, count), in(t, count);
         fill(out, r);
         int tag = static_cast<int>(count % 1000);

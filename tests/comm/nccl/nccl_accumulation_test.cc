@@ -1,9 +1,11 @@
 // fp32 accumulation in the nccl backend. [gpu]: the staging kernels narrow exactly as the host
-// conversions do (round to nearest even, ties included), and with two or more GPUs (thread ranks,
-// one device each) the shared conformance checks run against nccl through DeviceMirror: every
-// collective x dtype x op (runAll), and fp16/bf16 inputs where only fp32 accumulation gives the
-// reference (runHalfAccumulation: one rank holds 2048 / 256 at element i, the others 1).
-// Without the devices they need these tests are skipped (DS_SKIP).
+// conversions do (round to nearest even, ties included), and the shared conformance checks run
+// against nccl through DeviceMirror: every collective x dtype x op (runAll), and fp16/bf16 inputs
+// where only fp32 accumulation gives the reference (runHalfAccumulation: one rank holds 2048 / 256
+// at element i, the others 1); then the same collectives handed host buffers directly (staged
+// through device copies by the backend). With two or more GPUs the checks run on thread ranks,
+// one device each, and on process ranks; with one GPU on two processes as simulated hosts on it
+// (tests/comm/nccl/nccl_child.h). Without a GPU these tests are skipped (DS_SKIP).
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -18,9 +20,12 @@
 #include "comm/nccl/nccl_backend.h"
 #include "comm/registry.h"
 #include "comm/store/hash_store.h"
+#include "comm/store/prefix_store.h"
+#include "comm/store/tcp_store.h"
 #include "core/dtype.h"
 #include "tests/comm/conformance_check.h"
 #include "tests/comm/nccl/device_mirror.h"
+#include "tests/comm/nccl/nccl_child.h"
 #include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -46,7 +51,53 @@ std::string onGpuThreads(int n, const std::function<std::string(ProcessGroup&)>&
   return all;
 }
 
+const char* kConformanceChild = "nccl child: a conformance rank";
+
+// Every conformance check on this rank, all dtypes and ops, then fp16/bf16 accumulation.
+std::string conformanceChecks(ProcessGroup& pg) {
+  return runAll(pg, allDtypes(), allOps(), {3, 1031}) + runHalfAccumulation(pg, DType::kF16) +
+         runHalfAccumulation(pg, DType::kBF16);
+}
+
+// The same collectives handed host buffers directly: nccl stages them through device copies
+// (comm/nccl/host_staging.h); send/recv stay device-only.
+std::string hostBufferChecks(ProcessGroup& pg) {
+  return "[host buffers] " + runAll(pg, allDtypes(), allOps(), {3, 1031}, /*withP2P=*/false);
+}
+
 }  // namespace
+
+// One process rank of the conformance test: a TcpStore (rank 0 hosts it), nccl under a
+// DeviceMirror, every check; "result<rank>" holds the failures ("" when none).
+TEST_CASE("nccl child: a conformance rank", "[.][nccl-child]") {
+  using ds::test::nccl_child::env;
+  const std::string dir = env("DS_NCCL_CHILD_DIR");
+  const int r = std::stoi(env("DS_NCCL_CHILD_RANK")), n = std::stoi(env("DS_NCCL_CHILD_SIZE"));
+  std::string result;
+  try {
+    TcpStoreOptions so;
+    so.host = "127.0.0.1";
+    so.port = std::stoi(env("DS_NCCL_CHILD_PORT"));
+    so.isServer = r == 0;
+    so.token = "nccl-conformance-test";
+    so.timeout = std::chrono::seconds(60);
+    GroupOptions go;
+    go.timeout = std::chrono::seconds(60);
+    auto store = std::make_shared<TcpStore>(so);
+    ProcessGroup pg(std::make_unique<ds::test::DeviceMirror>(
+        createBackend("nccl", std::make_shared<PrefixStore>("mirror", store), r, n, go)));
+    result = conformanceChecks(pg);
+    ProcessGroup hostPg(
+        createBackend("nccl", std::make_shared<PrefixStore>("host", store), r, n, go));
+    std::string host = hostBufferChecks(hostPg);
+    if (host != "[host buffers] ") result += host;
+    pg.barrier()->wait(std::chrono::seconds(60));  // rank 0's store outlives every reader
+  } catch (const std::exception& e) {
+    result = fmt::format("exception: {}", e.what());
+  }
+  ds::test::writeFile(dir + "/result" + std::to_string(r), result);
+  REQUIRE(result.empty());
+}
 
 TEST_CASE("nccl fp32 staging: narrowing rounds to nearest even like the host conversion", "[gpu]") {
   if (cudaDeviceCount() == 0) DS_SKIP("no CUDA device");
@@ -90,15 +141,32 @@ TEST_CASE("nccl fp32 staging: narrowing rounds to nearest even like the host con
 
 TEST_CASE("nccl conformance on device buffers, fp16/bf16 accumulated in fp32", "[gpu]") {
   int devices = cudaDeviceCount();
-  if (devices < 2)
-    DS_SKIP("needs two CUDA devices (NCCL allows one rank per GPU), " << devices << " visible");
-  for (int n = 2; n <= std::min(devices, 4); ++n) {
-    INFO("world " << n);
-    CHECK(onGpuThreads(n, [](ProcessGroup& pg) {
-            return runAll(pg, allDtypes(), allOps(), {3, 1031});
-          }) == "");
-    CHECK(onGpuThreads(n, [](ProcessGroup& pg) {
-            return runHalfAccumulation(pg, DType::kF16) + runHalfAccumulation(pg, DType::kBF16);
-          }) == "");
+  if (devices < 1) DS_SKIP("needs a CUDA device, " << devices << " visible");
+  if (devices >= 2) {
+    for (int n = 2; n <= std::min(devices, 4); ++n) {
+      INFO("world " << n << ", thread ranks, one GPU each");
+      CHECK(onGpuThreads(n, conformanceChecks) == "");
+    }
+  }
+  INFO("world 2: " << ds::test::nccl_child::placement(devices));
+  ds::test::TempDir dir;
+  ds::test::nccl_child::Spawn spawn;
+  spawn.childCase = kConformanceChild;
+  spawn.dir = dir.path();
+  spawn.world = ds::test::nccl_child::worldFor(devices);
+  spawn.devices = devices;
+  spawn.timeout = std::chrono::seconds(200);
+  auto res = ds::test::nccl_child::spawnRanks(spawn);
+  for (int r = 0; r < spawn.world; ++r) {
+    std::string text = "(no result file)";
+    try {
+      text = ds::test::readFile(dir.file("result" + std::to_string(r)));
+    } catch (...) {
+    }
+    INFO("rank " << r << ": " << text);
+    CHECK_FALSE(res[r].timedOut);
+    CHECK(res[r].exited);
+    CHECK(res[r].exitCode == 0);
+    CHECK(text.empty());
   }
 }

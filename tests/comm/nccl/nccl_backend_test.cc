@@ -1,8 +1,9 @@
 // The nccl backend. [unit]: without a CUDA device it is refused with a hint to use gloo (checked
 // in a child that sees no device where one is visible). [gpu], skipped without a device:
-// on a device, every collective on device buffers at world size 1 against host-computed
-// references (a single-GPU machine cannot host two NCCL ranks: NCCL refuses duplicate GPUs), and
-// that a collective is ordered after the caller's default-stream work that produced its input.
+// on a device, every collective on device buffers (and, staged, on host buffers) at world size 1
+// against host-computed references (a single-GPU machine cannot host two NCCL ranks: NCCL refuses
+// duplicate GPUs), and that a collective is ordered after the caller's default-stream work that
+// produced its input.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -81,8 +82,16 @@ TEST_CASE("nccl backend: collectives on device buffers, world size 1", "[gpu]") 
   std::vector<float> back(n);
   REQUIRE(cudaMemcpy(back.data(), d, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(back == host);  // every op is the identity at world size 1
-  BufferView hostView{host.data(), n, DType::kF32, Device::kCpu};
-  CHECK_THROWS_AS(pg.allreduce(hostView, ReduceOp::kSum), NotSupported);
+  // Host buffers are staged through device copies: the same identities, and the Work is done.
+  std::vector<float> hostCopy = host, hostOut(n, 0.f);
+  BufferView hostView{hostCopy.data(), n, DType::kF32, Device::kCpu};
+  BufferView hostOutView{hostOut.data(), n, DType::kF32, Device::kCpu};
+  auto w = pg.allreduce(hostView, ReduceOp::kAvg);
+  CHECK(w->isCompleted());
+  w->wait();
+  pg.reduceScatter(v, hostOutView, {n})->wait();  // device in, host out
+  CHECK(hostCopy == host);
+  CHECK(hostOut == host);
   cudaFree(d);
   cudaFree(d2);
 }

@@ -1,9 +1,8 @@
 // A peer SIGKILLed mid-allreduce on the nccl backend [gpu]: every survivor fails within seconds
 // with a CommError naming it (the liveness watchdog aborts the communicator), both for an
 // ordinary rank and for rank 0, whose death also takes the store down. Mirrors the conformance
-// test of the CPU backends. Needs two CUDA devices (one NCCL rank per GPU); skipped otherwise.
-// Ranks are fresh processes (this binary re-run on a hidden test case), since a process that has
-// initialised CUDA cannot use it in a forked child; the parent never touches CUDA.
+// test of the CPU backends. Ranks are fresh processes (tests/comm/nccl/nccl_child.h): one per GPU
+// with two or more, two simulated hosts on one GPU otherwise; the parent never touches CUDA.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -19,7 +18,7 @@
 #include "comm/registry.h"
 #include "comm/store/tcp_store.h"
 #include "core/error.h"
-#include "tests/comm/conformance_procs.h"
+#include "tests/comm/nccl/nccl_child.h"
 #include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -31,23 +30,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+using ds::test::nccl_child::env;
+
 const char* kChildTest = "nccl child: a rank of the peer-death test";
 const char* kProbeTest = "nccl child: device count probe";
-
-std::string selfExe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 // CUDA devices, counted in a fresh process so this one stays CUDA-free.
 int deviceCountInChild() {
   ds::test::TempDir dir;
   std::string out;
-  int rc = ds::test::runCommand(
-      fmt::format("DS_NCCL_CHILD_DIR={} '{}' '{}'", dir.path(), selfExe(), kProbeTest), &out,
-      std::chrono::seconds(60));
+  int rc = ds::test::runCommand(fmt::format("DS_NCCL_CHILD_DIR={} '{}' '{}'", dir.path(),
+                                            ds::test::nccl_child::selfExe(), kProbeTest),
+                                &out, std::chrono::seconds(60));
   if (rc != 0) return 0;
   try {
     return std::stoi(ds::test::readFile(dir.file("devices")));
@@ -106,42 +100,33 @@ TEST_CASE("nccl child: a rank of the peer-death test", "[.][nccl-child]") {
 TEST_CASE("nccl: a peer SIGKILLed mid-allreduce fails every survivor with CommError naming it",
           "[gpu]") {
   int devices = deviceCountInChild();
-  if (devices < 2)
-    DS_SKIP("needs two CUDA devices (NCCL allows one rank per GPU), " << devices << " visible");
-  const int n = std::min(devices, 4);
+  if (devices < 1) DS_SKIP("needs a CUDA device, " << devices << " visible");
+  const int n = ds::test::nccl_child::worldFor(devices);
   const auto bound = std::chrono::seconds(10);
   for (int victim : {n - 1, 0}) {
-    INFO("world " << n << ", victim rank " << victim);
+    INFO("world " << n << " (" << ds::test::nccl_child::placement(devices) << "), victim rank "
+                  << victim);
     ds::test::TempDir dir;
-    int port = ds::test::freePort();
-    std::string exe = selfExe();
     int64_t killedAt = 0;
-    auto res = ds::test::conformance::forkRanks(
-        n,
-        [&](int r) -> std::string {
-          ::setenv("DS_NCCL_CHILD_DIR", dir.path().c_str(), 1);
-          ::setenv("DS_NCCL_CHILD_RANK", std::to_string(r).c_str(), 1);
-          ::setenv("DS_NCCL_CHILD_SIZE", std::to_string(n).c_str(), 1);
-          ::setenv("DS_NCCL_CHILD_PORT", std::to_string(port).c_str(), 1);
-          ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-          ::setenv("DS_NCCL_PEER_TIMEOUT", "3", 1);
-          ::execl(exe.c_str(), exe.c_str(), kChildTest, static_cast<char*>(nullptr));
-          return "exec failed";
-        },
-        std::chrono::seconds(150),
-        [&](const std::vector<pid_t>& pids) {
-          auto deadline = Clock::now() + std::chrono::seconds(90);
-          auto allReady = [&] {
-            for (int r = 0; r < n; ++r)
-              if (!std::filesystem::exists(dir.file("ready" + std::to_string(r)))) return false;
-            return true;
-          };
-          while (!allReady() && Clock::now() < deadline)
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          killedAt = Clock::now().time_since_epoch().count();
-          ::kill(pids[victim], SIGKILL);
-        });
+    ds::test::nccl_child::Spawn spawn;
+    spawn.childCase = kChildTest;
+    spawn.dir = dir.path();
+    spawn.world = n;
+    spawn.devices = devices;
+    spawn.extraEnv = {{"DS_NCCL_PEER_TIMEOUT", "3"}};
+    auto res = ds::test::nccl_child::spawnRanks(spawn, [&](const std::vector<pid_t>& pids) {
+      auto deadline = Clock::now() + std::chrono::seconds(90);
+      auto allReady = [&] {
+        for (int r = 0; r < n; ++r)
+          if (!std::filesystem::exists(dir.file("ready" + std::to_string(r)))) return false;
+        return true;
+      };
+      while (!allReady() && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      killedAt = Clock::now().time_since_epoch().count();
+      ::kill(pids[victim], SIGKILL);
+    });
     CHECK(res[victim].signal == SIGKILL);
     for (int r = 0; r < n; ++r) {
       if (r == victim) continue;
