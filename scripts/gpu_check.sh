@@ -19,6 +19,10 @@
 #           offload optimizer and param cpu): step time against stage 0, the phase split and
 #           the device memory, and bench_offload_hooks (the hooks alone, no model compute)
 #   comm    dsrt comm-bench over nccl at world size 1 on device buffers (busbw = algbw there)
+#   multi   world 2 over nccl: the default plan at ZeRO stages 0-3 (+ offload, + activation
+#           checkpointing), fp32 and bf16, two ranks on device buffers against the cpu gloo run of
+#           the same world (same tolerances as train); then comm-bench over nccl at world 2. With
+#           one GPU the two ranks are simulated hosts on it (NCCL_HOSTID; NCCL's socket transport)
 # Every step is bounded by `timeout`; a failure is reported and the script goes on, exiting 1 at
 # the end when anything failed (2: bad usage or an unusable --bundle).
 #
@@ -30,7 +34,7 @@
 #                 ./gpu_check_out)
 #   --quick       10 training steps, stages 0, 2 + offload_optimizer and 3 (3 with both
 #                 offloads), shorter benches
-#   --only LIST   comma-separated subset of: tests,train,bench,comm (device always runs)
+#   --only LIST   comma-separated subset of: tests,train,bench,comm,multi (device always runs)
 #   --steps N     training steps per comparison run (default 20; --quick 10)
 #   --budget SECS stop starting work SECS after the start: every later command gets only what is
 #                 left, so the report and the logs are still written under an outer time limit
@@ -43,7 +47,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUNDLE=""
 OUTDIR=${OUT:-$PWD/gpu_check_out}
 QUICK=0
-ONLY="tests,train,bench,comm"
+ONLY="tests,train,bench,comm,multi"
 STEPS=""
 BUDGET=0
 usage() { sed -n '/^# Usage:/,/^# Not a CI/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -60,7 +64,7 @@ while (($#)); do
   esac
 done
 for s in ${ONLY//,/ }; do
-  case $s in tests | train | bench | comm) ;; *) echo "gpu_check.sh: --only: unknown step '$s'" >&2; exit 2 ;; esac
+  case $s in tests | train | bench | comm | multi) ;; *) echo "gpu_check.sh: --only: unknown step '$s'" >&2; exit 2 ;; esac
 done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 [[ -z $STEPS ]] && STEPS=$((QUICK ? 10 : 20))
@@ -280,7 +284,7 @@ fi
 # ---- (c) training: cpu against cuda ------------------------------------------------------------
 # Keys other engineers add while this script is in use: probe them, do not assume them.
 has_key() { "${RUN[@]}" "$DSRT" train --check --set "$1" >"$LOGS/probe_${1%%=*}.txt" 2>&1; }
-if want train || want bench; then
+if want train || want bench || want multi; then
   HAVE_DEVICE=0 HAVE_TF32=0
   has_key train.device=cpu && HAVE_DEVICE=1
   has_key train.tf32=false && HAVE_TF32=1
@@ -561,6 +565,166 @@ EOF2
       sed 's/^/          | /' "$LOGS/bench/gpu_ops.txt" | tee -a "$REPORT" >/dev/null
     else
       result bench "bench_gpu_ops per-op split" FAIL "rc=$rc" "$LOGS/bench/gpu_ops.txt"
+    fi
+  fi
+fi
+
+# ---- (f) world 2 over nccl: ZeRO on device buffers against the cpu gloo run of the same plan -------
+# Two ranks started with the rank environment set here as a launcher would (dsrun cannot place two
+# ranks on a machine with one GPU). Two or more GPUs: two local ranks, one GPU each. One GPU: two
+# simulated hosts on it: each rank names its own host to NCCL (NCCL_HOSTID), so NCCL accepts both
+# on the one device and carries their traffic over its socket transport on loopback; the device
+# buffers, the communication stream, the overlap and the kernels are the real ones (see
+# tests/comm/nccl/nccl_child.h). The cpu reference runs the same world of 2 over gloo.
+if want multi; then
+  mkdir -p "$WORK/multi" "$LOGS/multi"
+  Z=deepspeed.zero_optimization
+  declare -A MCFG=(
+    [s0]="$Z.stage=0"
+    [s1]="$Z.stage=1"
+    [s2]="$Z.stage=2"
+    [s2+oo]="$Z.stage=2 $Z.offload_optimizer.device=cpu"
+    [s3]="$Z.stage=3"
+    [s3+oo+op]="$Z.stage=3 $Z.offload_optimizer.device=cpu $Z.offload_param.device=cpu"
+    [s3+ckpt]="$Z.stage=3 deepspeed.activation_checkpointing.enabled=true"
+  )
+  MPAIRS=("fp32 s0" "fp32 s1" "fp32 s2" "fp32 s2+oo" "fp32 s3" "fp32 s3+oo+op" "fp32 s3+ckpt"
+    "bf16 s0" "bf16 s2" "bf16 s3")
+  ((QUICK)) && MPAIRS=("fp32 s0" "fp32 s2" "fp32 s3" "bf16 s0" "bf16 s3")
+  MSIM=1
+  MPLACE="two simulated hosts on GPU 0 (NCCL_HOSTID per rank; NCCL socket transport on loopback)"
+  if ((NGPU >= 2)); then MSIM=0 MPLACE="two local ranks, one GPU each"; fi
+
+  # ranks2 LOG_PREFIX ARGS...: ARGS as ranks 0 and 1 of one job (MSIM decides the placement);
+  # logs LOG_PREFIX.rank{0,1}.txt. The first rank to fail takes the other down; returns its status.
+  ranks2() {
+    local prefix=$1 secs=150 left port token r rc=0 st pids=() place=()
+    shift
+    if ((BUDGET)); then
+      left=$((BUDGET - ($(date +%s) - T_START)))
+      if ((left < 5)); then
+        echo "gpu_check.sh: not run, the --budget of $BUDGET s is spent: $*" >"$prefix.rank0.txt"
+        return 124
+      fi
+      ((secs <= left)) || secs=$left
+    fi
+    port=$((31000 + RANDOM % 2000))
+    token=gpu-check-$RANDOM$RANDOM
+    for r in 0 1; do
+      if ((MSIM)); then
+        place=(LOCAL_RANK=0 LOCAL_SIZE=1 LOCAL_WORLD_SIZE=1 CROSS_RANK=$r CROSS_SIZE=2
+          NCCL_HOSTID=gpu-check-simhost-$r NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo)
+      else
+        place=(LOCAL_RANK=$r LOCAL_SIZE=2 LOCAL_WORLD_SIZE=2 CROSS_RANK=0 CROSS_SIZE=1)
+      fi
+      env RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port DS_JOB_ID=gpu-check-$port \
+        DS_JOB_TOKEN=$token DS_TIMEOUT=60 "${place[@]}" \
+        timeout -k 10 "$secs" "${RUN[@]}" "$@" >"$prefix.rank$r.txt" 2>&1 </dev/null &
+      pids+=($!)
+    done
+    for r in 0 1; do
+      st=0
+      wait -n || st=$?
+      if ((st != 0)); then
+        ((rc)) || rc=$st
+        kill "${pids[@]}" 2>/dev/null || true
+      fi
+    done
+    ((rc == 124 || rc == 137)) && echo "gpu_check.sh: timed out after $secs s: $*" >>"$prefix.rank0.txt"
+    return $rc
+  }
+
+  # mrun DEV DTYPE CFG: one world-2 dsrt train; rank 0's summary and "rc seconds" in $WORK/multi.
+  mrun() {
+    local dev=$1 dtype=$2 cfg=$3 kv backend=gloo
+    local tag=${dev}_${dtype}_${cfg//+/_}
+    local sets=(--set "train.steps=$STEPS" --set train.eval_every=0 --set train.log_every=5
+      --set "train.device=$dev")
+    for kv in ${MCFG[$cfg]}; do sets+=(--set "$kv"); done
+    [[ $dtype == bf16 ]] && sets+=(--set deepspeed.bf16.enabled=true)
+    if [[ $dev == cuda ]]; then
+      backend=nccl
+      [[ $dtype == fp32 ]] && ((HAVE_TF32)) && sets+=(--set train.tf32=false)
+    fi
+    mkdir -p "$WORK/multi/$tag"
+    local t0 rc=0
+    t0=$(now_ms)
+    (cd "$WORK/multi/$tag" && ranks2 "$LOGS/multi/$tag" "$DSRT" train --comm_backend "$backend" \
+      "${sets[@]}" --summary "$WORK/multi/$tag.json") || rc=$?
+    echo "$rc $(secs_since "$t0")" >"$WORK/multi/$tag.rc"
+  }
+  mstatus() { cat "$WORK/multi/$1.rc" 2>/dev/null || echo "99 0"; }
+
+  if ((!HAVE_DEVICE)); then
+    result multi "world 2 over nccl" FAIL "train.device key absent: the runs cannot pick the GPU"
+  else
+    note "        (world 2: $MPLACE; cpu references: the same world of 2 over gloo)"
+    jobs_max=$(($(nproc) / 4))
+    ((jobs_max >= 1)) || jobs_max=1
+    for pair in "${MPAIRS[@]}"; do
+      read -r dtype cfg <<<"$pair"
+      while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+      OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 mrun cpu "$dtype" "$cfg" &
+    done
+    wait || true
+    for pair in "${MPAIRS[@]}"; do
+      read -r dtype cfg <<<"$pair"
+      mrun cuda "$dtype" "$cfg"
+    done
+    for pair in "${MPAIRS[@]}"; do
+      read -r dtype cfg <<<"$pair"
+      tag=${dtype}_${cfg//+/_}
+      name="nccl w2 $dtype $cfg (${STEPS} steps)"
+      read -r crc csec < <(mstatus "cpu_$tag")
+      read -r grc gsec < <(mstatus "cuda_$tag")
+      if ((crc != 0)); then
+        result multi "$name" FAIL "cpu gloo run rc=$crc" "$LOGS/multi/cpu_$tag.rank0.txt"; continue
+      fi
+      if ((grc != 0)); then
+        result multi "$name" FAIL "cuda nccl run rc=$grc (cpu ok, $csec s)" "$LOGS/multi/cuda_$tag.rank0.txt"
+        grep -v '^\s*$' "$LOGS/multi/cuda_$tag.rank1.txt" 2>/dev/null | tail -3 | cut -c1-200 |
+          sed 's/^/          | rank 1: /' | tee -a "$REPORT"
+        continue
+      fi
+      if [[ $dtype == fp32 ]]; then
+        args=(--rtol 1e-4)
+      elif [[ -f $WORK/multi/cpu_fp32_${cfg//+/_}.json ]]; then
+        args=(--band "$WORK/multi/cpu_$tag.json" "$WORK/multi/cpu_fp32_${cfg//+/_}.json")
+      else
+        result multi "$name" FAIL "no cpu fp32 run to size the bf16 band"; continue
+      fi
+      rc=0
+      "$PY" "$ROOT/scripts/compare_losses.py" "$WORK/multi/cpu_$tag.json" "$WORK/multi/cuda_$tag.json" \
+        "${args[@]}" >"$LOGS/multi/compare_$tag.txt" 2>&1 || rc=$?
+      line=$(tail -1 "$LOGS/multi/compare_$tag.txt")
+      line=${line% PASS}
+      line=${line% FAIL}
+      # The cuda run must really be nccl: rank 0's startup log names the backend.
+      if ! grep -q "comm backend 'nccl'" "$LOGS/multi/cuda_$tag.rank0.txt"; then
+        result multi "$name" FAIL "$line (the log names no comm backend 'nccl'); cuda $gsec s, cpu $csec s"
+      elif ((rc == 0)); then
+        result multi "$name" OK "$line; cuda $gsec s, cpu $csec s"
+      else
+        result multi "$name" FAIL "$line; cuda $gsec s, cpu $csec s"
+      fi
+      cp "$WORK/multi/cpu_$tag.json" "$WORK/multi/cuda_$tag.json" "$LOGS/multi/" 2>/dev/null || true
+    done
+    # NCCL bus bandwidth at world 2 on device buffers (simulated hosts: socket transport on loopback).
+    log=$LOGS/multi/comm_bench
+    rc=0
+    sizes=1M,16M,64M
+    ranks2 "$log" "$DSRT" comm-bench --comm_backend nccl --sizes "$sizes" || rc=$?
+    rows=$(awk '$1 ~ /^(allreduce|reduce_scatter|allgather|broadcast)$/' "$log.rank0.txt" || true)
+    if [[ -z $rows ]]; then
+      result multi "nccl comm-bench world 2" FAIL "rc=$rc, no table" "$log.rank0.txt"
+    else
+      while read -r op bytes _count _iters us algbw busbw check; do
+        st=OK
+        [[ $check == ok || $check == - ]] || st=FAIL
+        ((rc == 0)) || st=FAIL
+        result multi "nccl $op $((bytes / 1048576)) MiB world 2" "$st" \
+          "busbw=$busbw GB/s, algbw=$algbw GB/s, $us us, check $check"
+      done < <(awk '$1 ~ /^(allreduce|reduce_scatter|allgather|broadcast)$/ {if ($2 > max[$1]) {max[$1]=$2; row[$1]=$0}} END {for (o in row) print row[o]}' "$log.rank0.txt" | sort)
     fi
   fi
 fi
