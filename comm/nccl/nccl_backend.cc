@@ -32,6 +32,7 @@
 #include "core/core_knobs.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/rank_env.h"
 
 namespace ds::comm {
 namespace {
@@ -450,7 +451,8 @@ std::string hostName() {
 }
 
 // The group's device: LOCAL_RANK (checked by the knob registry: digits, in range; the global
-// rank when unset) modulo the visible devices, made current. Errors name the rank, the host,
+// rank when unset) modulo the visible devices, made current; more local ranks than devices is
+// refused (checkOneRankPerDevice). Errors name the rank, the host,
 // LOCAL_RANK, the visible count and CUDA_VISIBLE_DEVICES (which decides what is visible).
 int useRankDevice(int rank) {
   auto localRank = knobInt(knobs::kLocalRank);
@@ -464,6 +466,8 @@ int useRankDevice(int rank) {
         "selects the visible ones); use --comm_backend gloo",
         who, rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices"));
   }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  checkOneRankPerDevice(deriveRankEnv(currentEnv()).localSize, n, who, visible ? visible : "");
   int device = static_cast<int>(localRank.value_or(rank) % n);
   if (cudaError_t rc = cudaSetDevice(device); rc != cudaSuccess) {
     cudaGetLastError();
@@ -476,6 +480,17 @@ int useRankDevice(int rank) {
 }
 
 }  // namespace
+
+void checkOneRankPerDevice(int localSize, int devices, const std::string& who,
+                           const std::string& visible) {
+  if (localSize <= devices) return;
+  throw ConfigError(fmt::format(
+      "comm backend 'nccl': {} is one of {} local ranks (LOCAL_SIZE) but sees {} CUDA device(s) "
+      "(CUDA_VISIBLE_DEVICES={}); NCCL allows one rank per GPU on a host. Start at most {} "
+      "rank(s) per node (dsrun --num_gpus {}), or use --comm_backend gloo with "
+      "train.device_sharing: true to let ranks share a device",
+      who, localSize, devices, visible.empty() ? "unset" : "'" + visible + "'", devices, devices));
+}
 
 std::unique_ptr<Backend> createNcclBackend(std::shared_ptr<Store> store, int rank, int size,
                                            const GroupOptions& opts) {
@@ -498,7 +513,14 @@ std::unique_ptr<Backend> createNcclBackend(std::shared_ptr<Store> store, int ran
   // counter can be read once any collective is pending.
   auto watchdog = std::make_shared<PeerWatchdog>(store, rank, LivenessOptions::fromEnv());
   ncclComm_t comm = nullptr;
-  ncclCheck(ncclCommInitRank(&comm, size, id, rank), "ncclCommInitRank");
+  if (ncclResult_t rc = ncclCommInitRank(&comm, size, id, rank); rc != ncclSuccess) {
+    const char* last = ncclGetLastError(nullptr);
+    throw CommError(
+        fmt::format("nccl: rank {} on {} (cuda:{}) could not join the communicator of {} ranks: "
+                    "ncclCommInitRank failed: {}{}",
+                    rank, hostName(), device, size, ncclGetErrorString(rc),
+                    last != nullptr && *last != 0 ? fmt::format(" ({})", last) : std::string()));
+  }
   std::vector<int> world(size);
   std::iota(world.begin(), world.end(), 0);
   return std::make_unique<NcclBackend>(comm, device, std::move(watchdog), std::move(world),

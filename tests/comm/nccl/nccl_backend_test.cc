@@ -1,5 +1,6 @@
 // The nccl backend. [unit]: without a CUDA device it is refused with a hint to use gloo (checked
-// in a child that sees no device where one is visible). [gpu], skipped without a device:
+// in a child that sees no device where one is visible); more local ranks than GPUs is refused
+// before NCCL is asked, naming both counts. [gpu], skipped without a device:
 // on a device, every collective on device buffers (and, staged, on host buffers) at world size 1
 // against host-computed references (a single-GPU machine cannot host two NCCL ranks: NCCL refuses
 // duplicate GPUs), and that a collective is ordered after the caller's default-stream work that
@@ -121,4 +122,24 @@ TEST_CASE("nccl backend: a collective runs after the caller's default-stream wri
   }
   cudaFree(src);
   cudaFree(dst);
+}
+
+TEST_CASE("nccl backend: more local ranks than GPUs is refused before NCCL, naming both counts",
+          "[unit]") {
+  CHECK_NOTHROW(checkOneRankPerDevice(1, 1, "rank 0 on h (LOCAL_RANK=0)", ""));
+  CHECK_NOTHROW(checkOneRankPerDevice(4, 8, "rank 0 on h (LOCAL_RANK=0)", "0,1,2,3"));
+  try {
+    checkOneRankPerDevice(2, 1, "rank 1 on node7 (LOCAL_RANK=1)", "3");
+    FAIL("expected a ConfigError");
+  } catch (const ConfigError& e) {
+    std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("rank 1 on node7 (LOCAL_RANK=1)"));
+    CHECK_THAT(what, Catch::Contains("one of 2 local ranks"));
+    CHECK_THAT(what, Catch::Contains("sees 1 CUDA device(s)"));
+    CHECK_THAT(what, Catch::Contains("CUDA_VISIBLE_DEVICES='3'"));
+    CHECK_THAT(what, Catch::Contains("--comm_backend gloo"));
+    CHECK_THAT(what, Catch::Contains("train.device_sharing"));
+  }
+  CHECK_THROWS_WITH(checkOneRankPerDevice(3, 2, "r", ""),
+                    Catch::Contains("CUDA_VISIBLE_DEVICES=unset"));
 }
