@@ -9,11 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -56,7 +59,47 @@ void runRanks(int n, const std::function<void(int)>& fn, std::chrono::millisecon
   if (first) std::rethrow_exception(first);
 }
 
+namespace {
+
+// Whether 127.0.0.1:port can be bound now (the socket is closed again).
+bool canBind(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  DS_CHECK(fd >= 0, "socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The first port of the kernel's ephemeral range (32768 where it cannot be read).
+int ephemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && low > 0) return low;
+  return 32768;
+}
+
+}  // namespace
+
 int freePort() {
+  static std::mutex mu;
+  static std::mt19937 rng(
+      static_cast<unsigned>(::getpid()) * 2654435761u ^
+      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const int high = ephemeralLow() - 1;
+  const int low = std::max(1024, high - 12000);
+  if (high - low >= 1000) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::uniform_int_distribution<int> pick(low, high);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      int port = pick(rng);
+      if (canBind(port)) return port;
+    }
+  }
+  // No room below the ephemeral range (or all taken): let the kernel pick one.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   DS_CHECK(fd >= 0, "socket");
   sockaddr_in a{};

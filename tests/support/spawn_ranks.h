@@ -14,7 +14,10 @@ namespace ds::test {
 void runRanks(int n, const std::function<void(int rank)>& fn,
               std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
-// A free TCP port on 127.0.0.1 (bound then released; good enough for tests).
+// A free TCP port on 127.0.0.1 (bound then released), picked at random below the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range): the kernel never hands those out for bind(0)
+// or an outgoing connection, so a concurrent test's connection cannot take the port between the
+// pick and the real listen (it did: a store's "address already in use" under ctest -j2).
 int freePort();
 
 // A fresh empty directory under $TMPDIR, removed when the object is destroyed.
