@@ -21,8 +21,8 @@ namespace {
 void check(cudaError_t rc, const char* what, const std::string& step) {
   if (rc != cudaSuccess) {
     cudaGetLastError();
-    throw CommError(fmt::format("nccl {} on host buffers: {} failed: {}", what, step,
-                                cudaGetErrorString(rc)));
+    throw CommError(
+        fmt::format("nccl {} on host buffers: {} failed: {}", what, step, cudaGetErrorString(rc)));
   }
 }
 
@@ -36,6 +36,7 @@ HostStaging::~HostStaging() {
 }
 
 size_t HostStaging::deviceBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (const auto& b : buffers_) n += b->bytes;
   return n;
@@ -50,6 +51,7 @@ bool anyOnHost(const std::vector<BufferView>& views) {
 WorkPtr HostStaging::run(const char* what, std::vector<BufferView> views,
                          const std::vector<bool>& inputs, const std::vector<bool>& outputs,
                          const std::function<WorkPtr(const std::vector<BufferView>&)>& collective) {
+  std::lock_guard<std::mutex> lock(mu_);
   check(cudaSetDevice(device_), what, fmt::format("cudaSetDevice({})", device_));
   while (buffers_.size() < views.size()) buffers_.push_back(std::make_unique<DeviceBuffer>());
   std::vector<BufferView> staged = views;

@@ -5,12 +5,14 @@
 // comm/device_staging.h (device tensors through pinned host memory for gloo and mpi). It serves
 // the trainer's small host-side collectives (loss and norm scalars, the memory-fit check, the
 // data-order check) and the host engine of the offload paths; those pay two copies per call.
-// Not asynchronous; one issuing thread per group, as ProcessGroup.
+// Not asynchronous. Calls from several threads are serialised (the buffers are shared), but the
+// group's collectives must still be issued in the same order on every rank, as ProcessGroup's.
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "comm/types.h"
@@ -38,6 +40,7 @@ class HostStaging {
  private:
   struct DeviceBuffer;
   int device_;
+  mutable std::mutex mu_;  // one staged call at a time: buffers_ is shared
   std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
 };
 
