@@ -331,8 +331,22 @@ inline constexpr Knob kOmpNumThreads{
     .readBy = kReadByDsrun | kReadByDsrt,
     .origin = KnobOrigin::kThirdParty};
 
+// Read by dsrun (launcher/job_builder.cc: the local slots) and by dsrt (comm/nccl/nccl_backend.cc:
+// quoted when more local ranks than visible GPUs are refused).
+inline constexpr Knob kCudaVisibleDevices{
+    .name = "CUDA_VISIBLE_DEVICES",
+    .type = KnobType::kString,
+    .doc =
+        "dsrun: local runs without --include/--exclude/--num_gpus/--num_nodes: the slots to use "
+        "(numeric ids; otherwise ignored with a notice); dsrun sets it for every rank on a GPU "
+        "host. dsrt: quoted by the nccl backend when a host has more local ranks than visible "
+        "GPUs (CUDA itself decides what is visible).",
+    .readBy = kReadByDsrun | kReadByDsrt,
+    .origin = KnobOrigin::kThirdParty};
+
 inline constexpr const Knob* kCoreKnobList[] = {
     &kOmpNumThreads,
+    &kCudaVisibleDevices,
     &kLogLevel,
     &kDebug,
     &kTimeout,

@@ -105,15 +105,6 @@ inline constexpr Knob kPath{
     .doc = "Where pdsh, mpirun, mpiexec and srun are looked up before a job starts.",
     .readBy = kReadByDsrun,
     .origin = kThirdParty};
-inline constexpr Knob kCudaVisibleDevices{
-    .name = "CUDA_VISIBLE_DEVICES",
-    .type = KnobType::kString,
-    .doc =
-        "Local runs without --include/--exclude/--num_gpus/--num_nodes: the slots to use "
-        "(numeric ids; otherwise ignored with a notice). dsrun sets it for every rank on a "
-        "GPU host.",
-    .readBy = kReadByDsrun,
-    .origin = kThirdParty};
 inline constexpr Knob kKmpAffinity{
     .name = "KMP_AFFINITY",
     .type = KnobType::kString,
@@ -137,7 +128,6 @@ inline constexpr const Knob* kLauncherKnobList[] = {
     &kHome,
     &kTmpDir,
     &kPath,
-    &kCudaVisibleDevices,
     &kKmpAffinity,
     &kPdshSshArgsAppend,
 };

@@ -466,8 +466,8 @@ int useRankDevice(int rank) {
         "selects the visible ones); use --comm_backend gloo",
         who, rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices"));
   }
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  checkOneRankPerDevice(deriveRankEnv(currentEnv()).localSize, n, who, visible ? visible : "");
+  checkOneRankPerDevice(deriveRankEnv(currentEnv()).localSize, n, who,
+                        knobString(knobs::kCudaVisibleDevices).value_or(""));
   int device = static_cast<int>(localRank.value_or(rank) % n);
   if (cudaError_t rc = cudaSetDevice(device); rc != cudaSuccess) {
     cudaGetLastError();
