@@ -57,7 +57,7 @@ struct Spawn {
   std::string childCase;  // the hidden TEST_CASE each rank runs
   std::string dir;        // DS_NCCL_CHILD_DIR: where the ranks write their results
   int world = 2;
-  int devices = 0;        // visible devices: fewer than 2 means simulated hosts
+  int devices = 0;  // visible devices: fewer than 2 means simulated hosts
   std::chrono::milliseconds timeout{std::chrono::seconds(150)};
   std::vector<std::pair<std::string, std::string>> extraEnv;
 };
