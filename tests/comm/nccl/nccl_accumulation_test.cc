@@ -21,7 +21,6 @@
 #include "comm/registry.h"
 #include "comm/store/hash_store.h"
 #include "comm/store/prefix_store.h"
-#include "comm/store/tcp_store.h"
 #include "core/dtype.h"
 #include "tests/comm/conformance_check.h"
 #include "tests/comm/nccl/device_mirror.h"
@@ -70,32 +69,24 @@ std::string hostBufferChecks(ProcessGroup& pg) {
 // One process rank of the conformance test: a TcpStore (rank 0 hosts it), nccl under a
 // DeviceMirror, every check; "result<rank>" holds the failures ("" when none).
 TEST_CASE("nccl child: a conformance rank", "[.][nccl-child]") {
-  using ds::test::nccl_child::env;
-  const std::string dir = env("DS_NCCL_CHILD_DIR");
-  const int r = std::stoi(env("DS_NCCL_CHILD_RANK")), n = std::stoi(env("DS_NCCL_CHILD_SIZE"));
+  namespace child = ds::test::nccl_child;
+  const child::ChildRank me = child::childRank();
   std::string result;
   try {
-    TcpStoreOptions so;
-    so.host = "127.0.0.1";
-    so.port = std::stoi(env("DS_NCCL_CHILD_PORT"));
-    so.isServer = r == 0;
-    so.token = "nccl-conformance-test";
-    so.timeout = std::chrono::seconds(60);
-    GroupOptions go;
-    go.timeout = std::chrono::seconds(60);
-    auto store = std::make_shared<TcpStore>(so);
-    ProcessGroup pg(std::make_unique<ds::test::DeviceMirror>(
-        createBackend("nccl", std::make_shared<PrefixStore>("mirror", store), r, n, go)));
+    auto store = child::childStore(me, "nccl-conformance-test");
+    const GroupOptions go = child::childGroupOptions();
+    ProcessGroup pg(std::make_unique<ds::test::DeviceMirror>(createBackend(
+        "nccl", std::make_shared<PrefixStore>("mirror", store), me.rank, me.world, go)));
     result = conformanceChecks(pg);
     ProcessGroup hostPg(
-        createBackend("nccl", std::make_shared<PrefixStore>("host", store), r, n, go));
+        createBackend("nccl", std::make_shared<PrefixStore>("host", store), me.rank, me.world, go));
     std::string host = hostBufferChecks(hostPg);
     if (host != "[host buffers] ") result += host;
     pg.barrier()->wait(std::chrono::seconds(60));  // rank 0's store outlives every reader
   } catch (const std::exception& e) {
     result = fmt::format("exception: {}", e.what());
   }
-  ds::test::writeFile(dir + "/result" + std::to_string(r), result);
+  ds::test::writeFile(me.dir + "/result" + std::to_string(me.rank), result);
   REQUIRE(result.empty());
 }
 

@@ -17,9 +17,12 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/process_group.h"
+#include "comm/store/tcp_store.h"
 #include "tests/comm/conformance_procs.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -30,6 +33,35 @@ inline std::string selfExe() { return std::filesystem::read_symlink("/proc/self/
 inline std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
+}
+
+// What a child rank is told through DS_NCCL_CHILD_*: its result folder, rank and world.
+struct ChildRank {
+  std::string dir;
+  int rank = 0;
+  int world = 1;
+};
+
+inline ChildRank childRank() {
+  return {env("DS_NCCL_CHILD_DIR"), std::stoi(env("DS_NCCL_CHILD_RANK")),
+          std::stoi(env("DS_NCCL_CHILD_SIZE"))};
+}
+
+// The children's store (rank 0 hosts it on DS_NCCL_CHILD_PORT) and group options, 60 s timeouts.
+inline std::shared_ptr<comm::TcpStore> childStore(const ChildRank& me, const std::string& token) {
+  comm::TcpStoreOptions so;
+  so.host = "127.0.0.1";
+  so.port = std::stoi(env("DS_NCCL_CHILD_PORT"));
+  so.isServer = me.rank == 0;
+  so.token = token;
+  so.timeout = std::chrono::seconds(60);
+  return std::make_shared<comm::TcpStore>(so);
+}
+
+inline comm::GroupOptions childGroupOptions() {
+  comm::GroupOptions go;
+  go.timeout = std::chrono::seconds(60);
+  return go;
 }
 
 // Ranks a multi-rank nccl test runs with `devices` visible: one per device up to 4, else two

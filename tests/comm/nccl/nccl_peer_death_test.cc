@@ -16,7 +16,6 @@
 #include "comm/nccl/nccl_backend.h"
 #include "comm/process_group.h"
 #include "comm/registry.h"
-#include "comm/store/tcp_store.h"
 #include "core/error.h"
 #include "tests/comm/nccl/nccl_child.h"
 #include "tests/support/skip.h"
@@ -59,19 +58,14 @@ TEST_CASE("nccl child: device count probe", "[.][nccl-child]") {
 // One rank: a warm-up allreduce, "ready", then allreduces until one fails; the result file says
 // how (and when, on the steady clock shared by the processes of this host).
 TEST_CASE("nccl child: a rank of the peer-death test", "[.][nccl-child]") {
-  std::string dir = env("DS_NCCL_CHILD_DIR");
-  int r = std::stoi(env("DS_NCCL_CHILD_RANK")), n = std::stoi(env("DS_NCCL_CHILD_SIZE"));
+  namespace child = ds::test::nccl_child;
+  const child::ChildRank me = child::childRank();
+  const std::string& dir = me.dir;
+  const int r = me.rank;
   std::string result;
   try {
-    TcpStoreOptions so;
-    so.host = "127.0.0.1";
-    so.port = std::stoi(env("DS_NCCL_CHILD_PORT"));
-    so.isServer = r == 0;
-    so.token = "nccl-death-test";
-    so.timeout = std::chrono::seconds(60);
-    GroupOptions go;
-    go.timeout = std::chrono::seconds(60);
-    ProcessGroup pg(createBackend("nccl", std::make_shared<TcpStore>(so), r, n, go));
+    ProcessGroup pg(createBackend("nccl", child::childStore(me, "nccl-death-test"), r, me.world,
+                                  child::childGroupOptions()));
     const size_t count = size_t{16} << 20;  // 64 MiB of fp32: each allreduce takes a while
     float* d = nullptr;
     if (cudaMalloc(&d, count * sizeof(float)) != cudaSuccess) throw Error("cudaMalloc");
