@@ -110,16 +110,23 @@ note() { echo "$*" | tee -a "$REPORT"; }
 
 # bounded SECS LOG CMD...: runs CMD with stdout+stderr into LOG, killed after SECS (or what is left
 # of --budget); returns its status (124: timed out or no budget left, noted in the log).
-bounded() {
-  local secs=$1 log=$2 rc=0 left
-  shift 2
+# budget_secs SECS: SECS, or what is left of --budget when less; returns 1 once under 5 s are left.
+budget_secs() {
+  local secs=$1 left
   if ((BUDGET)); then
     left=$((BUDGET - ($(date +%s) - T_START)))
-    if ((left < 5)); then
-      echo "gpu_check.sh: not run, the --budget of $BUDGET s is spent: $*" >"$log"
-      return 124
-    fi
+    ((left >= 5)) || return 1
     ((secs <= left)) || secs=$left
+  fi
+  echo "$secs"
+}
+
+bounded() {
+  local secs=$1 log=$2 rc=0
+  shift 2
+  if ! secs=$(budget_secs "$secs"); then
+    echo "gpu_check.sh: not run, the --budget of $BUDGET s is spent: $*" >"$log"
+    return 124
   fi
   timeout -k 10 "$secs" "$@" >"$log" 2>&1 </dev/null || rc=$?
   ((rc == 124 || rc == 137)) && echo "gpu_check.sh: timed out after $secs s: $*" >>"$log"
@@ -282,6 +289,33 @@ if want tests; then
 fi
 
 # ---- (c) training: cpu against cuda ------------------------------------------------------------
+# loss_tolerance DTYPE DIR CFG: compare_losses.py's tolerance arguments, into the array TOL, for
+# the cuda run of (DTYPE, CFG) against DIR/cpu_DTYPE_CFG.json: fp32 1e-4; fp16 emulated 1e-3 and
+# native 2e-3, with the same skipped steps and scales; bf16 3x the cpu bf16-vs-fp32 difference
+# (returns 1 when DIR has no cpu fp32 run of CFG to size that band).
+loss_tolerance() {
+  local dtype=$1 dir=$2 cfg=${3//+/_}
+  case $dtype in
+    fp32) TOL=(--rtol 1e-4) ;;
+    fp16) TOL=(--rtol 1e-3 --same-scaling) ;;
+    fp16n) TOL=(--rtol 2e-3 --same-scaling) ;;
+    *)
+      [[ -f $dir/cpu_fp32_$cfg.json ]] || return 1
+      TOL=(--band "$dir/cpu_${dtype}_$cfg.json" "$dir/cpu_fp32_$cfg.json")
+      ;;
+  esac
+}
+# compare_line CPU.json CUDA.json LOG: compare_losses.py with TOL (output in LOG); prints its
+# verdict line without PASS/FAIL and returns its status.
+compare_line() {
+  local rc=0 line
+  "$PY" "$ROOT/scripts/compare_losses.py" "$1" "$2" "${TOL[@]}" >"$3" 2>&1 || rc=$?
+  line=$(tail -1 "$3")
+  line=${line% PASS}
+  echo "${line% FAIL}"
+  return $rc
+}
+
 # Keys other engineers add while this script is in use: probe them, do not assume them.
 has_key() { "${RUN[@]}" "$DSRT" train --check --set "$1" >"$LOGS/probe_${1%%=*}.txt" 2>&1; }
 if want train || want bench || want multi; then
@@ -377,25 +411,12 @@ if want train; then
       if ((grc != 0)); then
         result train "$name" FAIL "cuda run rc=$grc (cpu ok, $csec s)" "$LOGS/train/cuda_$tag.txt"; continue
       fi
-      cmp=$LOGS/train/compare_$tag.txt
-      if [[ $dtype == fp32 ]]; then
-        args=(--rtol 1e-4)
-      elif [[ $dtype == fp16 ]]; then
-        args=(--rtol 1e-3 --same-scaling)
-      elif [[ $dtype == fp16n ]]; then
-        args=(--rtol 2e-3 --same-scaling)
-      else
-        rc=0
-        [[ -f $WORK/train/cpu_fp32_${cfg//+/_}.json ]] || rc=1
-        if ((rc)); then result train "$name" FAIL "no cpu fp32 run to size the bf16 band"; continue; fi
-        args=(--band "$WORK/train/cpu_$tag.json" "$WORK/train/cpu_fp32_${cfg//+/_}.json")
+      if ! loss_tolerance "$dtype" "$WORK/train" "$cfg"; then
+        result train "$name" FAIL "no cpu fp32 run to size the bf16 band"; continue
       fi
       rc=0
-      "$PY" "$ROOT/scripts/compare_losses.py" "$WORK/train/cpu_$tag.json" "$WORK/train/cuda_$tag.json" \
-        "${args[@]}" >"$cmp" 2>&1 || rc=$?
-      line=$(tail -1 "$cmp")
-      line=${line% PASS}
-      line=${line% FAIL}
+      line=$(compare_line "$WORK/train/cpu_$tag.json" "$WORK/train/cuda_$tag.json" \
+        "$LOGS/train/compare_$tag.txt") || rc=$?
       if ((rc == 0)); then
         result train "$name" OK "$line; cuda $gsec s, cpu $csec s"
       else
@@ -598,15 +619,11 @@ if want multi; then
   # ranks2 LOG_PREFIX ARGS...: ARGS as ranks 0 and 1 of one job (MSIM decides the placement);
   # logs LOG_PREFIX.rank{0,1}.txt. The first rank to fail takes the other down; returns its status.
   ranks2() {
-    local prefix=$1 secs=150 left port token r rc=0 st pids=() place=()
+    local prefix=$1 secs port token r rc=0 st pids=() place=()
     shift
-    if ((BUDGET)); then
-      left=$((BUDGET - ($(date +%s) - T_START)))
-      if ((left < 5)); then
-        echo "gpu_check.sh: not run, the --budget of $BUDGET s is spent: $*" >"$prefix.rank0.txt"
-        return 124
-      fi
-      ((secs <= left)) || secs=$left
+    if ! secs=$(budget_secs 150); then
+      echo "gpu_check.sh: not run, the --budget of $BUDGET s is spent: $*" >"$prefix.rank0.txt"
+      return 124
     fi
     port=$((31000 + RANDOM % 2000))
     token=gpu-check-$RANDOM$RANDOM
@@ -686,19 +703,12 @@ if want multi; then
           sed 's/^/          | rank 1: /' | tee -a "$REPORT"
         continue
       fi
-      if [[ $dtype == fp32 ]]; then
-        args=(--rtol 1e-4)
-      elif [[ -f $WORK/multi/cpu_fp32_${cfg//+/_}.json ]]; then
-        args=(--band "$WORK/multi/cpu_$tag.json" "$WORK/multi/cpu_fp32_${cfg//+/_}.json")
-      else
+      if ! loss_tolerance "$dtype" "$WORK/multi" "$cfg"; then
         result multi "$name" FAIL "no cpu fp32 run to size the bf16 band"; continue
       fi
       rc=0
-      "$PY" "$ROOT/scripts/compare_losses.py" "$WORK/multi/cpu_$tag.json" "$WORK/multi/cuda_$tag.json" \
-        "${args[@]}" >"$LOGS/multi/compare_$tag.txt" 2>&1 || rc=$?
-      line=$(tail -1 "$LOGS/multi/compare_$tag.txt")
-      line=${line% PASS}
-      line=${line% FAIL}
+      line=$(compare_line "$WORK/multi/cpu_$tag.json" "$WORK/multi/cuda_$tag.json" \
+        "$LOGS/multi/compare_$tag.txt") || rc=$?
       # The cuda run must really be nccl: rank 0's startup log names the backend.
       if ! grep -q "comm backend 'nccl'" "$LOGS/multi/cuda_$tag.rank0.txt"; then
         result multi "$name" FAIL "$line (the log names no comm backend 'nccl'); cuda $gsec s, cpu $csec s"
