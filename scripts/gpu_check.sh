@@ -699,8 +699,10 @@ if want multi; then
       fi
       if ((grc != 0)); then
         result multi "$name" FAIL "cuda nccl run rc=$grc (cpu ok, $csec s)" "$LOGS/multi/cuda_$tag.rank0.txt"
-        grep -v '^\s*$' "$LOGS/multi/cuda_$tag.rank1.txt" 2>/dev/null | tail -3 | cut -c1-200 |
-          sed 's/^/          | rank 1: /' | tee -a "$REPORT"
+        if [[ -s $LOGS/multi/cuda_$tag.rank1.txt ]]; then
+          grep -v '^\s*$' "$LOGS/multi/cuda_$tag.rank1.txt" | tail -3 | cut -c1-200 |
+            sed 's/^/          | rank 1: /' | tee -a "$REPORT" || true
+        fi
         continue
       fi
       if ! loss_tolerance "$dtype" "$WORK/multi" "$cfg"; then
