@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "ds/config.h"
+#include "runtime/device/host_memory.h"
 
 #if DS_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -57,8 +58,8 @@ std::string ncclVersionText(int v) {
 
 std::string DeviceInfo::summary() const {
   if (device == "cpu")
-    return fmt::format("cpu, {:.1f} GiB host memory ({:.1f} free)", gib(totalBytes),
-                       gib(freeBytes));
+    return fmt::format("cpu, {:.1f} GiB host memory ({:.1f} free{})", gib(totalBytes),
+                       gib(freeBytes), freeLimitedBy.empty() ? "" : " under " + freeLimitedBy);
   std::string s = fmt::format("{} {}, {:.1f} GiB ({:.1f} free), sm_{}{}", device, name,
                               gib(totalBytes), gib(freeBytes), ccMajor, ccMinor);
   if (cudaRuntimeVersion > 0)
@@ -133,9 +134,10 @@ DeviceInfo describeCpu() {
   d.device = "cpu";
   d.name = "cpu";
   long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES);
-  long avail = sysconf(_SC_AVPHYS_PAGES);
   if (page > 0 && pages > 0) d.totalBytes = size_t(page) * size_t(pages);
-  if (page > 0 && avail > 0) d.freeBytes = size_t(page) * size_t(avail);
+  const HostMemory free = hostMemory();
+  d.freeBytes = free.availableBytes;
+  if (free.source != "MemAvailable") d.freeLimitedBy = free.source;
   fillVersions(d);
   return d;
 }

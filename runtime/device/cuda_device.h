@@ -13,13 +13,17 @@ struct DeviceInfo {
   std::string device = "cpu";            // "cuda:0" | "cpu"
   std::string name;                      // "NVIDIA H200"; "cpu" for the CPU
   size_t totalBytes = 0, freeBytes = 0;  // device memory (host memory for the CPU)
-  int ccMajor = 0, ccMinor = 0;          // compute capability (0 for the CPU)
-  int cudaRuntimeVersion = 0;            // cudaRuntimeGetVersion (13000 = 13.0); 0 without CUDA
-  int cudaDriverVersion = 0;             // cudaDriverGetVersion; 0 without a driver
-  int ncclVersion = 0;                   // ncclGetVersion (22703 = 2.27.3); 0 without NCCL
+  // The CPU's freeBytes when a memory cgroup leaves less than MemAvailable: that cgroup, its
+  // limit and usage (host_memory.h); empty otherwise.
+  std::string freeLimitedBy;
+  int ccMajor = 0, ccMinor = 0;  // compute capability (0 for the CPU)
+  int cudaRuntimeVersion = 0;    // cudaRuntimeGetVersion (13000 = 13.0); 0 without CUDA
+  int cudaDriverVersion = 0;     // cudaDriverGetVersion; 0 without a driver
+  int ncclVersion = 0;           // ncclGetVersion (22703 = 2.27.3); 0 without NCCL
 
   // "cuda:0 NVIDIA H200, 139.8 GiB (138.9 free), sm_90, CUDA 13.0 (driver 13.0), NCCL 2.27.3"
-  // or "cpu, 125.7 GiB host memory (98.2 free)".
+  // or "cpu, 125.7 GiB host memory (98.2 free)" ("(0.9 free under the memory cgroup /job (limit
+  // 1024 MiB, ...))" where a cgroup leaves less).
   std::string summary() const;
 };
 
@@ -33,7 +37,9 @@ int visibleCudaDevices(std::string* whyNone = nullptr);
 // Throws ds::Error naming the device and CUDA's text.
 DeviceInfo describeCudaDevice(int index);
 
-// The CPU: host memory (total, available) and the CUDA/NCCL versions the build links, if any.
+// The CPU: host memory (total; free as the memory-fit check counts it: MemAvailable, or what a
+// memory cgroup above the process leaves, host_memory.h) and the CUDA/NCCL versions the build
+// links, if any.
 DeviceInfo describeCpu();
 
 // Makes cuda:<index> current and creates its context now, so a device that is busy (another

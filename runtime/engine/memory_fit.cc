@@ -9,7 +9,7 @@
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "runtime/engine/host_memory.h"
+#include "runtime/device/host_memory.h"
 #include "runtime/engine/run_report.h"
 
 namespace ds::runtime {
@@ -193,7 +193,7 @@ void checkMemoryFit(const MemoryFitInput& in) {
       mib(need), mib(inMemory(in.table)), mib(in.activationBytes),
       in.basis.empty() ? "" : "; " + in.basis, what, mib(budget), need - budget, mib(need - budget),
       in.zero.stage, in.zero.offloadOptimizer.device, in.zero.offloadParam.device, in.world,
-      in.numParams, formatMemoryTable(in.table, in.table.total(), in.world),
+      in.numParams, formatMemoryTable(in.table, in.table.total(), in.world, "cpu"),
       suggestions(in, budget)));
 }
 

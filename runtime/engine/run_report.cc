@@ -38,11 +38,12 @@ zero::MemoryReport largestOverRanks(comm::ProcessGroup* group, const zero::Memor
   return maxima;
 }
 
-std::string formatMemoryTable(const zero::MemoryReport& maxima, size_t largestTotal, int world) {
+std::string formatMemoryTable(const zero::MemoryReport& maxima, size_t largestTotal, int world,
+                              const std::string& device) {
   std::string text = fmt::format(
       "memory per rank at start, MiB ({}; each rank's own figures: DS_LOG_LEVEL=debug):\n",
       world > 1 ? fmt::format("largest over {} ranks", world) : "1 rank");
-  text += fmt::format("  {:<17} {:>12} {:>12} {:>12}\n", "", "device", "host", "nvme");
+  text += fmt::format("  {:<17} {:>12} {:>12} {:>12}\n", "", device, "host", "nvme");
   for (int kind = 0; kind < 4; ++kind)
     text +=
         fmt::format("  {:<17} {:>12} {:>12} {:>12}\n", kKindNames[kind], mib(maxima.bytes[kind][0]),

@@ -24,7 +24,10 @@ zero::MemoryReport largestOverRanks(comm::ProcessGroup* group, const zero::Memor
 
 // "memory per rank at start (largest over N ranks; ...):" then one line per kind with device /
 // host / nvme MiB and a last line with the largest rank total. `maxima` holds the per-cell maxima.
-std::string formatMemoryTable(const zero::MemoryReport& maxima, size_t largestTotal, int world);
+// `device` heads the first column: the training device ("cpu", "cuda:0"), so that a CPU run's
+// table says its device memory is the host's (the host column is then what offload moved there).
+std::string formatMemoryTable(const zero::MemoryReport& maxima, size_t largestTotal, int world,
+                              const std::string& device);
 
 // The end-of-run lines: "checkpoints: ...", "monitors: ...", "summary: ..." (each says "none" and
 // which setting would produce it when nothing was written). Paths are made absolute.

@@ -379,7 +379,7 @@ void Trainer::drawProgress() {
 void Trainer::reportMemory() {
   size_t largestTotal = 0;
   const zero::MemoryReport maxima = largestOverRanks(group_, memory(), &largestTotal);
-  logLine(formatMemoryTable(maxima, largestTotal, world_));
+  logLine(formatMemoryTable(maxima, largestTotal, world_, ops_ ? ops_->name() : "cpu"));
   if (ops_ && mirror_)
     logLine(fmt::format(
         "device memory on {} (rank {}): parameter copies {:.1f} MiB ({}), gradients {:.1f} MiB "

@@ -1,11 +1,13 @@
 // cuda_device without (and, on a GPU machine, with) a device: visibleCudaDevices never throws and
-// says why it sees none, describeCpu reports host memory, the version texts, and [gpu]:
-// describeCudaDevice/activateCudaDevice/openRankDevice on cuda:0 (skipped where none is visible).
+// says why it sees none, describeCpu reports host memory (a limiting memory cgroup included), the
+// version texts, and [gpu]: describeCudaDevice/activateCudaDevice/openRankDevice on cuda:0
+// (skipped where none is visible).
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
 #include "ds/config.h"
 #include "runtime/device/cuda_device.h"
+#include "runtime/device/host_memory.h"
 #include "runtime/device/rank_device.h"
 #include "tests/support/skip.h"
 
@@ -34,8 +36,24 @@ TEST_CASE("cuda device: describeCpu reports host memory", "[unit]") {
   CHECK(d.freeBytes <= d.totalBytes);
   CHECK_THAT(d.summary(), StartsWith("cpu, "));
   CHECK_THAT(d.summary(), Contains(" GiB host memory ("));
+  const HostMemory free = hostMemory();  // the memory-fit check's figure, cgroup included
+  CHECK(d.freeBytes <= free.availableBytes + (size_t(64) << 20));  // read moments apart
+  CHECK(d.freeLimitedBy.empty() == (free.source == "MemAvailable"));
   if (DS_HAVE_CUDA) CHECK(d.cudaRuntimeVersion > 0);  // the runtime needs no driver to say it
   if (DS_HAVE_NCCL) CHECK(d.ncclVersion > 0);
+}
+
+TEST_CASE("cuda device: the CPU's summary names the memory cgroup that limits it", "[unit]") {
+  DeviceInfo d;
+  d.totalBytes = size_t(24) << 30;
+  d.freeBytes = size_t(1) << 30;
+  CHECK(d.summary() == "cpu, 24.0 GiB host memory (1.0 free)");
+  d.freeLimitedBy =
+      "the memory cgroup /job (limit 1024 MiB, 0 MiB in use less 0 MiB of inactive "
+      "page cache)";
+  CHECK(d.summary() ==
+        "cpu, 24.0 GiB host memory (1.0 free under the memory cgroup /job (limit 1024 MiB, 0 MiB "
+        "in use less 0 MiB of inactive page cache))");
 }
 
 TEST_CASE("cuda device: version texts and the summary line", "[unit]") {

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
-#include "runtime/engine/host_memory.h"
+#include "runtime/device/host_memory.h"
 #include "runtime/engine/memory_fit.h"
 #include "runtime/engine/trainer.h"
 #include "tests/runtime/engine/engine_fixtures.h"

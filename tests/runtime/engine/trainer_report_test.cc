@@ -68,7 +68,7 @@ TEST_CASE("trainer report: rank 0 alone prints the memory table, the largest ove
   }
   std::string text = outs[0].text();
   INFO(text);
-  CHECK_THAT(text, Contains(formatMemoryTable(maxima, largest, world) + "\n"));
+  CHECK_THAT(text, Contains(formatMemoryTable(maxima, largest, world, "cpu") + "\n"));
   CHECK(count(text, "memory per rank at start") == 1);
   CHECK_THAT(text, Contains("largest over 3 ranks"));
   for (int r = 1; r < world; ++r) CHECK(outs[r].text().empty());

@@ -1,4 +1,4 @@
-// Host memory (runtime/engine/host_memory.h): the memory cgroup that leaves the least, v1 or v2,
+// Host memory (runtime/device/host_memory.h): the memory cgroup that leaves the least, v1 or v2,
 // walking from the process's cgroup up to the hierarchy's root, over cgroup folders made here;
 // and, where this process may make a real v1 or v2 memory cgroup (root), a `dsrt train` inside
 // one with a limit below its plan's need is refused before the first step, naming the cgroup.
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "ds/config.h"
-#include "runtime/engine/host_memory.h"
+#include "runtime/device/host_memory.h"
 #include "tests/support/skip.h"
 #include "tests/support/spawn_ranks.h"
 

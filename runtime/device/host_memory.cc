@@ -1,5 +1,5 @@
 // Host memory from /proc/meminfo and the memory cgroups; see host_memory.h.
-#include "runtime/engine/host_memory.h"
+#include "runtime/device/host_memory.h"
 
 #include <fmt/format.h>
 
