@@ -1,4 +1,4 @@
-// applyDecayChoice and evalBatches (see train_semantics.h).
+// applyDecayChoice, evalBatches and compressionLine (see train_semantics.h).
 #include "runtime/engine/train_semantics.h"
 
 #include <algorithm>
@@ -50,6 +50,34 @@ EvalBatches evalBatches(const Plan& plan, uint64_t batchesInSet, uint64_t setTok
     out.batches = int64_t(batchesInSet);
   }
   return out;
+}
+
+std::string compressionLine(const Plan& plan) {
+  const auto& opt = plan.deepspeed.optimizer;
+  if (!opt.compressed()) return "";
+  const int64_t steps = plan.train.steps;
+  if (opt.type == "ZeroOneAdam") {
+    std::string line = fmt::format(
+        "optimizer ZeroOneAdam: 1-bit averaged momentum from step 1, exact variance steps at "
+        "intervals doubling every {} of them (var_update_scaler) until step {} "
+        "(var_freeze_step), then local steps synchronised every 1..{} steps (local_step_clipper)",
+        opt.varUpdateScaler, opt.varFreezeStep, opt.localStepClipper);
+    if (opt.varFreezeStep >= steps)
+      line += fmt::format("; train.steps {} ends before var_freeze_step: no local steps", steps);
+    return line;
+  }
+  const char* exact = opt.type == "OneBitLamb" ? "LAMB" : "Adam";
+  std::string line = fmt::format(
+      "optimizer {}: exact {} steps 1..{} (freeze_step; gradients allreduced in full), 1-bit "
+      "compressed from step {}",
+      opt.type, exact, opt.freezeStep, opt.freezeStep + 1);
+  if (opt.freezeStep >= steps)
+    line += fmt::format(
+        "; warning: train.steps {} ends at or before freeze_step {}: this run never compresses "
+        "(plain {} throughout; DeepSpeed's default freeze_step is 100000: set it below "
+        "train.steps)",
+        steps, opt.freezeStep, exact);
+  return line;
 }
 
 }  // namespace ds::runtime

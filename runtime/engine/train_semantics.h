@@ -1,6 +1,7 @@
 // What a plan's training semantics resolve to for one model and data set: which parameters weight
 // decay applies to (train.weight_decay_on) and how many validation batches one evaluation reads
-// (train.eval_tokens / train.eval_steps, capped by the validation set). Not the optimizer (zero/)
+// (train.eval_tokens / train.eval_steps, capped by the validation set), and when a compressed
+// optimizer starts compressing. Not the optimizer itself (zero/)
 // nor the loader (runtime/data); the Trainer calls these once at construction and prints the
 // lines they return.
 #pragma once
@@ -34,5 +35,11 @@ struct EvalBatches {
 };
 EvalBatches evalBatches(const Plan& plan, uint64_t batchesInSet, uint64_t setTokens,
                         const std::string& setName, int world);
+
+// The startup line of a compressed optimizer (OneBitAdam, ZeroOneAdam, OneBitLamb; "" for the
+// others): when its compressed phase starts, and a warning where train.steps ends before it
+// (freeze_step defaults to DeepSpeed's 100000, so a short run with the default never compresses
+// and is plain Adam / LAMB with uncompressed allreduces throughout).
+std::string compressionLine(const Plan& plan);
 
 }  // namespace ds::runtime

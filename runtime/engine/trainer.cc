@@ -196,6 +196,7 @@ Trainer::Trainer(Plan plan, comm::ProcessGroup* group, TrainerOptions opts)
   z.compute = mc.compute;
   DecayChoice decay = applyDecayChoice(model_->params(), plan_);
   logLine(decay.line);
+  if (const std::string line = compressionLine(plan_); !line.empty()) logLine(line);
   if (ops_ && fp16 && !DeviceEngine::handles(z, plan_.deepspeed.optimizer))
     throw ConfigError(fmt::format(
         "{}: fp16.enabled on {} with {}: fp16 on a device runs on the device engine only (ZeRO "

@@ -1,12 +1,14 @@
 // Training semantics a GPT user expects: weight decay on matrices only unless
 // train.weight_decay_on = all (checked on the parameters one SGD step moves, and in the startup
 // line), and evaluation reading each validation batch once (eval_steps or eval_tokens capped by
-// the set with a warning naming both sizes, never wrapping to the start).
+// the set with a warning naming both sizes, never wrapping to the start), and the startup line of
+// a compressed optimizer (when it compresses; a warning where the run never will).
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 #include <string>
 
+#include "runtime/engine/train_semantics.h"
 #include "runtime/engine/trainer.h"
 #include "tests/runtime/engine/engine_fixtures.h"
 
@@ -136,4 +138,42 @@ TEST_CASE("trainer: an eval reads each validation batch once, capped by the set"
   p.train.evalSteps = 1;
   CHECK(evalLoss(p) == one);
   CHECK(one != three);
+}
+
+TEST_CASE("trainer: a compressed optimizer says when it compresses, and warns when it never will",
+          "[unit]") {
+  Plan p = test::gptPlan(1, 0, 1, 1);
+  p.train.steps = 50;
+  CHECK(compressionLine(p).empty());  // AdamW: nothing to say
+  p.deepspeed.optimizer.type = "OneBitAdam";
+  p.deepspeed.optimizer.freezeStep = 20;
+  CHECK(compressionLine(p) ==
+        "optimizer OneBitAdam: exact Adam steps 1..20 (freeze_step; gradients allreduced in "
+        "full), 1-bit compressed from step 21");
+  p.deepspeed.optimizer.freezeStep = 100000;  // DeepSpeed's default, far past a short run
+  CHECK_THAT(compressionLine(p),
+             Catch::EndsWith("; warning: train.steps 50 ends at or before freeze_step 100000: "
+                             "this run never compresses (plain Adam throughout; DeepSpeed's "
+                             "default freeze_step is 100000: set it below train.steps)"));
+  p.deepspeed.optimizer.type = "OneBitLamb";
+  p.deepspeed.optimizer.freezeStep = 50;  // the last step is still exact
+  CHECK_THAT(compressionLine(p), Catch::StartsWith("optimizer OneBitLamb: exact LAMB steps 1..50"));
+  CHECK_THAT(compressionLine(p), Catch::Contains("this run never compresses (plain LAMB"));
+  p.deepspeed.optimizer.type = "ZeroOneAdam";
+  p.deepspeed.optimizer.varFreezeStep = 10;
+  CHECK_THAT(compressionLine(p), Catch::StartsWith("optimizer ZeroOneAdam: 1-bit averaged "
+                                                   "momentum from step 1"));
+  CHECK_THAT(compressionLine(p), Catch::Contains("until step 10 (var_freeze_step), then local "
+                                                 "steps synchronised every 1..16 steps"));
+  CHECK(compressionLine(p).find("no local steps") == std::string::npos);
+  p.deepspeed.optimizer.varFreezeStep = 100000;
+  CHECK_THAT(compressionLine(p),
+             Catch::EndsWith("; train.steps 50 ends before var_freeze_step: no local steps"));
+
+  // The trainer prints it at startup.
+  p.deepspeed.optimizer.type = "OneBitAdam";
+  std::string log;
+  evalLoss(p, &log);
+  CHECK_THAT(log, Catch::Contains("optimizer OneBitAdam: exact Adam steps 1..50 "));
+  CHECK_THAT(log, Catch::Contains("this run never compresses"));
 }
