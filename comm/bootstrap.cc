@@ -157,7 +157,7 @@ std::unique_ptr<ProcessGroup> connectGroup(const Rendezvous& rv, const std::stri
   go.hostAddr = hostAddr;
   auto store = std::make_shared<PrefixStore>("pg/world", rv.store);
   auto be = createBackend(backend, store, rv.env.rank, rv.env.worldSize, go);
-  // mpi: large collectives of a one-host job go through shared memory (DS_MPI_SHM_MIN_BYTES).
+  // mpi: a one-host job's collectives from DS_MPI_SHM_MIN_BYTES up go through shared memory.
   // Here rather than in createBackend: only a bootstrapped job is sure to share one store.
   if (be->name() == "mpi" && shmEnabledByEnv()) {
     ShmOptions so = shmOptionsFromEnv(rv.timeout, "mpi");

@@ -153,11 +153,13 @@ inline constexpr Knob kCommShmCmaChunkBytes{
 inline constexpr Knob kMpiShmMinBytes{
     .name = "DS_MPI_SHM_MIN_BYTES",
     .type = KnobType::kInt,
-    .dflt = "67108864",
+    .dflt = "4096",
     .doc =
         "mpi: when every rank of the world group runs on one host, collectives on at least this "
-        "many bytes go through the shared-memory path (faster than Open MPI's there: "
-        "bench/results/comm_efficiency.txt); 0 = never. DS_COMM_SHM=0 turns it off too.",
+        "many bytes go through the shared-memory path, smaller ones and barriers through Open MPI "
+        "(at par below 4 KiB; allreduce and reduce_scatter 1.3-4x faster on shm from 4 KiB: "
+        "bench/results/comm_efficiency.txt, bench/mpi_shm_crossover.sh); 0 = never. "
+        "DS_COMM_SHM=0 turns it off too.",
     .readBy = kReadByDsrt,
     .lo = 0,
     .hi = int64_t{1} << 40};

@@ -58,7 +58,8 @@ class ShmBackend final : public Backend {
   bool supports(Device d) const override { return inner_->supports(d); }
 
   WorkPtr allreduce(BufferView buf, ReduceOp op) override {
-    if (!onShm(buf, true)) return inner_->allreduce(buf, op);
+    if (!onShm(buf, true))
+      return viaInner("allreduce", buf, [this, buf, op] { return inner_->allreduce(buf, op); });
     return run("allreduce", [this, buf, op] {
       shm_impl::allreduce(*link_, buf.data, buf.count, buf.dtype, op);
     });
@@ -67,7 +68,9 @@ class ShmBackend final : public Backend {
   WorkPtr reduceScatter(BufferView input, BufferView output, const std::vector<size_t>& counts,
                         ReduceOp op) override {
     if (!onShm(input, true) || counts.size() != static_cast<size_t>(size())) {
-      return inner_->reduceScatter(input, output, counts, op);
+      return viaInner("reduce_scatter", input, [this, input, output, counts, op] {
+        return inner_->reduceScatter(input, output, counts, op);
+      });
     }
     return run("reduce_scatter", [this, input, output, counts, op] {
       shm_impl::reduceScatter(*link_, input.data, output.data, counts, input.dtype, op);
@@ -77,7 +80,9 @@ class ShmBackend final : public Backend {
   WorkPtr allgather(BufferView input, BufferView output,
                     const std::vector<size_t>& counts) override {
     if (!onShm(output, false) || counts.size() != static_cast<size_t>(size())) {
-      return inner_->allgather(input, output, counts);
+      return viaInner("allgather", output, [this, input, output, counts] {
+        return inner_->allgather(input, output, counts);
+      });
     }
     return run("allgather", [this, input, output, counts] {
       shm_impl::allgather(*link_, input.data, output.data, counts, dtypeSize(input.dtype));
@@ -85,20 +90,25 @@ class ShmBackend final : public Backend {
   }
 
   WorkPtr broadcast(BufferView buf, int root) override {
-    if (!onShm(buf, false) || root < 0 || root >= size()) return inner_->broadcast(buf, root);
+    if (!onShm(buf, false) || root < 0 || root >= size())
+      return viaInner("broadcast", buf, [this, buf, root] { return inner_->broadcast(buf, root); });
     return run("broadcast",
                [this, buf, root] { shm_impl::broadcast(*link_, buf.data, buf.bytes(), root); });
   }
 
   WorkPtr reduce(BufferView buf, int root, ReduceOp op) override {
-    if (!onShm(buf, true) || root < 0 || root >= size()) return inner_->reduce(buf, root, op);
+    if (!onShm(buf, true) || root < 0 || root >= size()) {
+      return viaInner("reduce", buf,
+                      [this, buf, root, op] { return inner_->reduce(buf, root, op); });
+    }
     return run("reduce", [this, buf, root, op] {
       shm_impl::reduce(*link_, buf.data, buf.count, buf.dtype, root, op);
     });
   }
 
   WorkPtr barrier() override {
-    if (options_.minBytes > 0) return inner_->barrier();
+    if (options_.minBytes > 0)
+      return viaInner("barrier", BufferView{}, [this] { return inner_->barrier(); });
     return run("barrier", [this] { shm_impl::barrier(*link_); });
   }
 
@@ -107,6 +117,7 @@ class ShmBackend final : public Backend {
 
   std::unique_ptr<Backend> newSubgroup(const std::vector<int>& ranks) override {
     std::string prefix = fmt::format("{}/sub{}", prefix_, subgroups_++);
+    drain();  // the inner group's split after every collective issued before it (viaInner)
     auto sub = inner_->newSubgroup(ranks);
     if (!sub) return nullptr;
     std::vector<int> global;
@@ -133,6 +144,26 @@ class ShmBackend final : public Backend {
   WorkPtr run(const char* what, std::function<void()> fn) {
     return worker_->submit(fmt::format("shm {} (rank {} of {})", what, rank(), size()),
                            std::move(fn));
+  }
+
+  // A host-buffer collective the inner backend runs (below minBytes, a dtype the shm path does
+  // not reduce, counts it does not take) is issued from this layer's worker, after the shm
+  // collectives queued before it, so that the group keeps issue order across both transports: a
+  // wait on a later collective means the earlier ones are done, whichever transport ran them,
+  // and the inner backend sees its collectives (and a subgroup split, drain()) in the same order
+  // on every rank. Device buffers go to the inner backend at once (it stages them itself; its
+  // Work may carry a device event that a task here would hide).
+  WorkPtr viaInner(const char* what, const BufferView& b, std::function<WorkPtr()> call) {
+    if (b.device != Device::kCpu) return call();
+    return worker_->submit(
+        fmt::format("{} {} (rank {} of {}, inner backend after the queued shm collectives)",
+                    inner_->name(), what, rank(), size()),
+        [this, call = std::move(call)] { call()->wait(options_.timeout); });
+  }
+
+  // Waits until every collective issued so far has run.
+  void drain() {
+    worker_->submit("shm queue drain", [] {})->wait(options_.timeout);
   }
 
   std::unique_ptr<Backend> inner_;

@@ -4,7 +4,8 @@
 // transport; point-to-point messages and dtypes the shm path cannot reduce go to the inner
 // backend. A group that spans hosts gets hierarchical collectives (hier_backend.h) when some host
 // has 2+ of its ranks and DS_COMM_HIERARCHICAL is on; otherwise it is returned unwrapped. Owns
-// the inner backend; collectives run in issue order on one worker thread.
+// the inner backend; collectives run in issue order on one worker thread, those it leaves to the
+// inner backend on host buffers included (issued from that thread in their turn).
 #pragma once
 
 #include <chrono>

@@ -6,6 +6,7 @@
 // 64 KiB slot, so every size above 8192 fp32 elements pipelines through several chunks; at the
 // default single-copy threshold of 256 KiB, 70001 fp32 elements take the CMA path where this
 // host allows it: shm_single_copy_test.cc covers that path on purpose).
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -140,6 +141,60 @@ TEST_CASE("shm: DS_COMM_HIERARCHICAL=0 keeps a group across hosts flat", "[multi
         auto be = wrapWithShm(createGlooBackend(store, r, 4, tcpOptions()), store, so);
         if (isHierBackend(*be) || isShmBackend(*be)) return "not the flat gloo group";
         return "";
+      },
+      std::chrono::seconds(120));
+  CHECK(failures(res) == "");
+}
+
+// With minBytes > 0 (the mpi backend's mode: small collectives stay on the inner transport) a
+// group mixes two transports; issue order must hold across them. Rank r's 16 MiB buffer of r + 1
+// is summed on shm (3 everywhere), then its first 4 elements are max-reduced on the inner
+// backend, issued before the first is waited for: in order, the max sees the sums (3); had it
+// overtaken the large sum, it would see max(1, 2) = 2 and the sum would then make it 4. Waiting
+// for the second alone must also mean the first is done (every element 3). A subgroup split
+// queued behind both, and a barrier (inner in this mode), keep the order too.
+TEST_CASE("shm: issue order holds across the shm and the inner transport", "[multiproc]") {
+  const int n = 2;
+  int port = ds::test::freePort();
+  auto res = forkRanks(
+      n,
+      [&](int r) -> std::string {
+        auto store = procStore(r, port);
+        ShmOptions so;
+        so.timeout = std::chrono::seconds(60);
+        so.minBytes = 1 << 20;
+        auto gloo =
+            createGlooBackend(std::make_shared<PrefixStore>("g", store), r, n, tcpOptions());
+        auto wrapped = wrapWithShm(std::move(gloo), store, so);
+        if (!isShmBackend(*wrapped)) return "the group of one host was not put on shm";
+        ProcessGroup group(std::move(wrapped));
+        std::string errs;
+        for (int round = 0; round < 3; ++round) {
+          std::vector<float> x(size_t(4) << 20, float(r + 1));
+          auto big = group.allreduce(view(x.data(), x.size()), ReduceOp::kSum);
+          auto small = group.allreduce(view(x.data(), 4), ReduceOp::kMax);
+          small->wait();
+          size_t notDone = 0;
+          for (float v : x) notDone += v != 3.f ? 1 : 0;
+          big->wait();
+          if (notDone > 0)
+            errs += fmt::format(
+                "round {}: {} elements not summed when the later small "
+                "collective completed\n",
+                round, notDone);
+          for (int i = 0; i < 4; ++i)
+            if (x[size_t(i)] != 3.f)
+              errs += fmt::format("round {}: x[{}] = {} (expected 3)\n", round, i, x[size_t(i)]);
+        }
+        std::vector<float> y(size_t(4) << 20, float(r + 1));
+        auto queued = group.allreduce(view(y.data(), y.size()), ReduceOp::kSum);
+        group.barrier()->wait();
+        auto sub = group.newSubgroup({0, 1});
+        queued->wait();
+        std::vector<float> z(8, float(r + 1));
+        sub->allreduce(view(z.data(), z.size()))->wait();
+        if (y.back() != 3.f || z[0] != 3.f) errs += "barrier or subgroup after a queued sum\n";
+        return errs;
       },
       std::chrono::seconds(120));
   CHECK(failures(res) == "");
