@@ -129,6 +129,10 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
   app.add_option(names("", "comm_backend"), o->commBackend,
                  "Collective backend: gloo, mpi (implies --launcher openmpi), nccl")
       ->type_name("NAME");
+  bool noShm = false;
+  app.add_flag(names("", "no_shm"), noShm,
+               "Keep collectives between ranks of one host off the shared-memory transport "
+               "(gloo: loopback TCP; mpi: Open MPI's own): exports DS_COMM_SHM=0 to every rank");
   app.add_option(names("", "max_restarts"), o->maxRestarts,
                  "After a rank fails, stop the job and start it again on the same hosts, up to "
                  "N times; dsrt train resumes from the latest checkpoint. Exit status: the last "
@@ -159,6 +163,7 @@ int parseCli(const std::vector<std::string>& args, CliOptions* o, std::string* p
                knobsHelpText(kDsrunKnobTables, kReadByDsrun);
     return 0;
   }
+  if (noShm) o->exports.emplace_back("DS_COMM_SHM=0");  // after --export: the flag wins
   o->hostfileExplicit = app.count("--hostfile") > 0;
   std::transform(o->launcher.begin(), o->launcher.end(), o->launcher.begin(), ::tolower);
   o->program = app.remaining();

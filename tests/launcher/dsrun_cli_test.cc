@@ -262,6 +262,28 @@ TEST_CASE("dsrun binary: a local run passes hostile arguments and exports verbat
   CHECK_FALSE(exists(canary));
 }
 
+TEST_CASE("dsrun binary: --no_shm turns the shared-memory transport off on every rank", "[e2e]") {
+  ds::test::TempDir dir;
+  const std::vector<std::string> show = {"/bin/sh", "-c", "echo \"<$RANK:${DS_COMM_SHM-unset}>\""};
+  std::vector<std::string> args = {"--num_gpus", "2", "--no_local_rank", "--no_shm"};
+  args.insert(args.end(), show.begin(), show.end());
+  Result r = dsrun(args, dir.path());
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(contains(r.out, "<0:0>"));
+  CHECK(contains(r.out, "<1:0>"));
+  // It outranks an --export of the same variable; without it nothing is exported.
+  args = {"--num_gpus", "1", "--no_local_rank", "--export", "DS_COMM_SHM=1", "--no_shm"};
+  args.insert(args.end(), show.begin(), show.end());
+  r = dsrun(args, dir.path());
+  CHECK(contains(r.out, "<0:0>"));
+  args = {"--num_gpus", "1", "--no_local_rank"};
+  args.insert(args.end(), show.begin(), show.end());
+  r = dsrun(args, dir.path());
+  INFO(r.out);
+  CHECK((contains(r.out, "<0:unset>") || contains(r.out, "<0:1>")));
+}
+
 TEST_CASE("dsrun binary: a failing rank's status is the job's", "[e2e]") {
   ds::test::TempDir dir;
   Result r = dsrun({"--num_gpus", "2", "/bin/sh", "-c", "[ \"$RANK\" = 1 ] && exit 3; exit 0"},
