@@ -116,7 +116,11 @@ std::vector<std::string> expandShardGlob(const std::string& pattern, const std::
   if (rc == 0)
     for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
   ::globfree(&g);
-  if (out.empty()) throw ConfigError(fmt::format("{}: no token shard matches '{}'", what, pattern));
+  if (out.empty())
+    throw ConfigError(fmt::format(
+        "{}: no token shard matches '{}' (dsrt prepare-data TEXT PREFIX makes PREFIX_train_*.bin "
+        "and PREFIX_val_*.bin from a text file; llm.c's .bin shards work as they are)",
+        what, pattern));
   std::sort(out.begin(), out.end());
   return out;
 }
