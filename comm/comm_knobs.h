@@ -153,12 +153,13 @@ inline constexpr Knob kCommShmCmaChunkBytes{
 inline constexpr Knob kMpiShmMinBytes{
     .name = "DS_MPI_SHM_MIN_BYTES",
     .type = KnobType::kInt,
-    .dflt = "4096",
+    .dflt = "1",
     .doc =
         "mpi: when every rank of the world group runs on one host, collectives on at least this "
-        "many bytes go through the shared-memory path, smaller ones and barriers through Open MPI "
-        "(at par below 4 KiB; allreduce and reduce_scatter 1.3-4x faster on shm from 4 KiB: "
-        "bench/results/comm_efficiency.txt, bench/mpi_shm_crossover.sh); 0 = never. "
+        "many bytes go through the shared-memory path; smaller ones, barriers and point-to-point "
+        "through Open MPI. Default 1, every collective: shm measured 1.2-4x Open MPI for "
+        "allreduce and reduce_scatter from 4 KiB, at par below, allgather 0.7-1.0x at 4-64 MiB "
+        "(bench/results/comm_efficiency.txt, bench/mpi_shm_crossover.sh); 0 = never. "
         "DS_COMM_SHM=0 turns it off too.",
     .readBy = kReadByDsrt,
     .lo = 0,
