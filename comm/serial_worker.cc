@@ -149,6 +149,15 @@ WorkPtr SerialWorker::submit(std::string what, std::function<void()> fn) {
   return work;
 }
 
+WorkPtr SerialWorker::submitIssue(std::string what, std::function<WorkPtr()> issue,
+                                  std::chrono::milliseconds timeout) {
+  return submit(std::move(what), [issue = std::move(issue), timeout] { issue()->wait(timeout); });
+}
+
+void SerialWorker::drain(std::chrono::milliseconds timeout) {
+  submit("queue drain", [] {})->wait(timeout);
+}
+
 bool SerialWorker::busy() const {
   std::lock_guard<std::mutex> lock(q_->mu);
   return q_->running || !q_->tasks.empty();

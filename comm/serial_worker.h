@@ -4,7 +4,7 @@
 // The common "issue, then wait at once" runs on the waiting thread with no thread handoff and no
 // wakeup of the worker thread (see the constructor); the worker starts what nobody waits for.
 // Thread-safe submit(); the destructor runs what is still queued, then joins. Used by the gloo and
-// mpi backends (gloo's watchdog polls runningFor()).
+// mpi backends (gloo's watchdog polls runningFor()) and the shm layers over them.
 #pragma once
 
 #include <chrono>
@@ -54,6 +54,13 @@ class SerialWorker {
 
   // Queues fn; the returned Work completes when fn returns and fails with what it throws.
   WorkPtr submit(std::string what, std::function<void()> fn);
+  // Queues a task that starts a collective on another backend (`issue`) and waits up to
+  // `timeout` for it: so it starts only after everything queued before it, and a layer over two
+  // transports (comm/shm) keeps one issue order across them.
+  WorkPtr submitIssue(std::string what, std::function<WorkPtr()> issue,
+                      std::chrono::milliseconds timeout);
+  // Returns once every task queued before the call has run (throws TimeoutError past timeout).
+  void drain(std::chrono::milliseconds timeout);
   // Whether tasks are queued or running.
   bool busy() const;
   // How long the running task has been running (zero when idle): a backend's watchdog uses it.

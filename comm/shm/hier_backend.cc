@@ -103,7 +103,8 @@ class HierBackend final : public Backend {
   bool supports(Device d) const override { return flat_->supports(d); }
 
   WorkPtr allreduce(BufferView buf, ReduceOp op) override {
-    if (!onHier(buf, op)) return flat_->allreduce(buf, op);
+    if (!onHier(buf, op))
+      return viaFlat("allreduce", buf, [this, buf, op] { return flat_->allreduce(buf, op); });
     return run("allreduce", [this, buf, op] {
       const ReduceOp step = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
       local_->reduce(buf, 0, step)->wait(timeout_);
@@ -115,8 +116,12 @@ class HierBackend final : public Backend {
 
   WorkPtr reduceScatter(BufferView input, BufferView output, const std::vector<size_t>& counts,
                         ReduceOp op) override {
-    if (!onHier(input, op) || !layout_.contiguous() || counts.size() != static_cast<size_t>(size()))
-      return flat_->reduceScatter(input, output, counts, op);
+    if (!onHier(input, op) || !layout_.contiguous() ||
+        counts.size() != static_cast<size_t>(size())) {
+      return viaFlat("reduce_scatter", input, [this, input, output, counts, op] {
+        return flat_->reduceScatter(input, output, counts, op);
+      });
+    }
     return run("reduce_scatter", [this, input, output, counts, op] {
       const ReduceOp step = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
       const size_t es = dtypeSize(input.dtype);
@@ -144,8 +149,11 @@ class HierBackend final : public Backend {
   WorkPtr allgather(BufferView input, BufferView output,
                     const std::vector<size_t>& counts) override {
     if (!onHier(output, std::nullopt) || !layout_.contiguous() ||
-        counts.size() != static_cast<size_t>(size()))
-      return flat_->allgather(input, output, counts);
+        counts.size() != static_cast<size_t>(size())) {
+      return viaFlat("allgather", output, [this, input, output, counts] {
+        return flat_->allgather(input, output, counts);
+      });
+    }
     return run("allgather", [this, input, output, counts] {
       const auto& mine = layout_.hostRanks[static_cast<size_t>(myHost_)];
       const size_t first = static_cast<size_t>(mine.front()),
@@ -173,7 +181,7 @@ class HierBackend final : public Backend {
 
   WorkPtr broadcast(BufferView buf, int root) override {
     if (!onHier(buf, std::nullopt) || root < 0 || root >= size())
-      return flat_->broadcast(buf, root);
+      return viaFlat("broadcast", buf, [this, buf, root] { return flat_->broadcast(buf, root); });
     return run("broadcast", [this, buf, root] {
       const int rootHost = layout_.hostOf[static_cast<size_t>(root)];
       const auto& rootRanks = layout_.hostRanks[static_cast<size_t>(rootHost)];
@@ -191,14 +199,17 @@ class HierBackend final : public Backend {
   }
 
   WorkPtr reduce(BufferView buf, int root, ReduceOp op) override {
-    return flat_->reduce(buf, root, op);
+    return viaFlat("reduce", buf, [this, buf, root, op] { return flat_->reduce(buf, root, op); });
   }
-  WorkPtr barrier() override { return flat_->barrier(); }
+  WorkPtr barrier() override {
+    return viaFlat("barrier", BufferView{}, [this] { return flat_->barrier(); });
+  }
   WorkPtr send(BufferView buf, int dst, int tag) override { return flat_->send(buf, dst, tag); }
   WorkPtr recv(BufferView buf, int src, int tag) override { return flat_->recv(buf, src, tag); }
 
   std::unique_ptr<Backend> newSubgroup(const std::vector<int>& ranks) override {
     std::string prefix = fmt::format("{}/sub{}", prefix_, subgroups_++);
+    worker_->drain(timeout_);  // the flat split after every collective issued before it
     auto sub = flat_->newSubgroup(ranks);
     if (!sub) return nullptr;
     std::vector<int> global;
@@ -221,6 +232,18 @@ class HierBackend final : public Backend {
     return worker_->submit(fmt::format("hierarchical {} (rank {} of {}, {})", what, rank(), size(),
                                        layout_.describe()),
                            std::move(fn));
+  }
+
+  // A host-buffer collective left to the flat backend (below minBytes_, a layout or dtype the
+  // hierarchy does not take, reduce, barrier) is issued from this layer's worker in its turn:
+  // the group keeps one issue order across the hierarchical and the flat path, as ShmBackend
+  // does over its inner backend. Device buffers go to the flat backend at once.
+  WorkPtr viaFlat(const char* what, const BufferView& b, std::function<WorkPtr()> call) {
+    if (b.device != Device::kCpu) return call();
+    return worker_->submitIssue(fmt::format("{} {} (rank {} of {}, after the queued hierarchical "
+                                            "collectives)",
+                                            flat_->name(), what, rank(), size()),
+                                std::move(call), timeout_);
   }
 
   std::unique_ptr<Backend> flat_;

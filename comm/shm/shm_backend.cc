@@ -117,7 +117,7 @@ class ShmBackend final : public Backend {
 
   std::unique_ptr<Backend> newSubgroup(const std::vector<int>& ranks) override {
     std::string prefix = fmt::format("{}/sub{}", prefix_, subgroups_++);
-    drain();  // the inner group's split after every collective issued before it (viaInner)
+    worker_->drain(options_.timeout);  // the inner split after every collective before it
     auto sub = inner_->newSubgroup(ranks);
     if (!sub) return nullptr;
     std::vector<int> global;
@@ -150,20 +150,15 @@ class ShmBackend final : public Backend {
   // not reduce, counts it does not take) is issued from this layer's worker, after the shm
   // collectives queued before it, so that the group keeps issue order across both transports: a
   // wait on a later collective means the earlier ones are done, whichever transport ran them,
-  // and the inner backend sees its collectives (and a subgroup split, drain()) in the same order
-  // on every rank. Device buffers go to the inner backend at once (it stages them itself; its
-  // Work may carry a device event that a task here would hide).
+  // and the inner backend sees its collectives in the same order on every rank (a subgroup split
+  // drains the queue first). Device buffers go to the inner backend at once (it stages them
+  // itself; its Work may carry a device event that a task would hide).
   WorkPtr viaInner(const char* what, const BufferView& b, std::function<WorkPtr()> call) {
     if (b.device != Device::kCpu) return call();
-    return worker_->submit(
-        fmt::format("{} {} (rank {} of {}, inner backend after the queued shm collectives)",
-                    inner_->name(), what, rank(), size()),
-        [this, call = std::move(call)] { call()->wait(options_.timeout); });
-  }
-
-  // Waits until every collective issued so far has run.
-  void drain() {
-    worker_->submit("shm queue drain", [] {})->wait(options_.timeout);
+    return worker_->submitIssue(
+        fmt::format("{} {} (rank {} of {}, after the queued shm collectives)", inner_->name(), what,
+                    rank(), size()),
+        std::move(call), options_.timeout);
   }
 
   std::unique_ptr<Backend> inner_;

@@ -3,12 +3,14 @@
 // never does; failures are rethrown by wait() either way. Issue-then-wait neither wakes the worker
 // thread per task nor hands the task to it; a task nobody waits for still starts after the grace;
 // a second submit, or a waiter that cannot take the head, ends the head's grace; waiter mode
-// (after many tasks waited for at once) still starts an unwaited task, then leaves the mode.
+// (after many tasks waited for at once) still starts an unwaited task, then leaves the mode;
+// submitIssue starts another worker's task only in its turn and drain() waits for the queue.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -192,4 +194,43 @@ TEST_CASE("serial worker: the worker does not poll through a long task a waiter 
   CHECK(ranOn == std::this_thread::get_id());
   // Polling at the 1 ms grace would be ~300 wakeups; it polls once, then sleeps until the end.
   CHECK(w.stats().workerWakeups <= 8);
+}
+
+TEST_CASE("serial worker: submitIssue starts another transport's work in turn; drain waits",
+          "[unit]") {
+  SerialWorker w(1s, 1ms), other;
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::vector<int> order;
+  std::mutex mu;
+  auto note = [&](int v) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(v);
+  };
+  auto first = w.submit("first", [&, released] {
+    released.wait();
+    note(1);
+  });
+  // Issued on `other` only once `first` is done, and waited for there.
+  auto second = w.submitIssue(
+      "second", [&] { return other.submit("on other", [&] { note(2); }); }, 10s);
+  std::thread later([&] {
+    w.drain(10s);
+    note(3);
+  });
+  std::this_thread::sleep_for(20ms);  // nothing may have run yet, whatever the timing
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(order.empty());
+  }
+  release.set_value();
+  second->wait(10s);
+  later.join();
+  first->wait(10s);
+  CHECK(order == std::vector<int>{1, 2, 3});
+  // A failure of the issued work fails the task.
+  auto bad = w.submitIssue(
+      "bad", [&] { return other.submit("boom", [] { throw std::runtime_error("boom there"); }); },
+      10s);
+  CHECK_THROWS_WITH(bad->wait(10s), Catch::Contains("boom there"));
 }

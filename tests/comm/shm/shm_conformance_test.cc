@@ -199,3 +199,47 @@ TEST_CASE("shm: issue order holds across the shm and the inner transport", "[mul
       std::chrono::seconds(120));
   CHECK(failures(res) == "");
 }
+
+// The same across hosts: below DS_COMM_HIER_MIN_BYTES collectives take the flat backend while
+// larger ones are queued for the hierarchical path. 4 ranks on 2 simulated hosts: the sum of
+// r + 1 is 10, the max over the sums 10; had the small max overtaken the sum, 4 then 16.
+TEST_CASE("shm: issue order holds across the hierarchical and the flat path", "[multiproc]") {
+  const int n = 4;
+  int port = ds::test::freePort();
+  auto res = forkRanks(
+      n,
+      [&](int r) -> std::string {
+        ::setenv("CROSS_RANK", std::to_string(r / 2).c_str(), 1);
+        ::setenv("DS_COMM_HIER_MIN_BYTES", "1048576", 1);
+        auto store = procStore(r, port);
+        ShmOptions so;
+        so.timeout = std::chrono::seconds(60);
+        auto gloo =
+            createGlooBackend(std::make_shared<PrefixStore>("h", store), r, n, tcpOptions());
+        auto wrapped = wrapWithShm(std::move(gloo), store, so);
+        if (!isHierBackend(*wrapped)) return "the group across hosts is not hierarchical";
+        ProcessGroup group(std::move(wrapped));
+        std::string errs;
+        for (int round = 0; round < 3; ++round) {
+          std::vector<float> x(size_t(4) << 20, float(r + 1));
+          auto big = group.allreduce(view(x.data(), x.size()), ReduceOp::kSum);
+          auto small = group.allreduce(view(x.data(), 4), ReduceOp::kMax);
+          small->wait();
+          const bool done = x.back() == 10.f;
+          big->wait();
+          if (!done) errs += fmt::format("round {}: the sum was not done\n", round);
+          for (int i = 0; i < 4; ++i)
+            if (x[size_t(i)] != 10.f)
+              errs += fmt::format("round {}: x[{}] = {} (expected 10)\n", round, i, x[size_t(i)]);
+        }
+        std::vector<float> y(size_t(4) << 20, float(r + 1));
+        auto queued = group.allreduce(view(y.data(), y.size()), ReduceOp::kSum);
+        group.barrier()->wait();
+        const bool doneAtBarrier = y.back() == 10.f;
+        queued->wait();
+        if (!doneAtBarrier) errs += "a barrier returned before the sum issued before it\n";
+        return errs;
+      },
+      std::chrono::seconds(180));
+  CHECK(failures(res) == "");
+}
