@@ -12,6 +12,9 @@
 #include "runtime/cmd/deepspeed_args.h"
 #include "runtime/config/effective_config.h"
 #include "runtime/config/plan_loader.h"
+#include "runtime/device/cuda_device.h"
+#include "runtime/engine/memory_fit.h"
+#include "runtime/model/model.h"
 
 namespace ds::runtime {
 
@@ -25,6 +28,15 @@ int checkPlan(const std::string& planPath, const std::vector<std::string>& overr
   zero::validateZeroOptions(plan.deepspeed.zero);
   std::printf("effective config of %s for world size %d (key, value, origin):\n%s",
               plan.source.c_str(), worldSize, effectiveConfigText(plan).c_str());
+  // The memory estimate needs only the parameter count (a model object records shapes; it
+  // allocates nothing). Pipeline and tensor layouts split it by stage and shard: checked when
+  // the ranks start. train.device auto counts as a host run where this machine sees no GPU.
+  if (plan.parallel.pipeline <= 1 && plan.parallel.tensor <= 1) {
+    const size_t numParams = makeModel(plan.model)->numParamsTotal();
+    const bool hostRun =
+        plan.train.device == "cpu" || (plan.train.device == "auto" && visibleCudaDevices() == 0);
+    std::printf("%s\n", checkPlanMemory(plan, numParams, worldSize, hostRun).c_str());
+  }
   std::printf("ok: the plan and its DeepSpeed config are valid for world size %d\n", worldSize);
   std::fflush(stdout);
   return 0;

@@ -124,20 +124,39 @@ int maxStageOf(const Plan& plan) {
   return plan.parallel.pipeline > 1 || plan.parallel.tensor > 1 ? 1 : 3;
 }
 
-// What both checks take from the plan and the host: the activation estimate at the compute
-// dtype, the plan's limit, this rank's share of the host (readMachineShare: collective), the ZeRO
-// settings and the highest stage the layout runs.
-MemoryFitInput planInput(comm::ProcessGroup* group, const Plan& plan, int localSize) {
+// What every check takes from the plan: the activation estimate at the compute dtype, the plan's
+// limit, the ZeRO settings and the highest stage the layout runs (the host's share: not yet).
+MemoryFitInput planInput(const Plan& plan) {
   MemoryFitInput in;
   ModelConfig cfg = plan.model;
   cfg.compute = plan.deepspeed.bf16 ? DType::kBF16 : DType::kF32;
   cfg.activationCheckpointing = plan.deepspeed.activationCheckpointing;
   in.activationBytes = estimateActivationBytes(cfg, int(plan.deepspeed.microBatchPerGpu));
   in.limitBytes = size_t(std::max<int64_t>(plan.train.memoryLimitMb, 0)) * 1048576;
-  readMachineShare(group, localSize, &in);
   in.zero = plan.deepspeed.zero;
   in.zero.compute = cfg.compute;
   in.maxStage = maxStageOf(plan);
+  return in;
+}
+
+// planInput with the ZeRO formula's model states for numParams over `world` ranks as its table.
+MemoryFitInput formulaInput(const Plan& plan, size_t numParams, int world) {
+  MemoryFitInput in = planInput(plan);
+  in.numParams = numParams;
+  in.world = std::max(world, 1);
+  const std::string optimizer = in.zero.offloadOptimizer.device,
+                    param = in.zero.offloadParam.device;
+  const FormulaBytes parts = formulaParts({in.zero.stage, optimizer.c_str(), param.c_str()},
+                                          numParams, in.world, in.zero.compute);
+  const auto place = [](const std::string& device) {
+    return int(device == "nvme"  ? zero::MemPlace::kNvme
+               : device == "cpu" ? zero::MemPlace::kHost
+                                 : zero::MemPlace::kDevice);
+  };
+  in.table.bytes[int(zero::MemKind::kParams)][place(param)] = parts.params;
+  in.table.bytes[int(zero::MemKind::kGrads)][place(optimizer)] = parts.grads;
+  in.table.bytes[int(zero::MemKind::kOptimizerStates)][place(optimizer)] = parts.optimizer;
+  in.basis = "the ZeRO formula's model states, checked before allocating them";
   return in;
 }
 
@@ -202,23 +221,35 @@ void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numPara
   // Every rank reads the host's free memory before the allreduce and none allocates its states
   // before all have contributed, so no rank's share is read after another rank's states were
   // allocated.
-  MemoryFitInput in = planInput(group, plan, localSize);
-  in.numParams = numParams;
-  in.world = std::max(world, 1);
-  const std::string optimizer = in.zero.offloadOptimizer.device,
-                    param = in.zero.offloadParam.device;
-  const FormulaBytes parts = formulaParts({in.zero.stage, optimizer.c_str(), param.c_str()},
-                                          numParams, in.world, in.zero.compute);
-  const auto place = [](const std::string& device) {
-    return int(device == "nvme"  ? zero::MemPlace::kNvme
-               : device == "cpu" ? zero::MemPlace::kHost
-                                 : zero::MemPlace::kDevice);
-  };
-  in.table.bytes[int(zero::MemKind::kParams)][place(param)] = parts.params;
-  in.table.bytes[int(zero::MemKind::kGrads)][place(optimizer)] = parts.grads;
-  in.table.bytes[int(zero::MemKind::kOptimizerStates)][place(optimizer)] = parts.optimizer;
-  in.basis = "the ZeRO formula's model states, checked before allocating them";
+  MemoryFitInput in = formulaInput(plan, numParams, world);
+  readMachineShare(group, localSize, &in);
   checkMemoryFit(in);
+}
+
+std::string checkPlanMemory(const Plan& plan, size_t numParams, int world, bool hostRun) {
+  const MemoryFitInput in = formulaInput(plan, numParams, world);
+  if (hostRun) checkMemoryFit(in);  // availableBytes 0: the plan's limit only
+  const auto cell = [&](zero::MemKind kind) {
+    size_t sum = 0;
+    for (size_t bytes : in.table.bytes[int(kind)]) sum += bytes;
+    return mib(sum);
+  };
+  const size_t nvme =
+      in.table.bytes[int(zero::MemKind::kParams)][int(zero::MemPlace::kNvme)] +
+      in.table.bytes[int(zero::MemKind::kGrads)][int(zero::MemPlace::kNvme)] +
+      in.table.bytes[int(zero::MemKind::kOptimizerStates)][int(zero::MemPlace::kNvme)];
+  return fmt::format(
+      "memory per rank (ZeRO formula, {} params at stage {} over {} rank(s), before buffers): "
+      "params {:.0f} MiB, grads {:.0f}, optimizer states {:.0f}, activations about {:.0f}; "
+      "{:.0f} MiB in memory{}; train.memory_limit_mb {}",
+      numParams, in.zero.stage, in.world, cell(zero::MemKind::kParams), cell(zero::MemKind::kGrads),
+      cell(zero::MemKind::kOptimizerStates), mib(in.activationBytes),
+      mib(inMemory(in.table) + in.activationBytes),
+      nvme ? fmt::format(" ({:.0f} MiB on nvme)", mib(nvme)) : "",
+      !in.limitBytes ? "not set"
+      : hostRun      ? fmt::format("{} (fits)", plan.train.memoryLimitMb)
+                     : fmt::format("{} (not checked: a device run's states are on the device)",
+                                   plan.train.memoryLimitMb));
 }
 
 void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero::MemoryReport& mine,
@@ -226,7 +257,8 @@ void checkHostMemoryFit(comm::ProcessGroup* group, const Plan& plan, const zero:
   size_t largest = 0;
   const zero::MemoryReport table = largestOverRanks(group, mine, &largest);
   // largestOverRanks is collective: every rank has allocated its states before any reads.
-  MemoryFitInput in = planInput(group, plan, localSize);
+  MemoryFitInput in = planInput(plan);
+  readMachineShare(group, localSize, &in);
   in.table = table;
   in.numParams = numParams;
   in.world = group ? group->size() : 1;

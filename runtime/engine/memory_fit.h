@@ -63,6 +63,13 @@ void checkMemoryFit(const MemoryFitInput& in);
 void checkFormulaFit(comm::ProcessGroup* group, const Plan& plan, size_t numParams, int world,
                      int localSize);
 
+// dsrt check's: the ZeRO formula's model states for numParams at the plan's stage and offload
+// over `world` data-parallel ranks plus the activation estimate, against train.memory_limit_mb
+// only (the machine that checks need not be the one that trains), and only for a host run (the
+// limit is host memory; hostRun false: a device holds the states). Throws the trainer's
+// ConfigError when over; returns the estimate as one line.
+std::string checkPlanMemory(const Plan& plan, size_t numParams, int world, bool hostRun);
+
 // The trainer's check on a host (CPU) run: the largest table over the group, the plan's limit,
 // the activation estimate for the micro-batch, the smallest hostMemory() / localSize over the
 // ranks. Collective (every rank calls it; every rank refuses or none does). numParams and

@@ -1,7 +1,8 @@
 // `dsrt check`, `dsrt train --check` and `dsrun ... train --check` on DeepSpeed-style config files
 // (tests/data/ds_config): exit 0 with the effective config (each key's value and origin) for the
 // world size the launch would have, or 2 naming every refused key; a refused config starts
-// nothing and writes nothing (no checkpoint or monitor folder appears).
+// nothing and writes nothing (no checkpoint or monitor folder appears); the ZeRO formula's memory
+// per rank, and a plan over train.memory_limit_mb refused as the trainer would.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -69,6 +70,41 @@ TEST_CASE("dsrt check and train refuse a config naming every refused key; nothin
     CHECK(out.find("step ") == std::string::npos);  // no training step ran
     CHECK_FALSE(std::filesystem::exists(dir.file("ck")));
   }
+}
+
+TEST_CASE("dsrt check estimates memory per rank and refuses a plan over train.memory_limit_mb",
+          "[unit]") {
+  TempDir dir;
+  const std::string plan = dir.file("big.yaml");
+  // 12 x 768, vocab 50257: 123702528 params; fp32 stage 0 states 16 bytes each = 1888 MiB.
+  writeFile(plan,
+            "model:\n  gpt: {n_layer: 12, n_head: 12, n_embd: 768, seq_len: 64, vocab_size: "
+            "50257}\ntrain: {steps: 2, device: cpu}\ndeepspeed: {train_batch_size: 4}\n");
+  std::string out;
+  REQUIRE(runCommand(dsrt() + " check " + plan, &out) == 0);
+  INFO(out);
+  CHECK(out.find("memory per rank (ZeRO formula, 123702528 params at stage 0 over 1 rank(s), "
+                 "before buffers): params 472 MiB, grads 472, optimizer states 944") !=
+        std::string::npos);
+  CHECK(out.find("train.memory_limit_mb not set") != std::string::npos);
+  // Over the plan's limit: refused with the trainer's message, the settings that would fit.
+  CHECK(runCommand(dsrt() + " check " + plan + " --set train.memory_limit_mb=1000", &out) == 2);
+  CHECK(out.find("memory: the plan needs") != std::string::npos);
+  CHECK(out.find("but train.memory_limit_mb (1000 MiB per rank) allows 1000 MiB") !=
+        std::string::npos);
+  CHECK(out.find("settings that would fit: zero_optimization.stage") != std::string::npos);
+  // ZeRO-3 over 4 ranks: a quarter of the states, within the same limit.
+  REQUIRE(runCommand(dsrt() + " check " + plan +
+                         " --world_size 4 --set train.memory_limit_mb=1000 --set "
+                         "deepspeed.train_batch_size=8 --set deepspeed.zero_optimization.stage=3",
+                     &out) == 0);
+  CHECK(out.find("at stage 3 over 4 rank(s)") != std::string::npos);
+  CHECK(out.find("train.memory_limit_mb 1000 (fits)") != std::string::npos);
+  // The limit is host memory: a device run's states are not checked against it.
+  REQUIRE(runCommand(dsrt() + " check " + plan +
+                         " --set train.memory_limit_mb=1000 --set train.device=cuda",
+                     &out) == 0);
+  CHECK(out.find("(not checked: a device run's states are on the device)") != std::string::npos);
 }
 
 TEST_CASE("dsrun train --check checks for the launch's world size and starts no rank", "[unit]") {
