@@ -234,18 +234,13 @@ std::string checkPlanMemory(const Plan& plan, size_t numParams, int world, bool 
     for (size_t bytes : in.table.bytes[int(kind)]) sum += bytes;
     return mib(sum);
   };
-  const size_t nvme =
-      in.table.bytes[int(zero::MemKind::kParams)][int(zero::MemPlace::kNvme)] +
-      in.table.bytes[int(zero::MemKind::kGrads)][int(zero::MemPlace::kNvme)] +
-      in.table.bytes[int(zero::MemKind::kOptimizerStates)][int(zero::MemPlace::kNvme)];
   return fmt::format(
       "memory per rank (ZeRO formula, {} params at stage {} over {} rank(s), before buffers): "
       "params {:.0f} MiB, grads {:.0f}, optimizer states {:.0f}, activations about {:.0f}; "
-      "{:.0f} MiB in memory{}; train.memory_limit_mb {}",
+      "{:.0f} MiB in memory; train.memory_limit_mb {}",
       numParams, in.zero.stage, in.world, cell(zero::MemKind::kParams), cell(zero::MemKind::kGrads),
       cell(zero::MemKind::kOptimizerStates), mib(in.activationBytes),
       mib(inMemory(in.table) + in.activationBytes),
-      nvme ? fmt::format(" ({:.0f} MiB on nvme)", mib(nvme)) : "",
       !in.limitBytes ? "not set"
       : hostRun      ? fmt::format("{} (fits)", plan.train.memoryLimitMb)
                      : fmt::format("{} (not checked: a device run's states are on the device)",
