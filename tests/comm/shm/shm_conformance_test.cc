@@ -51,6 +51,32 @@ std::string runSuite(ProcessGroup& shm, ProcessGroup& tcp) {
   return errs;
 }
 
+// The ordering probe of the two "issue order" cases: three rounds of a 16 MiB sum of r + 1
+// (`sum` everywhere) followed, before either is waited for, by a max over its first 4 floats
+// small enough for the other transport; waiting for the max alone must find every element
+// summed, and the first 4 must be `sum` (had the max overtaken the sum, they would not be).
+std::string sumThenMaxInOrder(ProcessGroup& group, int r, float sum) {
+  std::string errs;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> x(size_t(4) << 20, float(r + 1));
+    auto big = group.allreduce(view(x.data(), x.size()), ReduceOp::kSum);
+    auto small = group.allreduce(view(x.data(), 4), ReduceOp::kMax);
+    small->wait();
+    size_t notDone = 0;
+    for (float v : x) notDone += v != sum ? 1 : 0;
+    big->wait();
+    if (notDone > 0)
+      errs += fmt::format(
+          "round {}: {} elements not summed when the later small collective "
+          "completed\n",
+          round, notDone);
+    for (int i = 0; i < 4; ++i)
+      if (x[size_t(i)] != sum)
+        errs += fmt::format("round {}: x[{}] = {} (expected {})\n", round, i, x[size_t(i)], sum);
+  }
+  return errs;
+}
+
 }  // namespace
 
 TEST_CASE("shm: every collective equals the gloo TCP path, 2-4 processes", "[multiproc]") {
@@ -168,24 +194,7 @@ TEST_CASE("shm: issue order holds across the shm and the inner transport", "[mul
         auto wrapped = wrapWithShm(std::move(gloo), store, so);
         if (!isShmBackend(*wrapped)) return "the group of one host was not put on shm";
         ProcessGroup group(std::move(wrapped));
-        std::string errs;
-        for (int round = 0; round < 3; ++round) {
-          std::vector<float> x(size_t(4) << 20, float(r + 1));
-          auto big = group.allreduce(view(x.data(), x.size()), ReduceOp::kSum);
-          auto small = group.allreduce(view(x.data(), 4), ReduceOp::kMax);
-          small->wait();
-          size_t notDone = 0;
-          for (float v : x) notDone += v != 3.f ? 1 : 0;
-          big->wait();
-          if (notDone > 0)
-            errs += fmt::format(
-                "round {}: {} elements not summed when the later small "
-                "collective completed\n",
-                round, notDone);
-          for (int i = 0; i < 4; ++i)
-            if (x[size_t(i)] != 3.f)
-              errs += fmt::format("round {}: x[{}] = {} (expected 3)\n", round, i, x[size_t(i)]);
-        }
+        std::string errs = sumThenMaxInOrder(group, r, 3.f);
         std::vector<float> y(size_t(4) << 20, float(r + 1));
         auto queued = group.allreduce(view(y.data(), y.size()), ReduceOp::kSum);
         group.barrier()->wait();
@@ -219,19 +228,7 @@ TEST_CASE("shm: issue order holds across the hierarchical and the flat path", "[
         auto wrapped = wrapWithShm(std::move(gloo), store, so);
         if (!isHierBackend(*wrapped)) return "the group across hosts is not hierarchical";
         ProcessGroup group(std::move(wrapped));
-        std::string errs;
-        for (int round = 0; round < 3; ++round) {
-          std::vector<float> x(size_t(4) << 20, float(r + 1));
-          auto big = group.allreduce(view(x.data(), x.size()), ReduceOp::kSum);
-          auto small = group.allreduce(view(x.data(), 4), ReduceOp::kMax);
-          small->wait();
-          const bool done = x.back() == 10.f;
-          big->wait();
-          if (!done) errs += fmt::format("round {}: the sum was not done\n", round);
-          for (int i = 0; i < 4; ++i)
-            if (x[size_t(i)] != 10.f)
-              errs += fmt::format("round {}: x[{}] = {} (expected 10)\n", round, i, x[size_t(i)]);
-        }
+        std::string errs = sumThenMaxInOrder(group, r, 10.f);
         std::vector<float> y(size_t(4) << 20, float(r + 1));
         auto queued = group.allreduce(view(y.data(), y.size()), ReduceOp::kSum);
         group.barrier()->wait();
