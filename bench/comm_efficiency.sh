@@ -2,7 +2,10 @@
 # Intra-host allreduce bus bandwidth of the shared-memory path (comm/shm) next to the TCP paths,
 # in one run (issue 18, item 1 and 6):
 #   shm      = dsrun --num_gpus N dsrt comm-bench --comm_backend gloo      (DS_COMM_SHM=1, default:
-#              single copy by CMA from DS_COMM_SHM_CMA_MIN_BYTES up)
+#              single copy from DS_COMM_SHM_CMA_MIN_BYTES up; comm-bench's buffers are registered,
+#              as stage 0's gradients are, so the peers' buffers are used in place through a
+#              mapping: docs/comm.md "Registered buffers")
+#   shmcma   = the same with --host_buffers private                      (plain buffers: CMA copies)
 #   shmcopy  = the same with DS_COMM_SHM_CMA=0                              (the two-copy slot path)
 #   tcp      = the same with DS_COMM_SHM=0                                  (our gloo over loopback TCP)
 #   libgloo  = dsrun --num_gpus N bench_raw_gloo                            (libgloo's own ring)
@@ -21,7 +24,7 @@
 # Usage: bench/comm_efficiency.sh [BUILD_DIR] [OUT_FILE]
 #   env: DS_BENCH_RANKS (2), DS_BENCH_REPS (5), DS_BENCH_TARGET_SECONDS (0.25),
 #        DS_BENCH_SIZES ("1M 4M 16M 64M 256M"),
-#        DS_BENCH_SIDES ("shm shmcopy tcp libgloo openmpi memcpy")
+#        DS_BENCH_SIDES ("shm shmcma shmcopy tcp libgloo openmpi memcpy")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
@@ -34,7 +37,7 @@ SIZES=$(echo $SIZE_LIST | tr ' ' ',')
 BYTES=$(for s in $SIZE_LIST; do numfmt --from=iec "$s"; done | tr '\n' ' ')
 N=${DS_BENCH_RANKS:-2}
 REPS=${DS_BENCH_REPS:-5}
-SIDES=(${DS_BENCH_SIDES:-shm shmcopy tcp libgloo openmpi memcpy})
+SIDES=(${DS_BENCH_SIDES:-shm shmcma shmcopy tcp libgloo openmpi memcpy})
 export DS_BENCH_TARGET_SECONDS=${DS_BENCH_TARGET_SECONDS:-0.25}
 export DS_RAW_MPI_THREAD=${DS_RAW_MPI_THREAD:-multiple}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -52,11 +55,12 @@ run() {
   local side=$1 rep=$2
   port=$((port + 1))
   case "$side" in
-    shm|shmcopy|tcp)
+    shm|shmcma|shmcopy|tcp)
              DS_COMM_SHM=$([ "$side" = tcp ] && echo 0 || echo 1) \
-             DS_COMM_SHM_CMA=$([ "$side" = shm ] && echo 1 || echo 0) \
+             DS_COMM_SHM_CMA=$([ "$side" = shm ] || [ "$side" = shmcma ] && echo 1 || echo 0) \
                "$B/dsrun" --num_gpus "$N" --master_port "$port" "$B/dsrt" comm-bench \
                  --comm_backend gloo --sizes "$SIZES" --ops allreduce \
+                 --host_buffers "$([ "$side" = shmcma ] && echo private || echo shared)" \
                  --target_seconds "$DS_BENCH_TARGET_SECONDS" ;;
     libgloo) rm -rf "$TMP/store"; mkdir -p "$TMP/store"
              "$B/dsrun" --num_gpus "$N" --master_port "$port" "$B/bench/bench_raw_gloo" \

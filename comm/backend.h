@@ -36,6 +36,11 @@ class Backend {
   // it with the same list, in the same order as its collectives. Non-members get nullptr.
   virtual std::unique_ptr<Backend> newSubgroup(const std::vector<int>& ranks);
 
+  // Bytes of the other members' buffers this rank maps, and so counts in its resident set, when
+  // every member allreduces a registered buffer (comm/shared_host_buffer.h) of `bufferBytes`
+  // over this group: 0 where collectives copy instead (the shared-memory layer says otherwise).
+  virtual size_t mappedPeerBytes(size_t /*bufferBytes*/) const { return 0; }
+
  protected:
   [[noreturn]] void notSupported(const char* what) const;
 };

@@ -150,6 +150,19 @@ inline constexpr Knob kCommShmCmaChunkBytes{
     .lo = 0,
     .hi = int64_t{1} << 30};
 
+inline constexpr Knob kCommShmMap{
+    .name = "DS_COMM_SHM_MAP",
+    .type = KnobType::kBool,
+    .dflt = "1",
+    .doc =
+        "shm: buffers the runtime allocates for collectives (ZeRO stage 0's gradients, "
+        "comm-bench's buffers: comm/shared_host_buffer.h) live in shared memory (an unnamed "
+        "memfd), and the single-copy path reads and writes a local peer's such buffer through "
+        "its own mapping of it instead of a cross-memory-attach copy (a peer's pages this rank "
+        "touches count in its resident set: ZeRO's memory table lists them). 0: private "
+        "memory and CMA copies only.",
+    .readBy = kReadByDsrt};
+
 inline constexpr Knob kMpiShmMinBytes{
     .name = "DS_MPI_SHM_MIN_BYTES",
     .type = KnobType::kInt,
@@ -187,14 +200,23 @@ inline constexpr Knob kNcclHeartbeatMs{
     .hi = 3600 * 1000};
 
 inline constexpr const Knob* kCommKnobList[] = {
-    &kStoreBindAddr,          &kGlooSmallAllreduceBytes,
-    &kGlooSegmentBytes,       &kGlooRingSegmentBytes,
-    &kGlooPairAllreduceBytes, &kGlooDirectReduceScatterBytes,
-    &kGlooPieceBytes,         &kCommShm,
-    &kCommShmSlotBytes,       &kCommShmCma,
-    &kCommShmCmaMinBytes,     &kCommShmCmaChunkBytes,
-    &kMpiShmMinBytes,         &kCommHierarchical,
-    &kCommHierMinBytes,       &kNcclPeerTimeout,
+    &kStoreBindAddr,
+    &kGlooSmallAllreduceBytes,
+    &kGlooSegmentBytes,
+    &kGlooRingSegmentBytes,
+    &kGlooPairAllreduceBytes,
+    &kGlooDirectReduceScatterBytes,
+    &kGlooPieceBytes,
+    &kCommShm,
+    &kCommShmSlotBytes,
+    &kCommShmCma,
+    &kCommShmCmaMinBytes,
+    &kCommShmCmaChunkBytes,
+    &kCommShmMap,
+    &kMpiShmMinBytes,
+    &kCommHierarchical,
+    &kCommHierMinBytes,
+    &kNcclPeerTimeout,
     &kNcclHeartbeatMs,
 };
 inline constexpr KnobTable kCommKnobs{"comm", kCommKnobList};

@@ -125,4 +125,8 @@ std::unique_ptr<ProcessGroup> ProcessGroup::newSubgroup(const std::vector<int>& 
   return std::make_unique<ProcessGroup>(std::move(sub));
 }
 
+size_t ProcessGroup::mappedPeerBytes(size_t bufferBytes) const {
+  return backend_->mappedPeerBytes(bufferBytes);
+}
+
 }  // namespace ds::comm

@@ -56,6 +56,10 @@ class ProcessGroup {
   // it with the same list. Ranks not in the list get nullptr.
   std::unique_ptr<ProcessGroup> newSubgroup(const std::vector<int>& ranks);
 
+  // Backend::mappedPeerBytes: what allreducing a registered buffer of bufferBytes adds to this
+  // rank's resident set (peers' pages mapped in place; ZeRO's memory table lists it).
+  size_t mappedPeerBytes(size_t bufferBytes) const;
+
  private:
   bool staged(const std::vector<BufferView>& views) const;  // device views, host-only backend
 

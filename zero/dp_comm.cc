@@ -62,6 +62,10 @@ DpComm DpComm::stridedSubgroup(int stride) {
   return out;
 }
 
+size_t DpComm::mappedPeerBytes(size_t bytes) const {
+  return single() ? 0 : group_->mappedPeerBytes(bytes);
+}
+
 comm::WorkPtr DpComm::allreduceSum(float* buf, size_t count) {
   if (single() || count == 0) return nullptr;
   return group_->allreduce(comm::view(buf, count), comm::ReduceOp::kSum);

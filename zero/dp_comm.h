@@ -51,6 +51,9 @@ class DpComm {
                           DType dtype);
   // Every rank contributes one double; returns all of them in rank order (blocking).
   std::vector<double> allgatherDouble(double value);
+  // What allreducing a registered buffer of `bytes` adds to this rank's resident set
+  // (comm::ProcessGroup::mappedPeerBytes; 0 on one rank).
+  size_t mappedPeerBytes(size_t bytes) const;
 
  private:
   comm::ProcessGroup* group_;

@@ -35,6 +35,11 @@ void ReplicatedStage::clearGrads() { std::fill(grads_.begin(), grads_.end(), 0.f
 void ReplicatedStage::addMemory(MemoryReport& report) const {
   FlatStage::addMemory(report);
   addBytes(report, MemKind::kGrads, MemPlace::kDevice, grads_.size() * sizeof(float));
+  // The peers' gradient slices this rank reduces in place through its mappings of them.
+  if (grads_.shared() && allreduce_) {
+    addBytes(report, MemKind::kBuffers, MemPlace::kDevice,
+             ctx_.comm.mappedPeerBytes(grads_.size() * sizeof(float)));
+  }
 }
 
 }  // namespace ds::zero

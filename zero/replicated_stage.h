@@ -2,11 +2,11 @@
 // the full gradients and the full optimizer states; gradient buckets are allreduced in place
 // on the last micro-step. Not partitioned in any way (FlatPartitionedStage is). Invariant:
 // after the reduction every rank holds the same summed gradients, so the norm needs no
-// collective.
+// collective. The gradients live in shared host memory (comm/shared_host_buffer.h): on one host
+// the shared-memory transport reduces them in place through the peers' mappings.
 #pragma once
 
-#include <vector>
-
+#include "comm/shared_host_buffer.h"
 #include "zero/flat_stage.h"
 
 namespace ds::zero {
@@ -30,7 +30,7 @@ class ReplicatedStage final : public FlatStage {
   void clearGrads() override;
 
  private:
-  std::vector<float> grads_;  // [padded] full gradients, accumulated over micro-steps
+  comm::SharedArray<float> grads_;  // [padded] full gradients, accumulated over micro-steps
   bool allreduce_ = true;
 };
 

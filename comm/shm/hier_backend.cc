@@ -267,7 +267,11 @@ std::unique_ptr<Backend> makeHierBackend(std::unique_ptr<Backend> flat, std::sha
                                          const std::string& prefix, const ShmOptions& shm,
                                          const HostLayout& layout,
                                          const std::vector<int>& globalRanks, size_t minBytes) {
-  // Every rank creates every subgroup, in the same order (the subgroup contract).
+  // Every rank creates every subgroup, in the same order (the subgroup contract). Within a host
+  // no peer buffer is mapped: the leader's broadcast would map its whole buffer into every other
+  // local rank (a resident-set cost the memory model does not carry); CMA copies there.
+  ShmOptions localOptions = shm;
+  localOptions.mapPeers = false;
   std::unique_ptr<Backend> local;
   for (int h = 0; h < layout.hosts(); ++h) {
     const auto& ranks = layout.hostRanks[static_cast<size_t>(h)];
@@ -275,8 +279,8 @@ std::unique_ptr<Backend> makeHierBackend(std::unique_ptr<Backend> flat, std::sha
     if (!group) continue;
     std::vector<int> global;
     for (int r : ranks) global.push_back(globalRanks[static_cast<size_t>(r)]);
-    local = wrapGroupWithShm(std::move(group), root, fmt::format("{}/host{}", prefix, h), shm,
-                             std::move(global));
+    local = wrapGroupWithShm(std::move(group), root, fmt::format("{}/host{}", prefix, h),
+                             localOptions, std::move(global));
   }
   std::vector<int> leaderRanks;
   for (const auto& ranks : layout.hostRanks) leaderRanks.push_back(ranks.front());

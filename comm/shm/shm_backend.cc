@@ -126,6 +126,15 @@ class ShmBackend final : public Backend {
   }
 
   bool singleCopy() const { return link_->cmaFor(SIZE_MAX); }
+  size_t peerRegionsMapped() const { return link_->peerRegionsMapped(); }
+
+  // An allreduce maps this rank's slice of every peer's buffer (shm_single_copy.cc).
+  size_t mappedPeerBytes(size_t bufferBytes) const override {
+    if (!link_->mapPeers() || !link_->cmaFor(bufferBytes)) return 0;
+    const size_t n = static_cast<size_t>(size()), page = 4096;
+    const size_t slice = (bufferBytes + n - 1) / n;
+    return (n - 1) * ((slice + page - 1) / page + 1) * page;
+  }
 
   // The protocol of wrapWithShm, for a group under `prefix`.
   static std::unique_ptr<Backend> connectShm(std::unique_ptr<Backend> inner,
@@ -232,13 +241,15 @@ ShmSegment createOrOpen(Store& store, int rank, size_t segBytes, int size, size_
 
 // The single-copy choice (the same on every member): logged by group rank 0, at INFO for the
 // first group of this process, DEBUG for later ones (subgroups).
-void logCmaChoice(int rank, const std::string& whyOff, size_t minBytes, size_t chunkBytes) {
+void logCmaChoice(int rank, const std::string& whyOff, const ShmLink& link) {
   static std::atomic<bool> logged{false};
   if (rank != 0) return;
   std::string line =
       whyOff.empty()
-          ? fmt::format("shm: single-copy (CMA) on, >= {} bytes, reduced in {}-byte chunks",
-                        minBytes, chunkBytes)
+          ? fmt::format("shm: single-copy (CMA) on, >= {} bytes, reduced in {}-byte chunks; {}",
+                        link.cmaMinBytes(), link.cmaChunkBytes(),
+                        link.mapPeers() ? "registered buffers used in place through a mapping"
+                                        : "no peer mappings (DS_COMM_SHM_MAP=0)")
           : fmt::format("shm: CMA unavailable ({}), copy path", whyOff);
   if (logged.exchange(true)) {
     DS_LOG_DEBUG("comm", "{}", line);
@@ -283,7 +294,8 @@ std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
     return text(store.get("failed", std::chrono::seconds(5)));
   });
   link->setCmaChunkBytes(shm_impl::cmaChunkBytes(o.cmaChunkBytes, size, shm_impl::l2CacheBytes()));
-  logCmaChoice(rank, link->agreeOnCma(o.cma, o.cmaMinBytes), o.cmaMinBytes, link->cmaChunkBytes());
+  link->setMapPeers(o.mapPeers);
+  logCmaChoice(rank, link->agreeOnCma(o.cma, o.cmaMinBytes), *link);
   return std::make_unique<ShmBackend>(std::move(inner), std::move(link), std::move(root), prefix, o,
                                       std::move(global));
 }
@@ -302,6 +314,11 @@ bool isShmSingleCopy(const Backend& b) {
   return shm != nullptr && shm->singleCopy();
 }
 
+size_t shmPeerRegionsMapped(const Backend& b) {
+  const auto* shm = dynamic_cast<const ShmBackend*>(&b);
+  return shm != nullptr ? shm->peerRegionsMapped() : 0;
+}
+
 bool shmEnabledByEnv() { return knobBoolOrDefault(knobs::kCommShm); }
 
 ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::string& backend) {
@@ -311,6 +328,7 @@ ShmOptions shmOptionsFromEnv(std::chrono::milliseconds timeout, const std::strin
   o.cma = knobBoolOrDefault(knobs::kCommShmCma);
   o.cmaMinBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmCmaMinBytes));
   o.cmaChunkBytes = static_cast<size_t>(knobIntOrDefault(knobs::kCommShmCmaChunkBytes));
+  o.mapPeers = knobBoolOrDefault(knobs::kCommShmMap);
   o.timeout = timeout;
   return o;
 }

@@ -27,6 +27,8 @@ struct ShmOptions {
                                    // (DS_COMM_SHM_CMA_MIN_BYTES)
   size_t cmaChunkBytes = 0;  // single-copy reductions' chunk per peer; 0: half the L2 over the
                              // local ranks (DS_COMM_SHM_CMA_CHUNK_BYTES, shm_collectives.h)
+  bool mapPeers = true;      // on the single-copy path, a peer's registered buffer is used through
+                             // a mapping of it (DS_COMM_SHM_MAP; comm/shared_host_buffer.h)
 };
 
 // Whether DS_COMM_SHM leaves the transport on (default yes), and the knob-derived options for a
@@ -49,6 +51,9 @@ std::unique_ptr<Backend> wrapWithShm(std::unique_ptr<Backend> inner, std::shared
 bool isShmBackend(const Backend& b);
 // Whether b is the shared-memory layer with its single-copy (CMA) path on (tests, diagnostics).
 bool isShmSingleCopy(const Backend& b);
+// How many of its peers' registered regions b (the shared-memory layer) maps now; 0 for any other
+// backend (tests, diagnostics). Call between collectives (the layer's worker owns the mappings).
+size_t shmPeerRegionsMapped(const Backend& b);
 
 // The protocol of wrapWithShm for a group (e.g. a subgroup) whose store keys live under `prefix`
 // of `root`; globalRanks: the world rank of each group rank (for messages).

@@ -1,5 +1,5 @@
 // The shared-memory layout, steps and failure protocol (shm_link.h).
-// Layout: [header: 4 KiB][State per rank, 128 B each, rounded up to 4 KiB][slot 0]...[slot n-1].
+// Layout: [header: 4 KiB][State per rank, 192 B each, rounded up to 4 KiB][slot 0]...[slot n-1].
 // A step is numbered the same on every member (every member runs every step of every
 // collective), so "rank p has arrived at step s" is seq(p) >= s (modulo 2^32). A waiter spins a
 // little, then yields, then sleeps on the peer's seq word (futex, 20 ms at a time) after raising
@@ -23,7 +23,7 @@
 namespace ds::comm::shm_impl {
 namespace {
 
-constexpr uint64_t kMagic = 0x6473686d2d763032ull;  // "dshm-v02"
+constexpr uint64_t kMagic = 0x6473686d2d763033ull;  // "dshm-v03"
 constexpr size_t kPage = 4096;
 
 constexpr size_t roundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -90,7 +90,8 @@ ShmLink::ShmLink(ShmSegment seg, int rank, int size, size_t slotBytes,
       size_(size),
       slotBytes_(slotBytes),
       timeout_(timeout),
-      globalRanks_(std::move(globalRanks)) {
+      globalRanks_(std::move(globalRanks)),
+      maps_(size) {
   auto* h = reinterpret_cast<Header*>(seg_.data());
   if (h->magic != kMagic || h->size != static_cast<uint32_t>(size) || h->slotBytes != slotBytes) {
     throw CommError(

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/shm/peer_maps.h"
 #include "comm/shm/shm_segment.h"
 
 namespace ds::comm::shm_impl {
@@ -74,10 +75,21 @@ class ShmLink {
   // The single-copy reductions' chunk per peer in bytes (cmaChunkBytes in shm_collectives.h).
   void setCmaChunkBytes(size_t bytes) { cmaChunkBytes_ = bytes; }
   size_t cmaChunkBytes() const { return cmaChunkBytes_; }
-  // This member's buffers for the current collective (before its entry step).
+  // Whether a peer's registered buffer is read and written through a mapping (DS_COMM_SHM_MAP;
+  // takes effect on the single-copy path only). Set once, before the first collective.
+  void setMapPeers(bool on) { mapPeers_ = on; }
+  bool mapPeers() const { return mapPeers_ && cmaOn_; }
+  // This member's buffers for the current collective (before its entry step), and the
+  // registered region of the first, if any (while mapPeers()).
   void publish(const void* first, const void* second);
   // Peer p's published buffer (0: first, 1: second), an address in p's process.
   char* peerBuffer(int peer, int which) const;
+  // This process's address of peer p's first published buffer when it lies in a registered
+  // region this member maps (mapped now if need be) that holds at least `bytes` from it; nullptr:
+  // copy with peerRead/peerWrite. Non-null also marks this member busy, as a first copy does.
+  char* peerMapped(int peer, size_t bytes, const char* what);
+  // Regions of peers mapped now (tests).
+  size_t peerRegionsMapped() const { return maps_.regionsMapped(); }
   // Copies between this process and peer p's memory; a failure records p as the culprit (every
   // member's wait fails) and throws CommError naming the collective, both ranks and the errno.
   // Each first marks this member busy (until its next step) and fails at once if the group has
@@ -110,6 +122,8 @@ class ShmLink {
   std::exception_ptr broken_;
   std::vector<std::vector<float>> scratch_{2};
   bool cmaOn_ = false;
+  bool mapPeers_ = false;
+  PeerMaps maps_;
   size_t cmaMinBytes_ = 0;
   size_t cmaChunkBytes_ = 256 << 10;
 };

@@ -1,11 +1,14 @@
 // ShmLink's single-copy part (shm_link.h): the probe every member runs at group creation, the
-// per-collective buffer addresses, and the CMA copies (cma.h) whose failure breaks the group
-// like any other (ShmLink::fail: every member's wait fails at once, naming the culprit).
+// per-collective buffer addresses (and registered regions: peer_maps.h), and the CMA copies
+// (cma.h) whose failure breaks the group like any other (ShmLink::fail: every member's wait fails
+// at once, naming the culprit).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 
+#include "comm/shared_host_buffer.h"
 #include "comm/shm/cma.h"
 #include "comm/shm/shm_link.h"
 #include "comm/shm/shm_link_state.h"
@@ -86,6 +89,31 @@ void ShmLink::publish(const void* first, const void* second) {
   State& me = state(rank_);
   me.buffers[0] = reinterpret_cast<uint64_t>(first);
   me.buffers[1] = reinterpret_cast<uint64_t>(second);
+  const std::optional<SharedRegion> region =
+      mapPeers() && first ? findSharedRegion(first) : std::nullopt;
+  me.regionId = region ? region->id : 0;
+  if (!region) return;
+  me.regionInode = region->inode;
+  me.regionDevice = region->device;
+  me.regionBytes = region->bytes;
+  me.regionOffset = region->offset;
+  me.regionFd = region->fd;
+  me.regionsReleased = sharedRegionsReleased();
+}
+
+char* ShmLink::peerMapped(int peer, size_t bytes, const char* what) {
+  const State& rec = state(peer);
+  if (!mapPeers() || rec.regionId == 0) return nullptr;
+  PublishedRegion region;
+  region.id = rec.regionId;
+  region.inode = rec.regionInode;
+  region.device = rec.regionDevice;
+  region.bytes = rec.regionBytes;
+  region.offset = rec.regionOffset;
+  region.fd = rec.regionFd;
+  char* at = maps_.resolve(peer, rec.pid, region, rec.regionsReleased, bytes);
+  if (at) beforeRemote(what);
+  return at;
 }
 
 char* ShmLink::peerBuffer(int peer, int which) const {

@@ -1,5 +1,6 @@
 // ShmLink's per-member record in the segment (shm_link.h) and the values of its CMA verdict:
-// shared by shm_link.cc (steps, failure) and shm_link_cma.cc (the single-copy probe and copies).
+// shared by shm_link.cc (steps, failure) and shm_link_cma.cc (the single-copy probe, copies and
+// peer mappings).
 // Invariant: a record is written by its member only, and read by the others after a step that
 // follows the write (or, for pid/procId/self, after the member counted itself as mapped).
 #pragma once
@@ -28,8 +29,19 @@ struct ShmLink::State {
   // while set, it may be writing into the others' buffers (ShmLink::fail waits for it to clear).
   std::atomic<uint32_t> remoteBusy;
   uint32_t pad;
+  // Where buffers[0] lies when it is in a registered region (comm/shared_host_buffer.h; id 0:
+  // it is not), and the member's count of released regions (peer_maps.h), both published with
+  // the buffers.
+  uint64_t regionId;
+  uint64_t regionInode;
+  uint64_t regionDevice;
+  uint64_t regionBytes;
+  uint64_t regionOffset;
+  uint64_t regionsReleased;
+  int32_t regionFd;
+  uint32_t pad2[3];
 };
-static_assert(sizeof(ShmLink::State) == 128);
+static_assert(sizeof(ShmLink::State) == 192);
 
 // agreeOnCma's verdicts besides 0 (ok) and errno values.
 inline constexpr int32_t kCmaUnset = -1;     // not yet decided

@@ -15,6 +15,11 @@
 //   with its own block p into its output (which may be that block).
 // allgather: every rank reads the others' blocks straight into its output (one copy).
 // broadcast: the others read the root's buffer straight into theirs.
+// A peer whose buffer lies in a registered region this rank maps (ShmLink::peerMapped;
+// comm/shared_host_buffer.h) is read and written through that mapping instead: its chunk is
+// reduced straight from its buffer (no copy into scratch) and the result stored into it with a
+// plain copy; the same operations in the same order, so bitwise the same results. Peers mapped and
+// peers copied with CMA mix freely within one collective.
 // Peers are visited starting after this rank (r+1, r+2, ...) so that not every rank reads the
 // same peer at once. Whatever can throw before the copies (scratch) runs before the entry step:
 // past it, every failure goes through ShmLink::fail, which lets no member return while a peer
@@ -51,11 +56,12 @@ size_t chunkOf(const ShmLink& link, DType t) {
 // reduceSlice's result for fp32/int32/int64 (16-bit types: reduceSlice itself), without its L1
 // accumulator and the copy out of it: the chunk is reduced straight into dst, in rank order,
 // one pass per source (the chunk stays in L2). dst may be srcs[k] exactly (this rank's own
-// contribution); the peers' sources are this rank's scratch chunks, so srcs[0] may be written
-// (when k >= 2 it holds the running result of ranks 0..k-1). The same operations on the same
-// operands in the same order per element as reduceSlice: bitwise its result.
-void reduceChunk(ShmLink& link, char* dst, const std::vector<const char*>& srcs, size_t count,
-                 DType t, ReduceOp op) {
+// contribution); the peers' sources are read only (a scratch chunk, or a peer's own buffer
+// through its mapping). head: a scratch chunk that holds the running result of ranks 0..k-1
+// when k >= 2 (it may be srcs[0] itself). The same operations on the same operands in the same
+// order per element as reduceSlice: bitwise its result.
+void reduceChunk(ShmLink& link, char* dst, char* head, const std::vector<const char*>& srcs,
+                 size_t count, DType t, ReduceOp op) {
   const int n = static_cast<int>(srcs.size());
   if (!gloo_impl::isReduceNative(t) || n < 2) {
     reduceSlice(link, dst, nullptr, srcs, count, t, op);
@@ -68,8 +74,7 @@ void reduceChunk(ShmLink& link, char* dst, const std::vector<const char*>& srcs,
     gloo_impl::reduceFrom(dst, src(0), src(1), count, t, op);
     for (int p = 2; p < n; ++p) gloo_impl::reduceInto(dst, src(p), count, t, op);
   } else {
-    char* head = const_cast<char*>(src(0));  // a scratch chunk of this rank (alias >= 2 != 0)
-    gloo_impl::reduceFrom(head, head, src(1), count, t, op);
+    gloo_impl::reduceFrom(head, src(0), src(1), count, t, op);
     for (int p = 2; p < alias; ++p) gloo_impl::reduceInto(head, src(p), count, t, op);
     gloo_impl::reduceFrom(dst, head, dst, count, t, op);
     for (int p = alias + 1; p < n; ++p) gloo_impl::reduceInto(dst, src(p), count, t, op);
@@ -92,26 +97,31 @@ void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* m
   const size_t es = dtypeSize(t);
   const int n = link.size(), r = link.rank();
   const size_t chunk = chunkOf(link, t);
-  std::vector<const char*> srcs(static_cast<size_t>(n));
+  auto peer = [](int p) { return static_cast<size_t>(p); };
+  std::vector<char*> mapped(peer(n), nullptr);  // peers' buffers through this rank's mapping
+  for (int k = 1; k < n; ++k)
+    mapped[peer((r + k) % n)] = link.peerMapped((r + k) % n, (at + count) * es, what);
+  std::vector<const char*> srcs(peer(n));
   for (size_t off = 0; off < count; off += chunk) {
     const size_t m = std::min(chunk, count - off), bytes = m * es, remote = (at + off) * es;
     for (int k = 1; k < n; ++k) {
       const int p = (r + k) % n;
-      link.peerRead(p, link.peerBuffer(p, 0) + remote, scratch[static_cast<size_t>(p)], bytes,
-                    what);
+      if (mapped[peer(p)]) {
+        srcs[peer(p)] = mapped[peer(p)] + remote;
+      } else {
+        link.peerRead(p, link.peerBuffer(p, 0) + remote, scratch[peer(p)], bytes, what);
+        srcs[peer(p)] = scratch[peer(p)];
+      }
     }
-    for (int p = 0; p < n; ++p) {
-      srcs[static_cast<size_t>(p)] = p == r ? mine + off * es : scratch[static_cast<size_t>(p)];
-    }
-    char* out = dst ? dst + off * es : scratch[static_cast<size_t>(r)];
-    reduceChunk(link, out, srcs, m, t, op);
-    if (to.kind == Deliver::kOne) {
-      link.peerWrite(to.peer, link.peerBuffer(to.peer, 0) + remote, out, bytes, what);
-    }
-    for (int k = 1; to.kind == Deliver::kAll && k < n; ++k) {
-      const int p = (r + k) % n;
-      link.peerWrite(p, link.peerBuffer(p, 0) + remote, out, bytes, what);
-    }
+    srcs[peer(r)] = mine + off * es;
+    char* out = dst ? dst + off * es : scratch[peer(r)];
+    reduceChunk(link, out, scratch[0], srcs, m, t, op);
+    auto deliver = [&](int p) {
+      if (mapped[peer(p)]) std::memcpy(mapped[peer(p)] + remote, out, bytes);
+      else link.peerWrite(p, link.peerBuffer(p, 0) + remote, out, bytes, what);
+    };
+    if (to.kind == Deliver::kOne) deliver(to.peer);
+    for (int k = 1; to.kind == Deliver::kAll && k < n; ++k) deliver((r + k) % n);
   }
 }
 
@@ -165,9 +175,13 @@ void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
   link.step("allgather");
   for (int k = 1; k < n; ++k) {
     const auto p = static_cast<size_t>((r + k) % n);
-    if (counts[p] > 0) {
+    const size_t bytes = counts[p] * elemSize;
+    if (bytes == 0) continue;
+    if (char* mapped = link.peerMapped(static_cast<int>(p), bytes, "allgather")) {
+      std::memcpy(out + offs[p] * elemSize, mapped, bytes);
+    } else {
       link.peerRead(static_cast<int>(p), link.peerBuffer(static_cast<int>(p), 0),
-                    out + offs[p] * elemSize, counts[p] * elemSize, "allgather");
+                    out + offs[p] * elemSize, bytes, "allgather");
     }
   }
   const auto me = static_cast<size_t>(r);
@@ -179,7 +193,10 @@ void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
 void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root) {
   link.publish(data, nullptr);
   link.step("broadcast");
-  if (link.rank() != root) link.peerRead(root, link.peerBuffer(root, 0), data, bytes, "broadcast");
+  if (link.rank() != root) {
+    if (char* mapped = link.peerMapped(root, bytes, "broadcast")) std::memcpy(data, mapped, bytes);
+    else link.peerRead(root, link.peerBuffer(root, 0), data, bytes, "broadcast");
+  }
   link.step("broadcast");
 }
 

@@ -1,6 +1,8 @@
 // Comm benchmark: timing loop, result checks and the table. Buffers are fp32; inputs are small
 // integers so every sum is exact and checks compare exactly. Buffers live where the backend
-// wants them (BenchBuffer: device memory for nccl); inputs and checks go through the host copy.
+// wants them (BenchBuffer: device memory for nccl; host memory shared with the local peers, as
+// ZeRO stage 0's gradients, unless --host_buffers private); inputs and checks go through the host
+// copy.
 #include "runtime/cmd/comm_bench.h"
 
 #include <fmt/format.h>
@@ -45,8 +47,8 @@ size_t offsetOf(const std::vector<size_t>& counts, int r) {
 }
 
 struct Buffers {
-  Buffers(size_t fullCount, size_t partCount, comm::Device d)
-      : full(fullCount, d), part(partCount, d) {}
+  Buffers(size_t fullCount, size_t partCount, comm::Device d, bool sharedHost)
+      : full(fullCount, d, sharedHost), part(partCount, d, sharedHost) {}
   BenchBuffer full, part;
 };
 
@@ -82,8 +84,8 @@ comm::WorkPtr issue(ProcessGroup& pg, const std::string& op, Buffers& b,
 // Checks the host copies (the caller downloads first).
 bool verify(const std::string& op, const Buffers& bufs, int rank, int n,
             const std::vector<size_t>& counts) {
-  const std::vector<float>& full = bufs.full.host();
-  const std::vector<float>& part = bufs.part.host();
+  const auto& full = bufs.full.host();
+  const auto& part = bufs.part.host();
   float rankSum = static_cast<float>(n * (n + 1) / 2);
   if (op == "allreduce") {
     for (size_t i = 0; i < full.size(); ++i)
@@ -129,7 +131,7 @@ CommBenchRow benchOne(ProcessGroup& pg, const std::string& op, size_t bytes,
   row.count = std::max<size_t>(bytes / sizeof(float), 1);
   row.bytes = row.count * sizeof(float);
   auto counts = shards(row.count, n);
-  Buffers b(row.count, counts[rank], comm::bufferDevice(pg.backendName()));
+  Buffers b(row.count, counts[rank], comm::bufferDevice(pg.backendName()), o.sharedHostBuffers);
   fillInputs(op, b, rank, counts);
   for (int i = 0; i < o.warmup; ++i) issue(pg, op, b, counts)->wait();
   // One timed probe decides the iteration count (identical on every rank: the slowest's).

@@ -19,6 +19,7 @@ struct CommBenchOptions {
   int warmup = 2;
   double targetSeconds = 0.5;  // per row: iterations = clamp(target / first run, 3, 5000)
   bool check = true;
+  bool sharedHostBuffers = true;  // host buffers in shared memory (comm/shared_host_buffer.h)
 };
 
 struct CommBenchRow {

@@ -23,7 +23,8 @@ void cudaOk(cudaError_t rc, const char* what, size_t bytes) {
 }  // namespace
 #endif
 
-BenchBuffer::BenchBuffer(size_t count, comm::Device device) : host_(count), device_(device) {
+BenchBuffer::BenchBuffer(size_t count, comm::Device device, bool sharedHost)
+    : host_(count, sharedHost && device != comm::Device::kCuda), device_(device) {
   if (device_ != comm::Device::kCuda) return;
 #if DS_HAVE_NCCL
   // At least one byte, so an empty buffer still has a distinct device address.

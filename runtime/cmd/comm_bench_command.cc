@@ -58,6 +58,13 @@ int commBenchCommand(int argc, char** argv) {
                  "broadcast)");
   app.add_option("--warmup", o.warmup, "untimed rounds per row (default 2)");
   app.add_option("--target_seconds", o.targetSeconds, "timed seconds per row (default 0.5)");
+  std::string hostBuffers = "shared";
+  app.add_option("--host_buffers", hostBuffers,
+                 "shared (default): host buffers in shared memory, which the local ranks' "
+                 "shared-memory transport reads and writes in place, as it does ZeRO stage 0's "
+                 "gradients; private: ordinary memory, copied with CMA (DS_COMM_SHM_MAP=0 makes "
+                 "every buffer private)")
+      ->check(CLI::IsMember({"shared", "private"}));
   bool noCheck = false;
   app.add_flag("--no_check", noCheck, "skip the result checks");
   app.add_option("--local_rank", localRank, "set by the launcher (ignored)");
@@ -70,6 +77,7 @@ int commBenchCommand(int argc, char** argv) {
     throw ConfigError(fmt::format("dsrt comm-bench: {} (see dsrt comm-bench --help)", e.what()));
   }
   o.check = !noCheck;
+  o.sharedHostBuffers = hostBuffers == "shared";
   if (!sizesText.empty()) {
     for (auto& s : CLI::detail::split(sizesText, ',')) o.sizes.push_back(parseBytes(s));
   } else {

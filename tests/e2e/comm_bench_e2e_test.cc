@@ -115,3 +115,25 @@ TEST_CASE("e2e: the mpi backend's collectives through shared memory check every 
   DS_SKIP("this build has no mpi backend (libopenmpi-dev)");
 #endif
 }
+
+TEST_CASE("e2e: comm-bench rows check with private host buffers (CMA), and a bad value refused",
+          "[e2e]") {
+  // 100K is past the single-copy threshold only when it is lowered: 4 KiB here.
+  std::string out;
+  int rc =
+      runCommand("DS_COMM_SHM_CMA_MIN_BYTES=4096 " + bin("dsrun") + " --num_gpus 2 --master_port " +
+                     std::to_string(ds::test::freePort()) + " --comm_backend gloo " + bin("dsrt") +
+                     kBenchArgs + " --host_buffers private 2>&1",
+                 &out, std::chrono::seconds(120));
+  INFO(out);
+  CHECK(rc == 0);
+  checkTable(out, "gloo");
+  CHECK_THAT(out, Catch::Contains("registered buffers used in place through a mapping"));
+
+  rc = runCommand(bin("dsrt") + " comm-bench --host_buffers shard 2>&1", &out,
+                  std::chrono::seconds(30));
+  INFO(out);
+  CHECK(rc == 2);
+  CHECK_THAT(out, Catch::Contains("--host_buffers"));
+  CHECK_THAT(out, Catch::Contains("shared"));
+}

@@ -1,0 +1,66 @@
+// PeerMaps: one rank's mappings of its local peers' registered buffers (comm/shared_host_buffer.h),
+// through which the single-copy collectives read and write those buffers in place instead of
+// copying with CMA. A peer's region is mapped the first time a collective publishes a buffer in
+// it: open /proc/<pid>/fd/<fd> (the kernel allows it where CMA is allowed: the same ptrace
+// rule), check that the file is the one the peer registered (inode and device), map it whole,
+// close the descriptor. Mappings are kept by (peer, region id) until the peer's count of released
+// regions changes (then every mapping of that peer goes: one kept would pin memory the peer has
+// freed) or the PeerMaps is destroyed. A region that cannot be mapped is remembered (its
+// collectives copy with CMA) and the reason logged once at debug level. Memory safety: a peer that
+// frees, or dies with, a mapped region leaves its pages alive until this side unmaps them, so a
+// late write lands in them and never in memory the peer reuses. Not thread-safe (the link's
+// worker uses it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ds::comm::shm_impl {
+
+// A region as a peer published it (ShmLink's record: comm/shm/shm_link_state.h).
+struct PublishedRegion {
+  uint64_t id = 0;  // 0: the buffer is not in a registered region
+  uint64_t inode = 0;
+  uint64_t device = 0;
+  uint64_t bytes = 0;
+  uint64_t offset = 0;  // of the published buffer in the region
+  int32_t fd = -1;
+};
+
+class PeerMaps {
+ public:
+  explicit PeerMaps(int size) : peers_(static_cast<size_t>(size)) {}
+  ~PeerMaps();
+  PeerMaps(const PeerMaps&) = delete;
+  PeerMaps& operator=(const PeerMaps&) = delete;
+
+  // This process's address of byte `region.offset` of `peer`'s published region, when it is
+  // (or can now be) mapped and holds [offset, offset + bytes); nullptr otherwise. released: the
+  // peer's count of released regions as it published it.
+  char* resolve(int peer, pid_t pid, const PublishedRegion& region, uint64_t released,
+                size_t bytes);
+  // Regions mapped now, over all peers (tests, logs).
+  size_t regionsMapped() const;
+
+ private:
+  struct Mapping {
+    char* base = nullptr;  // nullptr: could not be mapped (CMA for it)
+    size_t bytes = 0;
+  };
+  struct Peer {
+    std::map<uint64_t, Mapping> byId;
+    uint64_t released = 0;
+  };
+  Mapping open(int peer, pid_t pid, const PublishedRegion& region);
+  void dropAll(Peer& p);
+
+  std::vector<Peer> peers_;
+  bool loggedFailure_ = false;
+};
+
+}  // namespace ds::comm::shm_impl
