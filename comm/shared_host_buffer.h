@@ -2,7 +2,7 @@
 // collectives move over and over (ZeRO stage 0's gradients, comm-bench's buffers). Why: the
 // shared-memory transport (comm/shm) otherwise moves a peer's buffer with cross-memory-attach
 // copies, a kernel copy through a scratch chunk each way; through its own mapping of the peer's
-// buffer it reads and writes it in place (measured 1.4x the busbw at 16 MiB on a 2-rank host,
+// buffer it reads and writes it in place (measured 1.5x the busbw at 16 MiB on a 2-rank host,
 // bench/results/comm_efficiency.txt).
 // Backing: an unnamed memfd mapped shared. Nothing gets a name in /dev/shm or any folder (no
 // collision, no planted symlink, nothing left behind: the memory goes with the last process that
