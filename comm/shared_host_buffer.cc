@@ -51,6 +51,9 @@ std::pair<char*, int> mapMemfd(size_t bytes) {
     ::close(fd);
     return {nullptr, -1};
   }
+  // Huge pages where the host allows them for shared memory (shmem_enabled "advise"), as the
+  // allocator's THP policy may give private memory; refused or ignored otherwise.
+  ::madvise(p, bytes, MADV_HUGEPAGE);
   return {static_cast<char*>(p), fd};
 }
 

@@ -4,12 +4,16 @@
 // gloo TCP path at 2-4 ranks (every rank registered, or only some: mapped and CMA peers mixed in
 // one collective), the mappings actually made (and none with DS_COMM_SHM_MAP=0), a peer that
 // frees and reallocates its buffer between collectives (the stale mapping dropped, the new buffer
-// used), and the resident-set cost the layer reports.
+// used), a peer SIGKILLed mid-allreduce (the others fail naming it), and the resident-set cost
+// the layer reports.
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "comm/gloo/gloo_backend.h"
 #include "comm/process_group.h"
@@ -279,4 +283,58 @@ TEST_CASE("shm mapped peers: the resident-set cost reported for an allreduce", "
       },
       std::chrono::seconds(60));
   CHECK(failures(res) == "");
+}
+
+TEST_CASE("shm mapped peers: a peer SIGKILLed mid-allreduce fails the others, naming it",
+          "[multiproc]") {
+  // The mapped path has no failing copy to notice a dead peer by (its pages stay readable
+  // through the mapping): the survivors must still fail at the step, naming it, in bounded time.
+  const int n = 3, victim = 1;
+  ds::test::TempDir dir;
+  int port = ds::test::freePort();
+  auto res = forkRanks(
+      n,
+      [&](int r) -> std::string {
+        Groups g = makeGroups(r, n, port, true);
+        SharedArray<float> v(4 << 20);  // 16 MiB
+        v.assign(v.size(), 1.f);
+        g.shm->allreduce({v.data(), v.size(), DType::kF32, Device::kCpu})->wait();
+        if (shmPeerRegionsMapped(*g.shmBackend) != 2) return "the peers' buffers were not mapped";
+        ds::test::writeFile(dir.file("ready" + std::to_string(r)), "1");
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          while (std::chrono::steady_clock::now() - start < std::chrono::seconds(60)) {
+            g.shm->allreduce({v.data(), v.size(), DType::kF32, Device::kCpu})
+                ->wait(std::chrono::seconds(60));
+          }
+        } catch (const CommError& e) {
+          const auto took = std::chrono::steady_clock::now() - start;
+          return fmt::format("CommError peer={} after {} ms: {}", e.peer(),
+                             std::chrono::duration_cast<std::chrono::milliseconds>(took).count(),
+                             e.what());
+        }
+        return "no failure seen";
+      },
+      std::chrono::seconds(90),
+      [&](const std::vector<pid_t>& pids) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        auto ready = [&] {
+          for (int r = 0; r < n; ++r)
+            if (!std::filesystem::exists(dir.file("ready" + std::to_string(r)))) return false;
+          return true;
+        };
+        while (!ready() && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        ::kill(pids[victim], SIGKILL);
+      });
+  CHECK(res[victim].signal == SIGKILL);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    INFO("rank " << r << ": " << res[r].text);
+    CHECK_FALSE(res[r].timedOut);
+    CHECK(res[r].signal == 0);
+    CHECK_THAT(res[r].text, Catch::StartsWith("CommError peer=1 "));
+    CHECK_THAT(res[r].text, Catch::Contains("rank 1"));
+  }
 }
