@@ -158,9 +158,10 @@ inline constexpr Knob kCommShmMap{
         "shm: buffers the runtime allocates for collectives (ZeRO stage 0's gradients, "
         "comm-bench's buffers: comm/shared_host_buffer.h) live in shared memory (an unnamed "
         "memfd), and the single-copy path reads and writes a local peer's such buffer through "
-        "its own mapping of it instead of a cross-memory-attach copy (a peer's pages this rank "
-        "touches count in its resident set: ZeRO's memory table lists them). 0: private "
-        "memory and CMA copies only.",
+        "its own mapping of it instead of a cross-memory-attach copy, also where CMA is refused "
+        "(Yama ptrace_scope 1, a container's seccomp profile) when every rank's buffer is "
+        "registered (a peer's pages this rank touches count in its resident set: ZeRO's memory "
+        "table lists them). 0: private memory, CMA copies only.",
     .readBy = kReadByDsrt};
 
 inline constexpr Knob kMpiShmMinBytes{

@@ -46,6 +46,10 @@ class PeerMaps {
                 size_t bytes);
   // Regions mapped now, over all peers (tests, logs).
   size_t regionsMapped() const;
+  // Unmaps everything (after ShmLink::agreeOnMap's probes).
+  void clear() {
+    for (Peer& p : peers_) dropAll(p);
+  }
 
  private:
   struct Mapping {

@@ -15,6 +15,9 @@ void allgather(ShmLink& link, const void* input, void* output, const std::vector
   if (link.cmaFor(total * elemSize)) {
     return allgatherSingleCopy(link, input, output, counts, elemSize);
   }
+  auto blockBytes = [&](int p) { return counts[static_cast<size_t>(p)] * elemSize; };
+  if (link.mapOnlyFor(total * elemSize) && link.enterMapped(input, blockBytes, "allgather"))
+    return allgatherSingleCopy(link, input, output, counts, elemSize, /*entered=*/true);
   const size_t es = elemSize;
   const int n = link.size(), r = link.rank();
   const size_t piece = link.halfBytes() / es;

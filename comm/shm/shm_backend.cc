@@ -130,7 +130,8 @@ class ShmBackend final : public Backend {
 
   // An allreduce maps this rank's slice of every peer's buffer (shm_single_copy.cc).
   size_t mappedPeerBytes(size_t bufferBytes) const override {
-    if (!link_->mapPeers() || !link_->cmaFor(bufferBytes)) return 0;
+    if (!link_->mapPeers() || !(link_->cmaFor(bufferBytes) || link_->mapOnlyFor(bufferBytes)))
+      return 0;
     const size_t n = static_cast<size_t>(size()), page = 4096;
     const size_t slice = (bufferBytes + n - 1) / n;
     return (n - 1) * ((slice + page - 1) / page + 1) * page;
@@ -241,16 +242,23 @@ ShmSegment createOrOpen(Store& store, int rank, size_t segBytes, int size, size_
 
 // The single-copy choice (the same on every member): logged by group rank 0, at INFO for the
 // first group of this process, DEBUG for later ones (subgroups).
-void logCmaChoice(int rank, const std::string& whyOff, const ShmLink& link) {
+void logCmaChoice(int rank, const std::string& cmaOff, const std::string& mapOff,
+                  const ShmLink& link) {
   static std::atomic<bool> logged{false};
   if (rank != 0) return;
+  const std::string maps = mapOff.empty()
+                               ? std::string("registered buffers used in place through a mapping")
+                               : fmt::format("no peer mappings ({})", mapOff);
   std::string line =
-      whyOff.empty()
+      cmaOff.empty()
           ? fmt::format("shm: single-copy (CMA) on, >= {} bytes, reduced in {}-byte chunks; {}",
-                        link.cmaMinBytes(), link.cmaChunkBytes(),
-                        link.mapPeers() ? "registered buffers used in place through a mapping"
-                                        : "no peer mappings (DS_COMM_SHM_MAP=0)")
-          : fmt::format("shm: CMA unavailable ({}), copy path", whyOff);
+                        link.cmaMinBytes(), link.cmaChunkBytes(), maps)
+      : mapOff.empty()
+          ? fmt::format(
+                "shm: CMA unavailable ({}); single copy only where every rank's buffer is "
+                "registered, >= {} bytes, {}; copy path otherwise",
+                cmaOff, link.cmaMinBytes(), maps)
+          : fmt::format("shm: CMA unavailable ({}), {}, copy path", cmaOff, maps);
   if (logged.exchange(true)) {
     DS_LOG_DEBUG("comm", "{}", line);
   } else {
@@ -294,8 +302,8 @@ std::unique_ptr<Backend> ShmBackend::connectShm(std::unique_ptr<Backend> inner,
     return text(store.get("failed", std::chrono::seconds(5)));
   });
   link->setCmaChunkBytes(shm_impl::cmaChunkBytes(o.cmaChunkBytes, size, shm_impl::l2CacheBytes()));
-  link->setMapPeers(o.mapPeers);
-  logCmaChoice(rank, link->agreeOnCma(o.cma, o.cmaMinBytes), *link);
+  const std::string cmaOff = link->agreeOnCma(o.cma, o.cmaMinBytes);
+  logCmaChoice(rank, cmaOff, link->agreeOnMap(o.mapPeers), *link);
   return std::make_unique<ShmBackend>(std::move(inner), std::move(link), std::move(root), prefix, o,
                                       std::move(global));
 }

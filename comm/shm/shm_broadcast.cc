@@ -10,6 +10,9 @@ namespace ds::comm::shm_impl {
 
 void broadcast(ShmLink& link, void* data, size_t bytes, int root) {
   if (link.cmaFor(bytes)) return broadcastSingleCopy(link, data, bytes, root);
+  auto rootBytes = [&](int p) { return p == root ? bytes : size_t{0}; };  // the others only read
+  if (link.mapOnlyFor(bytes) && link.enterMapped(data, rootBytes, "broadcast"))
+    return broadcastSingleCopy(link, data, bytes, root, /*entered=*/true);
   const size_t piece = link.halfBytes();
   const int r = link.rank();
   char* d = static_cast<char*>(data);

@@ -8,7 +8,9 @@
 // counts of zero do no step at all.
 // Where the link's single-copy path is on (ShmLink::cmaFor the buffer's bytes: the allreduce/
 // broadcast/reduce buffer, the reduce_scatter input, the allgather output), every collective
-// but barrier takes it instead (shm_single_copy.cc: the same results, bitwise).
+// but barrier takes it instead (shm_single_copy.cc: the same results, bitwise). With CMA refused
+// but peer mapping on (ShmLink::mapOnlyFor), a collective whose buffers are registered on every
+// member takes it too, through the mappings (ShmLink::enterMapped: one step to find out).
 #pragma once
 
 #include <cstddef>
@@ -35,14 +37,18 @@ void broadcast(ShmLink& link, void* data, size_t bytes, int root);
 void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op);
 void barrier(ShmLink& link);
 
-// The single-copy forms (shm_single_copy.cc); the same contracts, for counts > 0.
-void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op);
+// The single-copy forms (shm_single_copy.cc); the same contracts, for counts > 0. entered: the
+// buffer is already published and the entry step taken (ShmLink::enterMapped).
+void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op,
+                         bool entered = false);
 void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
-                             const std::vector<size_t>& counts, DType t, ReduceOp op);
+                             const std::vector<size_t>& counts, DType t, ReduceOp op,
+                             bool entered = false);
 void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
-                         const std::vector<size_t>& counts, size_t elemSize);
-void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root);
-void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op);
+                         const std::vector<size_t>& counts, size_t elemSize, bool entered = false);
+void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root, bool entered = false);
+void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op,
+                      bool entered = false);
 
 // The single-copy reductions' chunk, in bytes per peer: `requested` (DS_COMM_SHM_CMA_CHUNK_BYTES)
 // when > 0, else half of `l2Bytes` over the group's `ranks` (the peers' scratch chunks and this

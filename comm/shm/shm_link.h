@@ -75,10 +75,24 @@ class ShmLink {
   // The single-copy reductions' chunk per peer in bytes (cmaChunkBytes in shm_collectives.h).
   void setCmaChunkBytes(size_t bytes) { cmaChunkBytes_ = bytes; }
   size_t cmaChunkBytes() const { return cmaChunkBytes_; }
-  // Whether a peer's registered buffer is read and written through a mapping (DS_COMM_SHM_MAP;
-  // takes effect on the single-copy path only). Set once, before the first collective.
-  void setMapPeers(bool on) { mapPeers_ = on; }
-  bool mapPeers() const { return mapPeers_ && cmaOn_; }
+  // One step pair, at group creation, on every member (after agreeOnCma): whether members may map
+  // each other's registered buffers (comm/shared_host_buffer.h). Each member registers a probe page
+  // holding its process id, and maps every peer's through /proc (peer_maps.h) and checks it,
+  // unless `wanted` is false; on only when every member wants it and every probe passed. Works
+  // where CMA is refused, e.g. by Yama's ptrace_scope 1 (it restricts attaching, not reading
+  // /proc/<pid>/fd) or a container's seccomp profile. Returns the reason when off ("" when on).
+  std::string agreeOnMap(bool wanted);
+  // Whether the members map each other's registered buffers (agreeOnMap).
+  bool mapPeers() const { return mapOn_; }
+  // Whether a collective on `bytes` (> 0) may take the single-copy path with CMA off: only when
+  // every member's buffer turns out registered (enterMapped decides, the same on every member).
+  bool mapOnlyFor(size_t bytes) const {
+    return !cmaOn_ && mapOn_ && bytes > 0 && bytes >= cmaMinBytes_;
+  }
+  // Publishes `first` (as publish) and takes the entry step; true when every member p published a
+  // registered region holding bytesOf(p) bytes from its buffer (bytesOf(p) == 0: p's buffer is not
+  // needed), so the single-copy path can map every peer; false: the copy path, on every member.
+  bool enterMapped(const void* first, const std::function<size_t(int)>& bytesOf, const char* what);
   // This member's buffers for the current collective (before its entry step), and the
   // registered region of the first, if any (while mapPeers()).
   void publish(const void* first, const void* second);
@@ -86,7 +100,9 @@ class ShmLink {
   char* peerBuffer(int peer, int which) const;
   // This process's address of peer p's first published buffer when it lies in a registered
   // region this member maps (mapped now if need be) that holds at least `bytes` from it; nullptr:
-  // copy with peerRead/peerWrite. Non-null also marks this member busy, as a first copy does.
+  // copy with peerRead/peerWrite (with CMA off those fail the group, naming the peer: enterMapped
+  // made sure every peer is registered). Non-null also marks this member busy, as a first copy
+  // does.
   char* peerMapped(int peer, size_t bytes, const char* what);
   // Regions of peers mapped now (tests).
   size_t peerRegionsMapped() const { return maps_.regionsMapped(); }
@@ -106,9 +122,11 @@ class ShmLink {
   [[noreturn]] void fail(int culprit, const char* what, const std::string& detail, bool timeout);
   void wakeAll();
   std::string describe(int groupRank) const;
-  int32_t abortedBy() const;            // the recorded culprit, or -1
-  void beforeRemote(const char* what);  // marks this member busy; throws if the group failed
-  void quiesce();                       // fail's wait for the others' remoteBusy to clear (bounded)
+  int32_t abortedBy() const;              // the recorded culprit, or -1
+  void beforeRemote(const char* what);    // marks this member busy; throws if the group failed
+  void publishRegion(const void* first);  // the region record of publish (none: id 0)
+  PublishedRegion regionOf(int peer) const;
+  void quiesce();  // fail's wait for the others' remoteBusy to clear (bounded)
   [[noreturn]] void failCma(int peer, const char* what, const char* dir, size_t bytes, int err);
 
   ShmSegment seg_;
@@ -122,7 +140,7 @@ class ShmLink {
   std::exception_ptr broken_;
   std::vector<std::vector<float>> scratch_{2};
   bool cmaOn_ = false;
-  bool mapPeers_ = false;
+  bool mapOn_ = false;
   PeerMaps maps_;
   size_t cmaMinBytes_ = 0;
   size_t cmaChunkBytes_ = 256 << 10;

@@ -89,8 +89,12 @@ void ShmLink::publish(const void* first, const void* second) {
   State& me = state(rank_);
   me.buffers[0] = reinterpret_cast<uint64_t>(first);
   me.buffers[1] = reinterpret_cast<uint64_t>(second);
-  const std::optional<SharedRegion> region =
-      mapPeers() && first ? findSharedRegion(first) : std::nullopt;
+  if (mapOn_) publishRegion(first);
+}
+
+void ShmLink::publishRegion(const void* first) {
+  State& me = state(rank_);
+  const std::optional<SharedRegion> region = first ? findSharedRegion(first) : std::nullopt;
   me.regionId = region ? region->id : 0;
   if (!region) return;
   me.regionInode = region->inode;
@@ -101,9 +105,12 @@ void ShmLink::publish(const void* first, const void* second) {
   me.regionsReleased = sharedRegionsReleased();
 }
 
-char* ShmLink::peerMapped(int peer, size_t bytes, const char* what) {
+char* ShmLink::peerBuffer(int peer, int which) const {
+  return reinterpret_cast<char*>(state(peer).buffers[which]);
+}
+
+PublishedRegion ShmLink::regionOf(int peer) const {
   const State& rec = state(peer);
-  if (!mapPeers() || rec.regionId == 0) return nullptr;
   PublishedRegion region;
   region.id = rec.regionId;
   region.inode = rec.regionInode;
@@ -111,13 +118,77 @@ char* ShmLink::peerMapped(int peer, size_t bytes, const char* what) {
   region.bytes = rec.regionBytes;
   region.offset = rec.regionOffset;
   region.fd = rec.regionFd;
-  char* at = maps_.resolve(peer, rec.pid, region, rec.regionsReleased, bytes);
+  return region;
+}
+
+char* ShmLink::peerMapped(int peer, size_t bytes, const char* what) {
+  const State& rec = state(peer);
+  if (!mapOn_ || rec.regionId == 0) return nullptr;
+  char* at = maps_.resolve(peer, rec.pid, regionOf(peer), rec.regionsReleased, bytes);
   if (at) beforeRemote(what);
   return at;
 }
 
-char* ShmLink::peerBuffer(int peer, int which) const {
-  return reinterpret_cast<char*>(state(peer).buffers[which]);
+bool ShmLink::enterMapped(const void* first, const std::function<size_t(int)>& bytesOf,
+                          const char* what) {
+  publish(first, nullptr);
+  step(what);
+  for (int member = 0; member < size_; ++member) {
+    const size_t need = bytesOf(member);
+    if (need == 0) continue;
+    const State& rec = state(member);
+    if (rec.regionId == 0 || rec.regionOffset > rec.regionBytes ||
+        need > rec.regionBytes - rec.regionOffset)
+      return false;
+  }
+  return true;
+}
+
+std::string ShmLink::agreeOnMap(bool wanted) {
+  State& me = state(rank_);
+  int32_t verdict = wanted ? 0 : kMapOff;
+  int32_t culprit = -1;
+  SharedHostBuffer probe;
+  if (wanted) {
+    probe = SharedHostBuffer(kIdBytes);
+    if (probe.shared()) std::memcpy(probe.data(), me.procId, kIdBytes);
+    else verdict = kMapNoRegion;
+  }
+  publishRegion(verdict == 0 ? probe.data() : nullptr);
+  step("setup (peer mapping probe)");
+  for (int k = 1; verdict == 0 && k < size_; ++k) {
+    const int peer = (rank_ + k) % size_;
+    const State& rec = state(peer);
+    if (rec.regionId == 0) continue;  // that member's own verdict says why
+    culprit = peer;
+    const char* seen = maps_.resolve(peer, rec.pid, regionOf(peer), rec.regionsReleased, kIdBytes);
+    if (!seen) verdict = kMapFailed;
+    else if (std::memcmp(seen, rec.procId, kIdBytes) != 0) verdict = kMapMismatch;
+  }
+  me.mapPeer = culprit;
+  me.mapVerdict = verdict;
+  step("setup (peer mapping verdicts)");
+  maps_.clear();  // the probes are freed on return
+  me.regionId = 0;
+  std::string why;
+  for (int member = 0; member < size_ && why.empty(); ++member) {
+    const State& rec = state(member);
+    const std::string who = describe(member), peer = describe(rec.mapPeer);
+    switch (rec.mapVerdict) {
+      case 0: break;
+      case kMapOff:
+        why = fmt::format("off at {}: DS_COMM_SHM_MAP=0, or a host's group in a hierarchical one",
+                          who);
+        break;
+      case kMapNoRegion: why = fmt::format("{} could not make shared memory (memfd)", who); break;
+      case kMapFailed:
+        why = fmt::format("{} could not map the memory of {} through /proc", who, peer);
+        break;
+      default: why = fmt::format("{} mapped other memory than {}'s", who, peer); break;
+    }
+  }
+  mapOn_ = why.empty();
+  return why;
 }
 
 void ShmLink::beforeRemote(const char* what) {

@@ -39,7 +39,9 @@ struct ShmLink::State {
   uint64_t regionOffset;
   uint64_t regionsReleased;
   int32_t regionFd;
-  uint32_t pad2[3];
+  int32_t mapVerdict;  // agreeOnMap: 0 ok, > 0 errno, kMap* below
+  int32_t mapPeer;     // the group rank whose probe failed (when mapVerdict != 0 and not kMapOff)
+  uint32_t pad2;
 };
 static_assert(sizeof(ShmLink::State) == 192);
 
@@ -48,5 +50,11 @@ inline constexpr int32_t kCmaUnset = -1;     // not yet decided
 inline constexpr int32_t kCmaOff = -2;       // DS_COMM_SHM_CMA=0 on this member
 inline constexpr int32_t kCmaOtherNs = -3;   // a peer runs in another pid namespace
 inline constexpr int32_t kCmaMismatch = -4;  // another process answered at the peer's pid
+
+// agreeOnMap's verdicts besides 0 (ok).
+inline constexpr int32_t kMapOff = -2;       // DS_COMM_SHM_MAP=0 (or the option) on this member
+inline constexpr int32_t kMapNoRegion = -3;  // this member could not make a registered probe
+inline constexpr int32_t kMapFailed = -4;    // a peer's probe could not be mapped (logged)
+inline constexpr int32_t kMapMismatch = -5;  // a peer's probe mapped to other contents
 
 }  // namespace ds::comm::shm_impl

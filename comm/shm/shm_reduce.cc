@@ -8,7 +8,11 @@
 namespace ds::comm::shm_impl {
 
 void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op) {
-  if (link.cmaFor(count * dtypeSize(t))) return reduceSingleCopy(link, data, count, t, root, op);
+  const size_t bytes = count * dtypeSize(t);
+  if (link.cmaFor(bytes)) return reduceSingleCopy(link, data, count, t, root, op);
+  if (link.mapOnlyFor(bytes) && link.enterMapped(
+                                    data, [&](int) { return bytes; }, "reduce"))
+    return reduceSingleCopy(link, data, count, t, root, op, /*entered=*/true);
   const size_t es = dtypeSize(t);
   const size_t chunk = link.halfBytes() / es;
   const int n = link.size(), r = link.rank();

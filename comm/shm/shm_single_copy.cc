@@ -49,6 +49,14 @@ std::vector<char*> chunkScratch(ShmLink& link, size_t bytes) {
   return out;
 }
 
+// The entry step: publish this member's buffer, then step (already done when `entered`: the
+// mapped-only path, ShmLink::enterMapped).
+void enter(ShmLink& link, const void* buffer, bool entered, const char* what) {
+  if (entered) return;
+  link.publish(buffer, nullptr);
+  link.step(what);
+}
+
 size_t chunkOf(const ShmLink& link, DType t) {
   return std::max<size_t>(link.cmaChunkBytes() / dtypeSize(t) / 16 * 16, 16);
 }
@@ -127,22 +135,22 @@ void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* m
 
 }  // namespace
 
-void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
+void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op,
+                         bool entered) {
   char* d = static_cast<char*>(data);
   const std::vector<char*> scratch = chunkScratch(link, chunkOf(link, t) * dtypeSize(t));
-  link.publish(d, nullptr);
-  link.step("allreduce");
+  enter(link, d, entered, "allreduce");
   const Slice s = sliceOf(count, link.size(), link.rank());
   const size_t at = s.begin * dtypeSize(t);
   reduceRange(link, scratch, d + at, d + at, s.begin, s.count, t, op, {Deliver::kAll}, "allreduce");
   link.step("allreduce");
 }
 
-void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op) {
+void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op,
+                      bool entered) {
   char* d = static_cast<char*>(data);
   const std::vector<char*> scratch = chunkScratch(link, chunkOf(link, t) * dtypeSize(t));
-  link.publish(d, nullptr);
-  link.step("reduce");
+  enter(link, d, entered, "reduce");
   const Slice s = sliceOf(count, link.size(), link.rank());
   const size_t at = s.begin * dtypeSize(t);
   const bool isRoot = link.rank() == root;
@@ -152,27 +160,26 @@ void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root
 }
 
 void reduceScatterSingleCopy(ShmLink& link, const void* input, void* output,
-                             const std::vector<size_t>& counts, DType t, ReduceOp op) {
+                             const std::vector<size_t>& counts, DType t, ReduceOp op,
+                             bool entered) {
   const size_t r = static_cast<size_t>(link.rank());
   size_t begin = 0;
   for (size_t b = 0; b < r; ++b) begin += counts[b];
   const char* in = static_cast<const char*>(input);
   const std::vector<char*> scratch = chunkScratch(link, chunkOf(link, t) * dtypeSize(t));
-  link.publish(in, nullptr);
-  link.step("reduce_scatter");
+  enter(link, in, entered, "reduce_scatter");
   reduceRange(link, scratch, in + begin * dtypeSize(t), static_cast<char*>(output), begin,
               counts[r], t, op, {}, "reduce_scatter");
   link.step("reduce_scatter");
 }
 
 void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
-                         const std::vector<size_t>& counts, size_t elemSize) {
+                         const std::vector<size_t>& counts, size_t elemSize, bool entered) {
   const int n = link.size(), r = link.rank();
   std::vector<size_t> offs(counts.size(), 0);
   for (size_t b = 1; b < counts.size(); ++b) offs[b] = offs[b - 1] + counts[b - 1];
   char* out = static_cast<char*>(output);
-  link.publish(input, nullptr);
-  link.step("allgather");
+  enter(link, input, entered, "allgather");
   for (int k = 1; k < n; ++k) {
     const auto p = static_cast<size_t>((r + k) % n);
     const size_t bytes = counts[p] * elemSize;
@@ -190,9 +197,8 @@ void allgatherSingleCopy(ShmLink& link, const void* input, void* output,
   link.step("allgather");
 }
 
-void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root) {
-  link.publish(data, nullptr);
-  link.step("broadcast");
+void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root, bool entered) {
+  enter(link, data, entered, "broadcast");
   if (link.rank() != root) {
     if (char* mapped = link.peerMapped(root, bytes, "broadcast")) std::memcpy(data, mapped, bytes);
     else link.peerRead(root, link.peerBuffer(root, 0), data, bytes, "broadcast");

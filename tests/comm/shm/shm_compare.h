@@ -1,11 +1,18 @@
 // Helpers of the shm [multiproc] tests (shm_conformance_test.cc, shm_single_copy_test.cc): a
 // TcpStore per process, deterministic inputs per rank, and compareOne, which runs one collective
 // on the shm group and on a gloo TCP group with the same inputs and reports any byte that
-// differs.
+// differs; refuseCma, a seccomp filter that makes this process's CMA calls fail with EPERM.
 #pragma once
 
 #include <fmt/format.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -20,6 +27,36 @@ namespace ds::test::shm {
 
 using namespace ds;
 using namespace ds::comm;
+
+#if defined(__x86_64__)
+inline constexpr uint32_t kAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+inline constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
+#else
+inline constexpr uint32_t kAuditArch = 0;
+#endif
+
+// Makes this process's process_vm_readv/writev fail with EPERM; "" or why it could not.
+inline std::string refuseCma() {
+  struct sock_filter prog[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+  };
+  struct sock_fprog fprog {
+    static_cast<unsigned short>(sizeof(prog) / sizeof(prog[0])), prog
+  };
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "PR_SET_NO_NEW_PRIVS failed";
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
+    return std::string("seccomp failed: ") + std::strerror(errno);
+  }
+  return "";
+}
 
 inline std::shared_ptr<Store> procStore(int rank, int port) {
   TcpStoreOptions so;

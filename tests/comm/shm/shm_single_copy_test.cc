@@ -7,11 +7,6 @@
 // rank whose CMA calls are refused (a seccomp filter answering EPERM: as root, a non-dumpable
 // process can still be read, so prctl(PR_SET_DUMPABLE, 0) cannot simulate it here) turns the path
 // off on every rank and the results stay right.
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 
 #include <catch2/catch.hpp>
 
@@ -35,36 +30,6 @@ using namespace ds::test::shm;
 namespace {
 
 constexpr size_t kThreshold = 4096;
-
-#if defined(__x86_64__)
-constexpr uint32_t kAuditArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-constexpr uint32_t kAuditArch = AUDIT_ARCH_AARCH64;
-#else
-constexpr uint32_t kAuditArch = 0;
-#endif
-
-// Makes this process's process_vm_readv/writev fail with EPERM; "" or why it could not.
-std::string refuseCma() {
-  struct sock_filter prog[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kAuditArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 2, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-  };
-  struct sock_fprog fprog {
-    static_cast<unsigned short>(sizeof(prog) / sizeof(prog[0])), prog
-  };
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "PR_SET_NO_NEW_PRIVS failed";
-  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0) {
-    return std::string("seccomp failed: ") + std::strerror(errno);
-  }
-  return "";
-}
 
 struct Groups {
   std::unique_ptr<ProcessGroup> shm;
