@@ -12,9 +12,12 @@ namespace ds::comm::shm_impl {
 void allreduce(ShmLink& link, void* data, size_t count, DType t, ReduceOp op) {
   const size_t bytes = count * dtypeSize(t);
   if (link.cmaFor(bytes)) return allreduceSingleCopy(link, data, count, t, op);
-  if (link.mapOnlyFor(bytes) && link.enterMapped(
-                                    data, [&](int) { return bytes; }, "allreduce"))
-    return allreduceSingleCopy(link, data, count, t, op, /*entered=*/true);
+  if (link.mapOnlyFor(bytes)) {
+    reserveSingleCopyScratch(link, t);       // nothing to allocate past the entry step
+    auto need = [&](int) { return bytes; };  // every member's whole buffer
+    if (link.enterMapped(data, need, "allreduce"))
+      return allreduceSingleCopy(link, data, count, t, op, /*entered=*/true);
+  }
   const size_t es = dtypeSize(t);
   const size_t chunk = link.halfBytes() / es;
   const int n = link.size(), r = link.rank();

@@ -50,6 +50,10 @@ void broadcastSingleCopy(ShmLink& link, void* data, size_t bytes, int root, bool
 void reduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op,
                       bool entered = false);
 
+// Grows the link's scratch to what a single-copy reduction of dtype t uses, so that the reduction
+// allocates nothing once past its entry step (called before ShmLink::enterMapped).
+void reserveSingleCopyScratch(ShmLink& link, DType t);
+
 // The single-copy reductions' chunk, in bytes per peer: `requested` (DS_COMM_SHM_CMA_CHUNK_BYTES)
 // when > 0, else half of `l2Bytes` over the group's `ranks` (the peers' scratch chunks and this
 // rank's own chunk stay in L2 while the reduce reads them; 256 KiB when l2Bytes is 0, unknown);

@@ -10,9 +10,12 @@ namespace ds::comm::shm_impl {
 void reduce(ShmLink& link, void* data, size_t count, DType t, int root, ReduceOp op) {
   const size_t bytes = count * dtypeSize(t);
   if (link.cmaFor(bytes)) return reduceSingleCopy(link, data, count, t, root, op);
-  if (link.mapOnlyFor(bytes) && link.enterMapped(
-                                    data, [&](int) { return bytes; }, "reduce"))
-    return reduceSingleCopy(link, data, count, t, root, op, /*entered=*/true);
+  if (link.mapOnlyFor(bytes)) {
+    reserveSingleCopyScratch(link, t);       // nothing to allocate past the entry step
+    auto need = [&](int) { return bytes; };  // every member's whole buffer
+    if (link.enterMapped(data, need, "reduce"))
+      return reduceSingleCopy(link, data, count, t, root, op, /*entered=*/true);
+  }
   const size_t es = dtypeSize(t);
   const size_t chunk = link.halfBytes() / es;
   const int n = link.size(), r = link.rank();

@@ -20,9 +20,12 @@ void reduceScatter(ShmLink& link, const void* input, void* output,
   size_t total = 0;
   for (size_t c : counts) total += c;
   if (link.cmaFor(total * es)) return reduceScatterSingleCopy(link, input, output, counts, t, op);
-  if (link.mapOnlyFor(total * es) && link.enterMapped(
-                                         input, [&](int) { return total * es; }, "reduce_scatter"))
-    return reduceScatterSingleCopy(link, input, output, counts, t, op, /*entered=*/true);
+  if (link.mapOnlyFor(total * es)) {
+    reserveSingleCopyScratch(link, t);            // nothing to allocate past the entry step
+    auto need = [&](int) { return total * es; };  // every member's whole buffer
+    if (link.enterMapped(input, need, "reduce_scatter"))
+      return reduceScatterSingleCopy(link, input, output, counts, t, op, /*entered=*/true);
+  }
   size_t piece = link.halfBytes() / static_cast<size_t>(n) / es;
   if (piece > 16) piece = piece / 16 * 16;
   DS_CHECK(piece > 0, "shm reduce_scatter: slot too small for {} ranks", n);

@@ -135,6 +135,10 @@ void reduceRange(ShmLink& link, const std::vector<char*>& scratch, const char* m
 
 }  // namespace
 
+void reserveSingleCopyScratch(ShmLink& link, DType t) {
+  chunkScratch(link, chunkOf(link, t) * dtypeSize(t));
+}
+
 void allreduceSingleCopy(ShmLink& link, void* data, size_t count, DType t, ReduceOp op,
                          bool entered) {
   char* d = static_cast<char*>(data);
