@@ -1,7 +1,8 @@
 // End to end through the real binaries: `dsrun --num_gpus 2 train` on the built-in default plan
 // (shortened with --set) exits 0 and prints step lines; a rank killed with SIGKILL during
 // training at ZeRO stage 3 (and stage 2 with cpu optimizer offload) ends the whole job with
-// status 137, and the latest checkpoint resumes on the killed run's trajectory.
+// status 137, and the latest checkpoint resumes on the killed run's trajectory; stage 0's
+// gradients reduced through the peers' mappings give the CMA path's losses bit for bit.
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -324,4 +325,38 @@ TEST_CASE(
   killAndResume(
       " --set deepspeed.zero_optimization.stage=2"
       " --set deepspeed.zero_optimization.offload_optimizer.device=cpu");
+}
+
+// Stage 0's gradients are registered shared memory that the shm transport reduces through the
+// peers' mappings (docs/comm.md "Registered buffers"): the run's losses are bitwise those of the
+// same run copying with CMA (DS_COMM_SHM_MAP=0), and the startup table's buffers line carries the
+// peers' mapped gradient pages only when they are mapped.
+TEST_CASE("e2e: stage 0 on 2 ranks, gradients reduced in place by the peers: CMA's losses",
+          "[e2e]") {
+  auto run = [&](const std::string& map, std::string* losses, double* buffersMiB) {
+    TempDir dir;
+    std::string out;
+    int rc = runCommand("DS_COMM_SHM_CMA_MIN_BYTES=4096 DS_COMM_SHM_MAP=" + map + " " +
+                            trainCmd(dir.path(),
+                                     "--set train.steps=12 --set train.log_every=4 "
+                                     "--set train.eval_every=0") +
+                            " 2>&1",
+                        &out, std::chrono::seconds(180));
+    INFO(out);
+    REQUIRE(rc == 0);
+    const std::string summary = slurp(dir.file("run_summary.json"));
+    const size_t at = summary.find("\"losses\"");
+    REQUIRE(at != std::string::npos);
+    *losses = summary.substr(at, summary.find(']', at) - at);
+    const size_t line = out.find("  buffers ");
+    REQUIRE(line != std::string::npos);
+    *buffersMiB = std::stod(out.substr(line + 10, 60));
+  };
+  std::string mapped, copied;
+  double mappedMiB = 0, copiedMiB = 0;
+  run("1", &mapped, &mappedMiB);
+  run("0", &copied, &copiedMiB);
+  CHECK(mapped == copied);
+  CHECK(mapped.size() > 20);  // twelve losses, not an empty list
+  CHECK(mappedMiB > copiedMiB);
 }
