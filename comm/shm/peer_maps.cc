@@ -31,7 +31,7 @@ size_t PeerMaps::regionsMapped() const {
   return n;
 }
 
-PeerMaps::Mapping PeerMaps::open(int peer, pid_t pid, const PublishedRegion& region) {
+PeerMaps::Mapping PeerMaps::open(int peer, pid_t pid, const SharedRegion& region) {
   const std::string path = fmt::format("/proc/{}/fd/{}", pid, region.fd);
   std::string why;
   Mapping m;
@@ -63,7 +63,7 @@ PeerMaps::Mapping PeerMaps::open(int peer, pid_t pid, const PublishedRegion& reg
   return m;
 }
 
-char* PeerMaps::resolve(int peer, pid_t pid, const PublishedRegion& region, uint64_t released,
+char* PeerMaps::resolve(int peer, pid_t pid, const SharedRegion& region, uint64_t released,
                         size_t bytes) {
   if (region.id == 0 || region.offset > region.bytes || bytes > region.bytes - region.offset)
     return nullptr;

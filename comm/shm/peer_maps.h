@@ -20,17 +20,9 @@
 #include <string>
 #include <vector>
 
-namespace ds::comm::shm_impl {
+#include "comm/shared_host_buffer.h"
 
-// A region as a peer published it (ShmLink's record: comm/shm/shm_link_state.h).
-struct PublishedRegion {
-  uint64_t id = 0;  // 0: the buffer is not in a registered region
-  uint64_t inode = 0;
-  uint64_t device = 0;
-  uint64_t bytes = 0;
-  uint64_t offset = 0;  // of the published buffer in the region
-  int32_t fd = -1;
-};
+namespace ds::comm::shm_impl {
 
 class PeerMaps {
  public:
@@ -39,11 +31,11 @@ class PeerMaps {
   PeerMaps(const PeerMaps&) = delete;
   PeerMaps& operator=(const PeerMaps&) = delete;
 
-  // This process's address of byte `region.offset` of `peer`'s published region, when it is
+  // This process's address of byte `region.offset` of `peer`'s published region (as the peer's
+  // findSharedRegion gave it; id 0: none), when it is
   // (or can now be) mapped and holds [offset, offset + bytes); nullptr otherwise. released: the
   // peer's count of released regions as it published it.
-  char* resolve(int peer, pid_t pid, const PublishedRegion& region, uint64_t released,
-                size_t bytes);
+  char* resolve(int peer, pid_t pid, const SharedRegion& region, uint64_t released, size_t bytes);
   // Regions mapped now, over all peers (tests, logs).
   size_t regionsMapped() const;
   // Unmaps everything (after ShmLink::agreeOnMap's probes).
@@ -60,7 +52,7 @@ class PeerMaps {
     std::map<uint64_t, Mapping> byId;
     uint64_t released = 0;
   };
-  Mapping open(int peer, pid_t pid, const PublishedRegion& region);
+  Mapping open(int peer, pid_t pid, const SharedRegion& region);
   void dropAll(Peer& p);
 
   std::vector<Peer> peers_;

@@ -125,7 +125,6 @@ class ShmLink {
   int32_t abortedBy() const;              // the recorded culprit, or -1
   void beforeRemote(const char* what);    // marks this member busy; throws if the group failed
   void publishRegion(const void* first);  // the region record of publish (none: id 0)
-  PublishedRegion regionOf(int peer) const;
   void quiesce();  // fail's wait for the others' remoteBusy to clear (bounded)
   [[noreturn]] void failCma(int peer, const char* what, const char* dir, size_t bytes, int err);
 

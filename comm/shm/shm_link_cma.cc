@@ -94,14 +94,7 @@ void ShmLink::publish(const void* first, const void* second) {
 
 void ShmLink::publishRegion(const void* first) {
   State& me = state(rank_);
-  const std::optional<SharedRegion> region = first ? findSharedRegion(first) : std::nullopt;
-  me.regionId = region ? region->id : 0;
-  if (!region) return;
-  me.regionInode = region->inode;
-  me.regionDevice = region->device;
-  me.regionBytes = region->bytes;
-  me.regionOffset = region->offset;
-  me.regionFd = region->fd;
+  me.region = (first ? findSharedRegion(first) : std::nullopt).value_or(SharedRegion{});
   me.regionsReleased = sharedRegionsReleased();
 }
 
@@ -109,22 +102,10 @@ char* ShmLink::peerBuffer(int peer, int which) const {
   return reinterpret_cast<char*>(state(peer).buffers[which]);
 }
 
-PublishedRegion ShmLink::regionOf(int peer) const {
-  const State& rec = state(peer);
-  PublishedRegion region;
-  region.id = rec.regionId;
-  region.inode = rec.regionInode;
-  region.device = rec.regionDevice;
-  region.bytes = rec.regionBytes;
-  region.offset = rec.regionOffset;
-  region.fd = rec.regionFd;
-  return region;
-}
-
 char* ShmLink::peerMapped(int peer, size_t bytes, const char* what) {
   const State& rec = state(peer);
-  if (!mapOn_ || rec.regionId == 0) return nullptr;
-  char* at = maps_.resolve(peer, rec.pid, regionOf(peer), rec.regionsReleased, bytes);
+  if (!mapOn_ || rec.region.id == 0) return nullptr;
+  char* at = maps_.resolve(peer, rec.pid, rec.region, rec.regionsReleased, bytes);
   if (at) beforeRemote(what);
   return at;
 }
@@ -137,8 +118,8 @@ bool ShmLink::enterMapped(const void* first, const std::function<size_t(int)>& b
     const size_t need = bytesOf(member);
     if (need == 0) continue;
     const State& rec = state(member);
-    if (rec.regionId == 0 || rec.regionOffset > rec.regionBytes ||
-        need > rec.regionBytes - rec.regionOffset)
+    const SharedRegion& region = rec.region;
+    if (region.id == 0 || region.offset > region.bytes || need > region.bytes - region.offset)
       return false;
   }
   return true;
@@ -159,9 +140,9 @@ std::string ShmLink::agreeOnMap(bool wanted) {
   for (int k = 1; verdict == 0 && k < size_; ++k) {
     const int peer = (rank_ + k) % size_;
     const State& rec = state(peer);
-    if (rec.regionId == 0) continue;  // that member's own verdict says why
+    if (rec.region.id == 0) continue;  // that member's own verdict says why
     culprit = peer;
-    const char* seen = maps_.resolve(peer, rec.pid, regionOf(peer), rec.regionsReleased, kIdBytes);
+    const char* seen = maps_.resolve(peer, rec.pid, rec.region, rec.regionsReleased, kIdBytes);
     if (!seen) verdict = kMapFailed;
     else if (std::memcmp(seen, rec.procId, kIdBytes) != 0) verdict = kMapMismatch;
   }
@@ -169,7 +150,7 @@ std::string ShmLink::agreeOnMap(bool wanted) {
   me.mapVerdict = verdict;
   step("setup (peer mapping verdicts)");
   maps_.clear();  // the probes are freed on return
-  me.regionId = 0;
+  me.region = SharedRegion{};
   std::string why;
   for (int member = 0; member < size_ && why.empty(); ++member) {
     const State& rec = state(member);

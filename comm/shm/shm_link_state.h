@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "comm/shared_host_buffer.h"
 #include "comm/shm/shm_link.h"
 
 namespace ds::comm::shm_impl {
@@ -32,16 +33,10 @@ struct ShmLink::State {
   // Where buffers[0] lies when it is in a registered region (comm/shared_host_buffer.h; id 0:
   // it is not), and the member's count of released regions (peer_maps.h), both published with
   // the buffers.
-  uint64_t regionId;
-  uint64_t regionInode;
-  uint64_t regionDevice;
-  uint64_t regionBytes;
-  uint64_t regionOffset;
+  SharedRegion region;
   uint64_t regionsReleased;
-  int32_t regionFd;
   int32_t mapVerdict;  // agreeOnMap: 0 ok, > 0 errno, kMap* below
   int32_t mapPeer;     // the group rank whose probe failed (when mapVerdict != 0 and not kMapOff)
-  uint32_t pad2;
 };
 static_assert(sizeof(ShmLink::State) == 192);
 

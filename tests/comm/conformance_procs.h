@@ -2,6 +2,7 @@
 // runs fn(r) (which builds its own TcpStore client; rank 0 hosts the server) and reports the
 // returned text through a file; the parent collects exit statuses with a deadline and SIGKILLs
 // whatever is still running at it, so a hung rank fails the test instead of hanging it.
+// killWhenReady: the whileRunning side of the SIGKILL tests.
 #pragma once
 
 #include <signal.h>
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -105,6 +107,25 @@ inline std::string failures(const std::vector<ProcResult>& res) {
            ": " + p.text + "\n";
   }
   return out;
+}
+
+// For forkRanks' whileRunning: waits (up to 60 s) until every rank r < n has written the file
+// "ready<r>" in dir, lets the ranks run 50 ms more, then SIGKILLs `victim`. Returns when it sent
+// the signal.
+inline std::chrono::steady_clock::time_point killWhenReady(const TempDir& dir, int n,
+                                                           pid_t victim) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto allReady = [&] {
+    for (int r = 0; r < n; ++r)
+      if (!std::filesystem::exists(dir.file("ready" + std::to_string(r)))) return false;
+    return true;
+  };
+  while (!allReady() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto at = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  return at;
 }
 
 }  // namespace ds::test::conformance

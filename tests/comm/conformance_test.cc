@@ -242,19 +242,7 @@ TEST_CASE(
         },
         std::chrono::seconds(90),
         [&](const std::vector<pid_t>& pids) {
-          auto deadline = Clock::now() + std::chrono::seconds(60);
-          auto allReady = [&] {
-            for (int r = 0; r < n; ++r) {
-              if (!std::filesystem::exists(dir.file("ready" + std::to_string(r)))) return false;
-            }
-            return true;
-          };
-          while (!allReady() && Clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-          killedAt = Clock::now().time_since_epoch().count();
-          ::kill(pids[victim], SIGKILL);
+          killedAt = killWhenReady(dir, n, pids[victim]).time_since_epoch().count();
         });
     REQUIRE(killedAt.load() != 0);
     CHECK(res[victim].signal == SIGKILL);

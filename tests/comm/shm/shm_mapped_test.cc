@@ -12,10 +12,8 @@
 
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "comm/gloo/gloo_backend.h"
 #include "comm/process_group.h"
@@ -320,18 +318,7 @@ TEST_CASE("shm mapped peers: a peer SIGKILLed mid-allreduce fails the others, na
         return "no failure seen";
       },
       std::chrono::seconds(90),
-      [&](const std::vector<pid_t>& pids) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        auto ready = [&] {
-          for (int r = 0; r < n; ++r)
-            if (!std::filesystem::exists(dir.file("ready" + std::to_string(r)))) return false;
-          return true;
-        };
-        while (!ready() && std::chrono::steady_clock::now() < deadline)
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        ::kill(pids[victim], SIGKILL);
-      });
+      [&](const std::vector<pid_t>& pids) { killWhenReady(dir, n, pids[victim]); });
   CHECK(res[victim].signal == SIGKILL);
   for (int r = 0; r < n; ++r) {
     if (r == victim) continue;
