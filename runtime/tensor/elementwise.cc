@@ -22,6 +22,8 @@ void forwardRange(GeluIsa isa, float* out, float* pre, const float* inp, const f
                   size_t n) {
   if (isa == GeluIsa::kAvx512) {
     detail::geluForwardAvx512(out, pre, inp, bias, n);
+  } else if (isa == GeluIsa::kAvx2) {
+    detail::geluForwardAvx2(out, pre, inp, bias, n);
   } else {
     detail::geluForwardPortable(out, pre, inp, bias, n);
   }
@@ -35,6 +37,8 @@ void backward(GeluIsa isa, float* dinp, const float* inp, const float* dout, siz
     const size_t i0 = size_t(b) * kBlock, len = n - i0 < kBlock ? n - i0 : kBlock;
     if (isa == GeluIsa::kAvx512) {
       detail::geluBackwardAvx512(dinp + i0, inp + i0, dout + i0, len, accumulate);
+    } else if (isa == GeluIsa::kAvx2) {
+      detail::geluBackwardAvx2(dinp + i0, inp + i0, dout + i0, len, accumulate);
     } else {
       detail::geluBackwardPortable(dinp + i0, inp + i0, dout + i0, len, accumulate);
     }
@@ -46,6 +50,7 @@ void backward(GeluIsa isa, float* dinp, const float* inp, const float* dout, siz
 const char* geluIsaName(GeluIsa isa) {
   switch (isa) {
     case GeluIsa::kPortable: return "portable";
+    case GeluIsa::kAvx2: return "avx2";
     case GeluIsa::kAvx512: return "avx512";
   }
   return "?";
@@ -55,14 +60,16 @@ bool geluIsaSupported(GeluIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
     case GeluIsa::kPortable: return true;
+    case GeluIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case GeluIsa::kAvx512: return __builtin_cpu_supports("avx512f");
   }
   return false;
 }
 
 GeluIsa geluBestIsa() {
-  static const GeluIsa best =
-      geluIsaSupported(GeluIsa::kAvx512) ? GeluIsa::kAvx512 : GeluIsa::kPortable;
+  static const GeluIsa best = geluIsaSupported(GeluIsa::kAvx512) ? GeluIsa::kAvx512
+                              : geluIsaSupported(GeluIsa::kAvx2) ? GeluIsa::kAvx2
+                                                                 : GeluIsa::kPortable;
   return best;
 }
 

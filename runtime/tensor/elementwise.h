@@ -1,11 +1,12 @@
 // Pointwise layers: GELU (GPT-2's tanh approximation) and the residual add. Backward
 // ACCUMULATES into its input gradients unless the name says Set. Each is one OpenMP loop.
 // GELU runs a vectorised kernel (gelu_kernels.h) picked once per process by the CPU: AVX-512
-// where the CPU has it, else portable C++; both agree with the libm tanhf formula
-// (math/gelu_math.h, which CUDA keeps) to the bound tests/runtime/tensor/gelu_test.cc states:
-// |fast - libm| <= 4e-7 * max(1, |x|) for gelu and gelu' (measured 2.4e-7); against the exact
-// formula in double, gelu's relative error <= 3e-5 (the rounding of u, amplified by exp(2u) where
-// gelu is tiny; the libm version loses all digits there as 1 + tanh cancels). NaN in, NaN out;
+// where the CPU has it, else AVX2 + FMA (bitwise the AVX-512 results), else portable C++; all agree
+// with the libm tanhf formula (math/gelu_math.h, which CUDA keeps) to the bound
+// tests/runtime/tensor/gelu_test.cc states: |fast - libm| <= 4e-7 * max(1, |x|) for gelu and gelu'
+// (measured 2.4e-7); against the exact formula in double, gelu's relative error <= 3e-5 (the
+// rounding of u, amplified by exp(2u) where gelu is tiny; the libm version loses all digits there
+// as 1 + tanh cancels). NaN in, NaN out;
 // +-inf give what the libm version gives (gelu(+inf) = inf, gelu(-inf) = NaN, gelu'(+-inf) NaN).
 #pragma once
 
@@ -13,10 +14,10 @@
 
 namespace ds::runtime {
 
-enum class GeluIsa { kPortable, kAvx512 };
+enum class GeluIsa { kPortable, kAvx2, kAvx512 };
 const char* geluIsaName(GeluIsa isa);
 bool geluIsaSupported(GeluIsa isa);
-GeluIsa geluBestIsa();  // AVX-512 where supported, else portable; decided once
+GeluIsa geluBestIsa();  // AVX-512, else AVX2 + FMA, else portable; decided once
 
 void geluForward(float* out, const float* inp, size_t n);
 void geluBackward(float* dinp, const float* inp, const float* dout, size_t n);

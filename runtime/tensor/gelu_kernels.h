@@ -1,7 +1,8 @@
 // Internal to elementwise.cc: GPT-2's tanh GELU over a contiguous range, one kernel per ISA
-// (portable C++ and AVX-512), plus the per-element portable formula they share. Not for callers
-// outside runtime/tensor; the AVX-512 kernels carry target attributes and run only after the CPU
-// check (geluIsaSupported).
+// (portable C++, AVX2 + FMA, AVX-512), plus the per-element portable formula they share. Not for
+// callers outside runtime/tensor; the vector kernels carry target attributes and run only after
+// the CPU check (geluIsaSupported). The AVX2 and AVX-512 kernels run the same operations per lane
+// (FMA, a true division): their results are equal bit for bit.
 //
 // The formula. With u = sqrt(2/pi) (x + 0.044715 x^3) and s = sigmoid(2u) = (1 + tanh u) / 2:
 //   gelu(x)  = x s
@@ -49,10 +50,12 @@ inline float geluGradFast(float x) {
 // out[i] = gelu(inp[i] + bias[i]) for i < n; bias may be null (then + 0 is skipped); pre, when
 // not null, receives inp[i] + bias[i] (pre may alias inp, out may alias inp).
 void geluForwardPortable(float* out, float* pre, const float* inp, const float* bias, size_t n);
+void geluForwardAvx2(float* out, float* pre, const float* inp, const float* bias, size_t n);
 void geluForwardAvx512(float* out, float* pre, const float* inp, const float* bias, size_t n);
 // dinp[i] = (accumulate ? dinp[i] : 0) + gelu'(inp[i]) * dout[i] for i < n.
 void geluBackwardPortable(float* dinp, const float* inp, const float* dout, size_t n,
                           bool accumulate);
+void geluBackwardAvx2(float* dinp, const float* inp, const float* dout, size_t n, bool accumulate);
 void geluBackwardAvx512(float* dinp, const float* inp, const float* dout, size_t n,
                         bool accumulate);
 

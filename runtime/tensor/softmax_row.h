@@ -1,8 +1,10 @@
 // One softmax row's passes, vectorised, for the cross-entropy (rows of V = 50257 logits) and the
 // attention softmax (causal rows of t + 1 scores): the row's max, then exp(x - shift) in place
 // with the sum. AVX-512 where the CPU has it (exp_neg_avx512.h: relative error a few ulp, 0 below
-// exp(-87.3) where libm gives a subnormal, the sum accumulated in 8 double lanes), else the
-// portable loop (std::exp, the sum in one double in order). Not a full softmax: callers scale.
+// exp(-87.3) where libm gives a subnormal, the sum accumulated in 8 double lanes), else AVX2 + FMA
+// (exp_neg_avx2.h: each exp bitwise the AVX-512 one, the sum in 8 double lanes in another order),
+// else the portable loop (std::exp, the sum in one double in order). Not a full softmax: callers
+// scale.
 #pragma once
 
 #include <cstddef>
@@ -16,9 +18,14 @@ double expShiftSum(float* row, size_t n, float shift);
 // The same on the portable path whatever the CPU (tests).
 double expShiftSumPortable(float* row, size_t n, float shift);
 
-namespace detail {  // the AVX-512 kernels (softmax_row_avx512.cc), after the CPU check only
+// Whether this CPU runs the AVX2 + FMA kernels below (tests).
+bool softmaxRowHasAvx2();
+
+namespace detail {  // the vector kernels (softmax_row_avx*.cc), after the CPU check only
 float rowMaxAvx512(const float* row, size_t n);
 double expShiftSumAvx512(float* row, size_t n, float shift);
+float rowMaxAvx2(const float* row, size_t n);
+double expShiftSumAvx2(float* row, size_t n, float shift);
 }  // namespace detail
 
 }  // namespace ds::runtime

@@ -1,11 +1,12 @@
 // The vectorised GELU kernels (runtime/tensor/elementwise.h, gelu_kernels.h) on every ISA this CPU
-// has (the portable kernel always; AVX-512 SKIPPED visibly without it) against the libm tanhf
-// formula (math/gelu_math.h) and the exact formula in double, over a dense sweep of [-30, 30] and
-// a geometric sweep of |x| in [1e-30, 1e30]. Bounds (elementwise.h): |fast - libm| <= 4e-7 *
-// max(1, |x|) for gelu and gelu'; gelu's relative error against double <= 3e-5, gelu''s absolute
-// error <= 3e-7 * max(1, |gelu'|). Specials: NaN propagates; +-inf and huge |x| (x^3 overflows)
-// give what the libm version gives. Also: the drivers' tails and thread split, biasGeluForward ==
-// bias add then geluForward, geluBackwardSet == zero then geluBackward, bit for bit.
+// has (the portable kernel always; AVX2 + FMA and AVX-512 each SKIPPED visibly without it) against
+// the libm tanhf formula (math/gelu_math.h) and the exact formula in double, over a dense sweep of
+// [-30, 30] and a geometric sweep of |x| in [1e-30, 1e30]. Bounds (elementwise.h): |fast - libm| <=
+// 4e-7 * max(1, |x|) for gelu and gelu'; gelu's relative error against double <= 3e-5, gelu''s
+// absolute error <= 3e-7 * max(1, |gelu'|). Specials: NaN propagates; +-inf and huge |x| (x^3
+// overflows) give what the libm version gives. AVX2 equals AVX-512 bit for bit where the CPU has
+// both. Also: the drivers' tails and thread split, biasGeluForward == bias add then geluForward,
+// geluBackwardSet == zero then geluBackward, bit for bit.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -107,6 +108,28 @@ TEST_CASE("gelu portable kernel: bounds against libm and exact, specials", "[uni
   checkIsa(GeluIsa::kPortable);
 }
 
+TEST_CASE("gelu AVX2 kernel: bounds against libm and exact, specials", "[unit][cpu_isa]") {
+  if (!geluIsaSupported(GeluIsa::kAvx2)) DS_SKIP("this CPU has no AVX2 + FMA");
+  checkIsa(GeluIsa::kAvx2);
+}
+
+TEST_CASE("gelu AVX2 and AVX-512 kernels give the same bits", "[unit][cpu_isa]") {
+  if (!geluIsaSupported(GeluIsa::kAvx512)) DS_SKIP("this CPU has no AVX-512F");
+  REQUIRE(geluIsaSupported(GeluIsa::kAvx2));  // every AVX-512F CPU has AVX2 and FMA
+  std::vector<float> xs = sweep();
+  for (float x : {std::nanf(""), INFINITY, -INFINITY, -0.0f, 1e-40f, -88.0f, 3e38f})
+    xs.push_back(x);
+  const size_t n = xs.size();
+  std::vector<float> out2(n), out512(n), grad2(n, 0.5f), grad512(n, 0.5f), dout(n);
+  for (size_t i = 0; i < n; ++i) dout[i] = float(int(i % 13) - 6) / 7.0f;
+  geluForward(out2.data(), xs.data(), n, GeluIsa::kAvx2);
+  geluForward(out512.data(), xs.data(), n, GeluIsa::kAvx512);
+  geluBackward(grad2.data(), xs.data(), dout.data(), n, GeluIsa::kAvx2);
+  geluBackward(grad512.data(), xs.data(), dout.data(), n, GeluIsa::kAvx512);
+  CHECK(sameBits(out2, out512));
+  CHECK(sameBits(grad2, grad512));
+}
+
 TEST_CASE("gelu AVX-512 kernel: bounds against libm and exact, specials", "[unit][cpu_isa]") {
   if (!geluIsaSupported(GeluIsa::kAvx512)) DS_SKIP("this CPU has no AVX-512F");
   checkIsa(GeluIsa::kAvx512);
@@ -116,16 +139,20 @@ TEST_CASE("gelu: the best ISA is a supported one; an unsupported one is refused"
   CHECK(geluIsaSupported(geluBestIsa()));
   if (geluIsaSupported(GeluIsa::kAvx512)) {
     CHECK(geluBestIsa() == GeluIsa::kAvx512);
+  } else if (geluIsaSupported(GeluIsa::kAvx2)) {
+    CHECK(geluBestIsa() == GeluIsa::kAvx2);
+    float val = 0;
+    CHECK_THROWS_AS(geluForward(&val, &val, 1, GeluIsa::kAvx512), ds::InternalError);
   } else {
     float val = 0;
     CHECK_THROWS_AS(geluForward(&val, &val, 1, GeluIsa::kAvx512), ds::InternalError);
   }
 }
 
-// Lengths around the 16-lane vectors and the 4096-element blocks (threads split whole blocks):
-// each element's result is the same whatever the length, so a long run equals its pieces.
+// Lengths around the 8- and 16-lane vectors and the 4096-element blocks (threads split whole
+// blocks): each element's result is the same whatever the length, so a long run equals its pieces.
 TEST_CASE("gelu drivers: tails and the block split give every element its own value", "[unit]") {
-  for (GeluIsa isa : {GeluIsa::kPortable, GeluIsa::kAvx512}) {
+  for (GeluIsa isa : {GeluIsa::kPortable, GeluIsa::kAvx2, GeluIsa::kAvx512}) {
     if (!geluIsaSupported(isa)) continue;
     const size_t n = 3 * 4096 + 4096 * 8 + 17;  // above the parallel threshold, ragged end
     std::vector<float> xs(n), dout(n);
@@ -136,7 +163,8 @@ TEST_CASE("gelu drivers: tails and the block split give every element its own va
     std::vector<float> all(n), grad(n, 0.25f);
     geluForward(all.data(), xs.data(), n, isa);
     geluBackward(grad.data(), xs.data(), dout.data(), n, isa);
-    for (size_t len : {size_t(1), size_t(15), size_t(16), size_t(17), size_t(4097)}) {
+    for (size_t len : {size_t(1), size_t(7), size_t(8), size_t(9), size_t(15), size_t(16),
+                       size_t(17), size_t(4097)}) {
       std::vector<float> piece(len), pgrad(len, 0.25f);
       const size_t at = n - len;
       geluForward(piece.data(), xs.data() + at, len, isa);
