@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -18,6 +19,13 @@ namespace {
 // Heads are independent: with more than one (batch, head) pair the OpenMP team takes whole heads
 // (each one's products single-threaded, sgemm.h's split stays off inside the region); one head
 // alone gets the split products instead.
+// Causal products run row block by row block: block [r0, r1) of the T x T scores needs the keys
+// [0, r1) only, so the masked upper triangle is (mostly) never computed: at T = 256, 56% of the
+// full products' FLOPs. Measured (one head pair loop, B = 2, T = 256, C = 768, 12 heads, one Zen 1
+// thread): full products 33 + 71 ms forward + backward, blocks of 128 rows 22 + 29, 64: 18 + 23,
+// 32: 16 + 21, 16: 16 + 21 (thinner panels cost the GEMM kernel what they skip).
+constexpr int kCausalRows = 32;
+
 bool headsParallel(int B, int NH) { return long(B) * NH > 1 && omp_get_max_threads() > 1; }
 
 void headForward(float* out, float* att, const float* qkv, int b, int h, int T, int C, int NH,
@@ -27,7 +35,12 @@ void headForward(float* out, float* att, const float* qkv, int b, int h, int T, 
   const float* k = q + C;
   const float* v = q + 2 * C;
   float* s = att + (static_cast<size_t>(b) * NH + h) * T * T;
-  sgemm(false, true, T, T, hs, scale, q, C3, k, C3, 0.0f, s, T);
+  // Scores of each row block against the keys up to its last row only (the rest is masked).
+  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
+    const int r1 = std::min(T, r0 + kCausalRows);
+    sgemm(false, true, r1 - r0, r1, hs, scale, q + size_t(r0) * C3, C3, k, C3, 0.0f,
+          s + size_t(r0) * T, T);
+  }
   for (int t = 0; t < T; ++t) {
     float* row = s + static_cast<size_t>(t) * T;
     const size_t len = size_t(t) + 1;
@@ -37,7 +50,11 @@ void headForward(float* out, float* att, const float* qkv, int b, int h, int T, 
     for (int j = t + 1; j < T; ++j) row[j] = 0.0f;
   }
   float* y = out + static_cast<size_t>(b) * T * C + h * hs;
-  sgemm(false, false, T, hs, T, 1.0f, s, T, v, C3, 0.0f, y, C);
+  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
+    const int r1 = std::min(T, r0 + kCausalRows);
+    sgemm(false, false, r1 - r0, hs, r1, 1.0f, s + size_t(r0) * T, T, v, C3, 0.0f,
+          y + size_t(r0) * C, C);
+  }
 }
 
 void headBackward(float* dqkv, float* ds, const float* dout, const float* qkv, const float* att,
@@ -52,9 +69,14 @@ void headBackward(float* dqkv, float* ds, const float* dout, const float* qkv, c
   float* dv = dq + 2 * C;
   const float* s = att + (static_cast<size_t>(b) * NH + h) * T * T;
   const float* dy = dout + static_cast<size_t>(b) * T * C + h * hs;
-  // dP = dY . V^T ; dV += P^T . dY
-  sgemm(false, true, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, ds, T);
-  sgemm(true, false, T, hs, T, 1.0f, s, T, dy, C, 1.0f, dv, C3);
+  // dP = dY . V^T ; dV += P^T . dY (row block by row block: keys up to the block's last row)
+  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
+    const int r1 = std::min(T, r0 + kCausalRows);
+    sgemm(false, true, r1 - r0, r1, hs, 1.0f, dy + size_t(r0) * C, C, v, C3, 0.0f,
+          ds + size_t(r0) * T, T);
+    sgemm(true, false, r1, hs, r1 - r0, 1.0f, s + size_t(r0) * T, T, dy + size_t(r0) * C, C, 1.0f,
+          dv, C3);
+  }
   // Softmax backward, folding in the 1/sqrt(hs) of the scores: dS = P * (dP - <P, dP>) * scale.
   for (int t = 0; t < T; ++t) {
     const float* p = s + static_cast<size_t>(t) * T;
@@ -65,8 +87,13 @@ void headBackward(float* dqkv, float* ds, const float* dout, const float* qkv, c
     for (int j = t + 1; j < T; ++j) d[j] = 0.0f;
   }
   // dQ += dS . K ; dK += dS^T . Q
-  sgemm(false, false, T, hs, T, 1.0f, ds, T, k, C3, 1.0f, dq, C3);
-  sgemm(true, false, T, hs, T, 1.0f, ds, T, q, C3, 1.0f, dk, C3);
+  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
+    const int r1 = std::min(T, r0 + kCausalRows);
+    sgemm(false, false, r1 - r0, hs, r1, 1.0f, ds + size_t(r0) * T, T, k, C3, 1.0f,
+          dq + size_t(r0) * C3, C3);
+    sgemm(true, false, r1, hs, r1 - r0, 1.0f, ds + size_t(r0) * T, T, q + size_t(r0) * C3, C3, 1.0f,
+          dk, C3);
+  }
 }
 
 }  // namespace
