@@ -23,12 +23,13 @@ constexpr size_t kNormLanes = 8;
 // with the lanes, the memory's pace).
 double chunkSumSquares(const float* grads, size_t count) {
   double lane[kNormLanes] = {};
-  size_t i = 0;
-  for (; i + kNormLanes <= count; i += kNormLanes) {
+  size_t pos = 0;
+  for (; pos + kNormLanes <= count; pos += kNormLanes) {
 #pragma GCC unroll 8
-    for (size_t l = 0; l < kNormLanes; ++l) lane[l] += double(grads[i + l]) * double(grads[i + l]);
+    for (size_t idx = 0; idx < kNormLanes; ++idx)
+      lane[idx] += double(grads[pos + idx]) * double(grads[pos + idx]);
   }
-  for (; i < count; ++i) lane[i % kNormLanes] += double(grads[i]) * double(grads[i]);
+  for (; pos < count; ++pos) lane[pos % kNormLanes] += double(grads[pos]) * double(grads[pos]);
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
