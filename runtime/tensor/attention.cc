@@ -26,6 +26,12 @@ namespace {
 // 32: 16 + 21, 16: 16 + 21 (thinner panels cost the GEMM kernel what they skip).
 constexpr int kCausalRows = 32;
 
+// fn(r0, r1) for each row block [r0, r1) of T rows, in order.
+template <class Fn>
+void forEachRowBlock(int T, Fn&& fn) {
+  for (int r0 = 0; r0 < T; r0 += kCausalRows) fn(r0, std::min(T, r0 + kCausalRows));
+}
+
 bool headsParallel(int B, int NH) { return long(B) * NH > 1 && omp_get_max_threads() > 1; }
 
 void headForward(float* out, float* att, const float* qkv, int b, int h, int T, int C, int NH,
@@ -36,11 +42,10 @@ void headForward(float* out, float* att, const float* qkv, int b, int h, int T, 
   const float* v = q + 2 * C;
   float* s = att + (static_cast<size_t>(b) * NH + h) * T * T;
   // Scores of each row block against the keys up to its last row only (the rest is masked).
-  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
-    const int r1 = std::min(T, r0 + kCausalRows);
+  forEachRowBlock(T, [&](int r0, int r1) {
     sgemm(false, true, r1 - r0, r1, hs, scale, q + size_t(r0) * C3, C3, k, C3, 0.0f,
           s + size_t(r0) * T, T);
-  }
+  });
   for (int t = 0; t < T; ++t) {
     float* row = s + static_cast<size_t>(t) * T;
     const size_t len = size_t(t) + 1;
@@ -50,11 +55,10 @@ void headForward(float* out, float* att, const float* qkv, int b, int h, int T, 
     for (int j = t + 1; j < T; ++j) row[j] = 0.0f;
   }
   float* y = out + static_cast<size_t>(b) * T * C + h * hs;
-  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
-    const int r1 = std::min(T, r0 + kCausalRows);
+  forEachRowBlock(T, [&](int r0, int r1) {
     sgemm(false, false, r1 - r0, hs, r1, 1.0f, s + size_t(r0) * T, T, v, C3, 0.0f,
           y + size_t(r0) * C, C);
-  }
+  });
 }
 
 void headBackward(float* dqkv, float* ds, const float* dout, const float* qkv, const float* att,
@@ -70,13 +74,12 @@ void headBackward(float* dqkv, float* ds, const float* dout, const float* qkv, c
   const float* s = att + (static_cast<size_t>(b) * NH + h) * T * T;
   const float* dy = dout + static_cast<size_t>(b) * T * C + h * hs;
   // dP = dY . V^T ; dV += P^T . dY (row block by row block: keys up to the block's last row)
-  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
-    const int r1 = std::min(T, r0 + kCausalRows);
+  forEachRowBlock(T, [&](int r0, int r1) {
     sgemm(false, true, r1 - r0, r1, hs, 1.0f, dy + size_t(r0) * C, C, v, C3, 0.0f,
           ds + size_t(r0) * T, T);
     sgemm(true, false, r1, hs, r1 - r0, 1.0f, s + size_t(r0) * T, T, dy + size_t(r0) * C, C, 1.0f,
           dv, C3);
-  }
+  });
   // Softmax backward, folding in the 1/sqrt(hs) of the scores: dS = P * (dP - <P, dP>) * scale.
   for (int t = 0; t < T; ++t) {
     const float* p = s + static_cast<size_t>(t) * T;
@@ -87,13 +90,12 @@ void headBackward(float* dqkv, float* ds, const float* dout, const float* qkv, c
     for (int j = t + 1; j < T; ++j) d[j] = 0.0f;
   }
   // dQ += dS . K ; dK += dS^T . Q
-  for (int r0 = 0; r0 < T; r0 += kCausalRows) {
-    const int r1 = std::min(T, r0 + kCausalRows);
+  forEachRowBlock(T, [&](int r0, int r1) {
     sgemm(false, false, r1 - r0, hs, r1, 1.0f, ds + size_t(r0) * T, T, k, C3, 1.0f,
           dq + size_t(r0) * C3, C3);
     sgemm(true, false, r1, hs, r1 - r0, 1.0f, ds + size_t(r0) * T, T, q + size_t(r0) * C3, C3, 1.0f,
           dk, C3);
-  }
+  });
 }
 
 }  // namespace
